@@ -1,0 +1,52 @@
+package env
+
+// Net gives a node ordered, reliable byte streams with TCP semantics. A node's
+// identity on the network is its advertised host:port, as in Kafka.
+//
+// Everything completes on the loop: accepted connections, dial results,
+// arriving bytes and closes. Bytes written by one side arrive at the other in
+// order, possibly split or merged differently, or not at all if the
+// connection breaks; a broken connection is always reported to both sides
+// eventually, through OnClose, unless the peer's host is gone (a half-open
+// connection then looks alive until written to or closed locally).
+type Net interface {
+	// Listen accepts connections on addr ("host:port"; port 0 picks a free
+	// port, see Listener.Addr). For each accepted connection accept runs on
+	// the loop and returns the handler for that connection's events.
+	Listen(addr string, accept func(Conn) ConnHandler) (Listener, error)
+	// Dial connects to addr in the background. connected runs on the loop
+	// exactly once: with the connection and a nil error, returning the
+	// handler for its events; or with a nil Conn and the error, its return
+	// value then ignored.
+	Dial(addr string, connected func(Conn, error) ConnHandler)
+}
+
+// Listener is a bound, accepting address.
+type Listener interface {
+	// Addr is the address actually bound (with the port chosen for port 0).
+	Addr() string
+	// Close stops accepting. Connections already accepted stay open.
+	Close() error
+}
+
+// Conn is one end of a connection.
+type Conn interface {
+	// Write queues p to be sent and returns at once; it takes ownership of p,
+	// which the caller must not change afterwards. Writes after a close (local
+	// or reported) return ErrClosed.
+	Write(p []byte) error
+	// Close closes the connection: queued bytes are still sent, then the
+	// peer sees a close. OnClose is not called for a local Close.
+	Close() error
+	LocalAddr() string
+	RemoteAddr() string
+}
+
+// ConnHandler receives a connection's events on the loop.
+type ConnHandler interface {
+	// OnData delivers the next bytes from the peer. p belongs to the callee.
+	OnData(p []byte)
+	// OnClose reports that the connection is gone: closed by the peer (err is
+	// nil) or broken (err says why). No OnData follows it.
+	OnClose(err error)
+}
