@@ -1,0 +1,149 @@
+package sched
+
+import (
+	"testing"
+	"time"
+)
+
+func TestEventsRunInTimeThenSequenceOrder(t *testing.T) {
+	s := New()
+	var got []int
+	add := func(d time.Duration, id int) {
+		s.After(d, Label{Kind: "t"}, func() { got = append(got, id) })
+	}
+	add(3*time.Second, 1)
+	add(time.Second, 2)
+	add(3*time.Second, 3) // same time as 1: after it, by sequence
+	add(0, 4)
+	add(2*time.Second, 5)
+	for s.Step() {
+	}
+	want := []int{4, 2, 5, 1, 3}
+	if len(got) != len(want) {
+		t.Fatalf("ran %v, want %v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("ran %v, want %v", got, want)
+		}
+	}
+	if s.Now() != 3*time.Second {
+		t.Fatalf("clock at %v after the last event, want 3s", s.Now())
+	}
+}
+
+func TestTimeJumpsAndEventsScheduleEvents(t *testing.T) {
+	s := New()
+	var at []time.Duration
+	var tick func()
+	tick = func() {
+		at = append(at, s.Now())
+		if len(at) < 3 {
+			s.After(time.Hour, Label{Kind: "tick"}, tick)
+		}
+	}
+	s.After(time.Minute, Label{Kind: "tick"}, tick)
+	for s.Step() {
+	}
+	want := []time.Duration{time.Minute, time.Minute + time.Hour, time.Minute + 2*time.Hour}
+	for i := range want {
+		if at[i] != want[i] {
+			t.Fatalf("ticks at %v, want %v", at, want)
+		}
+	}
+}
+
+func TestCanceledEventsNeitherRunNorTrace(t *testing.T) {
+	a, b := New(), New()
+	ran := false
+	e := a.After(time.Second, Label{Kind: "x"}, func() { ran = true })
+	if !e.Pending() || !e.Cancel() || e.Cancel() || e.Pending() {
+		t.Fatal("Cancel should succeed once and leave the event not pending")
+	}
+	for a.Step() {
+	}
+	if ran {
+		t.Fatal("a canceled event ran")
+	}
+	if a.Trace() != b.Trace() || a.Delivered() != 0 {
+		t.Fatalf("a canceled event reached the trace: %s vs %s", a.Trace(), b.Trace())
+	}
+	if e.Cancel() {
+		t.Fatal("Cancel of a removed event reported success")
+	}
+}
+
+func TestRunUntilStopsAtDeadlineAndAdvancesClock(t *testing.T) {
+	s := New()
+	n := 0
+	for i := 1; i <= 5; i++ {
+		s.After(time.Duration(i)*time.Second, Label{Kind: "x"}, func() { n++ })
+	}
+	s.RunUntil(3 * time.Second)
+	if n != 3 || s.Now() != 3*time.Second || s.Len() != 2 {
+		t.Fatalf("after RunUntil(3s): ran %d, now %v, pending %d", n, s.Now(), s.Len())
+	}
+	s.RunUntil(10 * time.Second)
+	if n != 5 || s.Now() != 10*time.Second {
+		t.Fatalf("after RunUntil(10s): ran %d, now %v", n, s.Now())
+	}
+}
+
+func TestTraceSeesKindNodeTimeAndDigest(t *testing.T) {
+	run := func(l Label, d time.Duration) string {
+		s := New()
+		s.After(d, l, func() {})
+		s.Step()
+		return s.Trace()
+	}
+	base := run(Label{Kind: "k", Node: "n", Digest: 1}, time.Second)
+	if base != run(Label{Kind: "k", Node: "n", Digest: 1}, time.Second) {
+		t.Fatal("the same event gave two traces")
+	}
+	for name, other := range map[string]string{
+		"kind":   run(Label{Kind: "j", Node: "n", Digest: 1}, time.Second),
+		"node":   run(Label{Kind: "k", Node: "m", Digest: 1}, time.Second),
+		"digest": run(Label{Kind: "k", Node: "n", Digest: 2}, time.Second),
+		"time":   run(Label{Kind: "k", Node: "n", Digest: 1}, 2*time.Second),
+	} {
+		if other == base {
+			t.Errorf("changing the event's %s left the trace unchanged", name)
+		}
+	}
+}
+
+func TestSchedulingInThePastPanics(t *testing.T) {
+	s := New()
+	s.After(time.Second, Label{}, func() {})
+	s.Step()
+	defer func() {
+		if recover() == nil {
+			t.Fatal("At in the past did not panic")
+		}
+	}()
+	s.At(0, Label{Kind: "late"}, func() {})
+}
+
+// BenchmarkTrivialEvents measures the kernel's rate for events that do
+// nothing: each event schedules the next, with a queue a few thousand deep as
+// in a busy cluster. The target is at least 2 million events per second.
+func BenchmarkTrivialEvents(b *testing.B) {
+	s := New()
+	const depth = 4096
+	label := Label{Kind: "bench", Node: "n1"}
+	var fn func()
+	n := 0
+	fn = func() {
+		n++
+		s.After(time.Duration(n%977)*time.Microsecond, label, fn)
+	}
+	for i := 0; i < depth; i++ {
+		s.After(time.Duration(i)*time.Microsecond, label, fn)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		s.Step()
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
+}
