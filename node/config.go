@@ -1,0 +1,304 @@
+package node
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Config is a broker's configuration. Its fields carry Kafka's names in their
+// comments; ParseProperties reads them from a Kafka-style properties file.
+// The zero value is not valid: start from DefaultConfig.
+type Config struct {
+	// NodeID is node.id.
+	NodeID int32
+	// Listeners is listeners: "PLAINTEXT://host:port", comma-separated.
+	// Only PLAINTEXT is served for now.
+	Listeners []Listener
+	// AdvertisedListeners is advertised.listeners; empty means Listeners.
+	AdvertisedListeners []Listener
+	// LogDir is log.dirs (one directory; log.dir is accepted too). The node's
+	// env.FS is rooted there; the broker itself only sees relative paths.
+	LogDir string
+
+	// NumPartitions is num.partitions, used by auto-creation and by
+	// CreateTopics requests that leave the count to the broker (-1).
+	NumPartitions int32
+	// DefaultReplicationFactor is default.replication.factor.
+	DefaultReplicationFactor int16
+	// AutoCreateTopics is auto.create.topics.enable.
+	AutoCreateTopics bool
+
+	// LogRetention is log.retention.ms (or .minutes/.hours); negative keeps
+	// data forever.
+	LogRetention time.Duration
+	// LogRetentionBytes is log.retention.bytes; negative is unlimited.
+	LogRetentionBytes int64
+	// LogSegmentBytes is log.segment.bytes.
+	LogSegmentBytes int64
+	// LogRoll is log.roll.ms (or .hours).
+	LogRoll time.Duration
+	// MessageMaxBytes is message.max.bytes: the largest record batch.
+	MessageMaxBytes int32
+	// SocketRequestMaxBytes is socket.request.max.bytes: the largest request
+	// frame; a larger one closes the connection.
+	SocketRequestMaxBytes int32
+}
+
+// Listener is one listener: a security protocol and an address.
+type Listener struct {
+	Name string // "PLAINTEXT"
+	Host string
+	Port int32
+}
+
+// Addr is host:port.
+func (l Listener) Addr() string { return l.Host + ":" + strconv.Itoa(int(l.Port)) }
+
+func (l Listener) String() string { return l.Name + "://" + l.Addr() }
+
+// DefaultConfig is Kafka's defaults for the keys Sluice reads, with one
+// node listening on 127.0.0.1:9092 and data in ./data.
+func DefaultConfig() Config {
+	return Config{
+		NodeID:                   1,
+		Listeners:                []Listener{{Name: "PLAINTEXT", Host: "127.0.0.1", Port: 9092}},
+		LogDir:                   "data",
+		NumPartitions:            1,
+		DefaultReplicationFactor: 1,
+		AutoCreateTopics:         true,
+		LogRetention:             7 * 24 * time.Hour,
+		LogRetentionBytes:        -1,
+		LogSegmentBytes:          1 << 30,
+		LogRoll:                  7 * 24 * time.Hour,
+		MessageMaxBytes:          1048588,
+		SocketRequestMaxBytes:    100 << 20,
+	}
+}
+
+// Advertised returns the listeners clients are told to connect to.
+func (c Config) Advertised() []Listener {
+	if len(c.AdvertisedListeners) > 0 {
+		return c.AdvertisedListeners
+	}
+	return c.Listeners
+}
+
+// ParseProperties reads a Kafka-style properties file over base: "key=value"
+// or "key: value" lines, '#' and '!' comments, and trailing-backslash
+// continuations. It returns the keys it does not know (Kafka warns about
+// those and goes on) and an error naming the first bad key or value.
+func ParseProperties(text string, base Config) (Config, []string, error) {
+	props, err := splitProperties(text)
+	if err != nil {
+		return base, nil, err
+	}
+	return ApplyProperties(props, base)
+}
+
+// ApplyProperties sets each key of props on base, in sorted key order so that
+// errors are reported deterministically.
+func ApplyProperties(props map[string]string, base Config) (Config, []string, error) {
+	keys := make([]string, 0, len(props))
+	for k := range props {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	cfg := base
+	var unknown []string
+	// Kafka lets the finer unit win: log.retention.ms over .minutes over .hours.
+	sort.SliceStable(keys, func(i, j int) bool { return unitRank(keys[i]) < unitRank(keys[j]) })
+	for _, k := range keys {
+		known, err := cfg.set(k, props[k])
+		if err != nil {
+			return base, nil, fmt.Errorf("config %s=%q: %w", k, props[k], err)
+		}
+		if !known {
+			unknown = append(unknown, k)
+		}
+	}
+	sort.Strings(unknown)
+	return cfg, unknown, nil
+}
+
+func unitRank(key string) int {
+	switch {
+	case strings.HasSuffix(key, ".hours"):
+		return 0
+	case strings.HasSuffix(key, ".minutes"):
+		return 1
+	}
+	return 2
+}
+
+func (c *Config) set(key, value string) (known bool, err error) {
+	switch key {
+	case "node.id", "broker.id":
+		return true, parseInt32(value, 0, &c.NodeID)
+	case "listeners":
+		c.Listeners, err = parseListeners(value)
+		return true, err
+	case "advertised.listeners":
+		c.AdvertisedListeners, err = parseListeners(value)
+		return true, err
+	case "log.dirs", "log.dir":
+		if strings.Contains(value, ",") {
+			return true, fmt.Errorf("only one log directory is supported")
+		}
+		if value == "" {
+			return true, fmt.Errorf("empty log directory")
+		}
+		c.LogDir = value
+		return true, nil
+	case "num.partitions":
+		return true, parseInt32(value, 1, &c.NumPartitions)
+	case "default.replication.factor":
+		var v int32
+		err := parseInt32(value, 1, &v)
+		c.DefaultReplicationFactor = int16(v)
+		if err == nil && v > 32767 {
+			err = fmt.Errorf("above 32767")
+		}
+		return true, err
+	case "auto.create.topics.enable":
+		return true, parseBool(value, &c.AutoCreateTopics)
+	case "log.retention.ms", "log.retention.minutes", "log.retention.hours":
+		return true, parseDuration(value, unitOf(key), &c.LogRetention)
+	case "log.retention.bytes":
+		return true, parseInt64(value, -1, &c.LogRetentionBytes)
+	case "log.segment.bytes":
+		return true, parseInt64(value, 14, &c.LogSegmentBytes)
+	case "log.roll.ms", "log.roll.hours":
+		return true, parseDuration(value, unitOf(key), &c.LogRoll)
+	case "message.max.bytes":
+		return true, parseInt32(value, 0, &c.MessageMaxBytes)
+	case "socket.request.max.bytes":
+		return true, parseInt32(value, 1, &c.SocketRequestMaxBytes)
+	}
+	return false, nil
+}
+
+func unitOf(key string) time.Duration {
+	switch {
+	case strings.HasSuffix(key, ".hours"):
+		return time.Hour
+	case strings.HasSuffix(key, ".minutes"):
+		return time.Minute
+	}
+	return time.Millisecond
+}
+
+func parseInt32(s string, min int32, dst *int32) error {
+	v, err := strconv.ParseInt(strings.TrimSpace(s), 10, 32)
+	if err != nil {
+		return fmt.Errorf("not a 32-bit integer")
+	}
+	if int32(v) < min {
+		return fmt.Errorf("below the minimum %d", min)
+	}
+	*dst = int32(v)
+	return nil
+}
+
+func parseInt64(s string, min int64, dst *int64) error {
+	v, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
+	if err != nil {
+		return fmt.Errorf("not an integer")
+	}
+	if v < min {
+		return fmt.Errorf("below the minimum %d", min)
+	}
+	*dst = v
+	return nil
+}
+
+func parseBool(s string, dst *bool) error {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "true":
+		*dst = true
+	case "false":
+		*dst = false
+	default:
+		return fmt.Errorf("not true or false")
+	}
+	return nil
+}
+
+// parseDuration reads a count of unit; -1 (any negative) means forever.
+func parseDuration(s string, unit time.Duration, dst *time.Duration) error {
+	v, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
+	if err != nil {
+		return fmt.Errorf("not an integer")
+	}
+	if v < 0 {
+		*dst = -1
+		return nil
+	}
+	if v > int64((1<<63-1)/unit) {
+		return fmt.Errorf("too large")
+	}
+	*dst = time.Duration(v) * unit
+	return nil
+}
+
+// parseListeners reads "NAME://host:port,NAME://host:port".
+func parseListeners(s string) ([]Listener, error) {
+	var out []Listener
+	for _, part := range strings.Split(s, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		name, addr, ok := strings.Cut(part, "://")
+		if !ok {
+			return nil, fmt.Errorf("listener %q is not NAME://host:port", part)
+		}
+		i := strings.LastIndexByte(addr, ':')
+		if i < 0 {
+			return nil, fmt.Errorf("listener %q has no port", part)
+		}
+		host := strings.TrimSuffix(strings.TrimPrefix(addr[:i], "["), "]")
+		port, err := strconv.ParseUint(addr[i+1:], 10, 16)
+		if err != nil {
+			return nil, fmt.Errorf("listener %q has a bad port", part)
+		}
+		if name != "PLAINTEXT" {
+			return nil, fmt.Errorf("listener %q: only PLAINTEXT is supported", part)
+		}
+		out = append(out, Listener{Name: name, Host: host, Port: int32(port)})
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("no listener")
+	}
+	return out, nil
+}
+
+// splitProperties parses the properties syntax into key/value pairs.
+func splitProperties(text string) (map[string]string, error) {
+	props := map[string]string{}
+	lines := strings.Split(strings.ReplaceAll(text, "\r\n", "\n"), "\n")
+	for i := 0; i < len(lines); i++ {
+		lineNo := i + 1
+		line := strings.TrimLeft(lines[i], " \t\f")
+		for strings.HasSuffix(line, "\\") && !strings.HasSuffix(line, "\\\\") && i+1 < len(lines) {
+			i++
+			line = line[:len(line)-1] + strings.TrimLeft(lines[i], " \t\f")
+		}
+		if line == "" || line[0] == '#' || line[0] == '!' {
+			continue
+		}
+		sep := strings.IndexAny(line, "=: \t")
+		if sep < 0 {
+			return nil, fmt.Errorf("properties line %d: %q has no value", lineNo, line)
+		}
+		key := line[:sep]
+		value := strings.TrimLeft(line[sep:], " \t")
+		if value != "" && (value[0] == '=' || value[0] == ':') {
+			value = value[1:]
+		}
+		props[key] = strings.TrimSpace(value)
+	}
+	return props, nil
+}
