@@ -1,0 +1,369 @@
+package osenv
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"slices"
+	"sync"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/sluicemq/sluice/node/env"
+)
+
+// fileSystem is the production env.FS: an os.Root over the node's data
+// directory, so that no name (not even through a symbolic link) reaches
+// outside it.
+type fileSystem struct {
+	node *Node
+	root *os.Root
+}
+
+// errBadPath explains the one form of name env.FS accepts.
+var errBadPath = fmt.Errorf("%w: want a relative, slash-separated path without empty, \".\" or \"..\" elements (or \".\" for the root)", fs.ErrInvalid)
+
+// checkPath rejects a name that is absolute, escapes the root, or is not in
+// the canonical form every implementation of env.FS agrees on.
+func checkPath(op, name string) error {
+	if !fs.ValidPath(name) {
+		return &fs.PathError{Op: op, Path: name, Err: errBadPath}
+	}
+	return nil
+}
+
+func (s *fileSystem) Create(name string) (env.File, error) {
+	return s.open("create", name, os.O_RDWR|os.O_CREATE|os.O_TRUNC)
+}
+
+func (s *fileSystem) Open(name string) (env.File, error) {
+	return s.open("open", name, os.O_RDWR)
+}
+
+func (s *fileSystem) open(op, name string, flag int) (env.File, error) {
+	if err := checkPath(op, name); err != nil {
+		return nil, err
+	}
+	osf, err := s.root.OpenFile(name, flag, 0o644)
+	if err != nil {
+		return nil, mapErr(err)
+	}
+	f := &file{fs: s, name: name, f: osf}
+	if !register(s.node, s.node.files, f) {
+		osf.Close()
+		return nil, &fs.PathError{Op: op, Path: name, Err: env.ErrClosed}
+	}
+	return f, nil
+}
+
+func (s *fileSystem) Rename(oldname, newname string) error {
+	if err := checkPath("rename", oldname); err != nil {
+		return err
+	}
+	if err := checkPath("rename", newname); err != nil {
+		return err
+	}
+	return mapErr(s.root.Rename(oldname, newname))
+}
+
+func (s *fileSystem) Remove(name string) error {
+	if err := checkPath("remove", name); err != nil {
+		return err
+	}
+	return mapErr(s.root.Remove(name))
+}
+
+func (s *fileSystem) List(dir string) ([]string, error) {
+	if err := checkPath("list", dir); err != nil {
+		return nil, err
+	}
+	d, err := s.root.Open(dir)
+	if err != nil {
+		return nil, mapErr(err)
+	}
+	defer d.Close()
+	names, err := d.Readdirnames(-1)
+	if err != nil {
+		return nil, mapErr(err)
+	}
+	slices.Sort(names)
+	return names, nil
+}
+
+func (s *fileSystem) MkdirAll(dir string) error {
+	if err := checkPath("mkdirall", dir); err != nil {
+		return err
+	}
+	return mapErr(s.root.MkdirAll(dir, 0o755))
+}
+
+func (s *fileSystem) Stat(name string) (env.FileInfo, error) {
+	if err := checkPath("stat", name); err != nil {
+		return env.FileInfo{}, err
+	}
+	fi, err := s.root.Stat(name)
+	if err != nil {
+		return env.FileInfo{}, mapErr(err)
+	}
+	info := env.FileInfo{Name: fi.Name(), IsDir: fi.IsDir()}
+	if !info.IsDir {
+		info.Size = fi.Size()
+	}
+	return info, nil
+}
+
+// SyncDir fsyncs dir on a goroutine of its own and reports on the loop.
+func (s *fileSystem) SyncDir(dir string, done func(error)) {
+	if done == nil {
+		panic("osenv: SyncDir with a nil callback")
+	}
+	if err := checkPath("syncdir", dir); err != nil {
+		s.node.post(func() { done(err) })
+		return
+	}
+	spawned := s.node.spawn(func() {
+		err := s.syncDir(dir)
+		s.node.post(func() { done(err) })
+	})
+	if !spawned {
+		s.node.post(func() { done(env.ErrClosed) }) // dropped: the node is closed
+	}
+}
+
+func (s *fileSystem) syncDir(dir string) error {
+	d, err := s.root.Open(dir)
+	if err != nil {
+		return mapErr(err)
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return mapErr(fmt.Errorf("syncdir %s: %w", dir, err))
+	}
+	return nil
+}
+
+// file is the production env.File. Reads and writes are plain pread/pwrite
+// calls on the loop (they hit the page cache); Syncs queue up for a worker
+// goroutine that calls fdatasync and posts the results back in order.
+type file struct {
+	fs   *fileSystem
+	name string
+	f    *os.File
+
+	// mu guards the state shared with the sync worker and Node.Close.
+	mu sync.Mutex
+	// closed is set by Close (or Node.Close): every later call fails with
+	// env.ErrClosed.
+	closed bool
+	// syncs are the callbacks of Syncs not yet handed to the worker.
+	syncs []func(error)
+	// syncing says a worker goroutine is running. While it is, f stays
+	// open even after Close: the worker closes it when it runs dry.
+	syncing bool
+}
+
+func (f *file) Name() string { return f.name }
+
+// usable returns env.ErrClosed once the file is closed.
+func (f *file) usable(op string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed {
+		return &fs.PathError{Op: op, Path: f.name, Err: env.ErrClosed}
+	}
+	return nil
+}
+
+func (f *file) ReadAt(p []byte, off int64) (int, error) {
+	if err := f.usable("read"); err != nil {
+		return 0, err
+	}
+	n, err := f.f.ReadAt(p, off)
+	return n, mapErr(err)
+}
+
+func (f *file) Write(p []byte) (int, error) {
+	if err := f.usable("write"); err != nil {
+		return 0, err
+	}
+	n, err := f.f.Write(p)
+	return n, mapErr(err)
+}
+
+func (f *file) WriteAt(p []byte, off int64) (int, error) {
+	if err := f.usable("write"); err != nil {
+		return 0, err
+	}
+	n, err := f.f.WriteAt(p, off)
+	return n, mapErr(err)
+}
+
+func (f *file) Truncate(size int64) error {
+	if err := f.usable("truncate"); err != nil {
+		return err
+	}
+	return mapErr(f.f.Truncate(size))
+}
+
+func (f *file) Size() (int64, error) {
+	if err := f.usable("stat"); err != nil {
+		return 0, err
+	}
+	fi, err := f.f.Stat()
+	if err != nil {
+		return 0, mapErr(err)
+	}
+	return fi.Size(), nil
+}
+
+// Sync implements env.File. Syncs issued while the worker is busy are
+// grouped: one fdatasync issued after all of them covers them all, and their
+// callbacks run in the order the Syncs were issued.
+//
+// A failed fdatasync is reported to every Sync it covered. After one, the
+// kernel may have dropped the dirty pages it could not write, so a later
+// Sync can succeed without the data being durable: callers must treat a
+// Sync error as fatal for the file.
+func (f *file) Sync(done func(error)) {
+	if done == nil {
+		panic("osenv: Sync with a nil callback")
+	}
+	node := f.fs.node
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed {
+		err := &fs.PathError{Op: "sync", Path: f.name, Err: env.ErrClosed}
+		node.post(func() { done(err) })
+		return
+	}
+	f.syncs = append(f.syncs, done)
+	if f.syncing {
+		return
+	}
+	f.syncing = node.spawn(f.syncWorker)
+	// If spawn failed the node is closed and Node.Close has closed (or is
+	// closing) this file; the callbacks would be dropped anyway.
+}
+
+// syncWorker runs fdatasync until no Sync is pending, then closes the file if
+// Close came while it worked.
+func (f *file) syncWorker() {
+	for {
+		f.mu.Lock()
+		batch := f.syncs
+		f.syncs = nil
+		if len(batch) == 0 {
+			f.syncing = false
+			release := f.closed
+			f.mu.Unlock()
+			if release {
+				f.release()
+			}
+			return
+		}
+		f.mu.Unlock()
+
+		err := fdatasync(f.f)
+		if err != nil {
+			err = mapErr(&fs.PathError{Op: "sync", Path: f.name, Err: err})
+		}
+		f.fs.node.post(func() {
+			for _, done := range batch {
+				done(err)
+			}
+		})
+	}
+}
+
+// fdatasync flushes f's data, and the metadata needed to read it back, to
+// the device.
+func fdatasync(f *os.File) error {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var serr error
+	err = rc.Control(func(fd uintptr) {
+		for {
+			serr = unix.Fdatasync(int(fd))
+			if serr != unix.EINTR {
+				return
+			}
+		}
+	})
+	if err != nil {
+		return err
+	}
+	return serr
+}
+
+// Close implements env.File. If a Sync is in flight the descriptor stays open
+// until it completes; the worker closes it then.
+func (f *file) Close() error {
+	f.mu.Lock()
+	if f.closed {
+		f.mu.Unlock()
+		return &fs.PathError{Op: "close", Path: f.name, Err: env.ErrClosed}
+	}
+	f.closed = true
+	busy := f.syncing
+	f.mu.Unlock()
+	if busy {
+		return nil
+	}
+	return f.release()
+}
+
+// closeForNode closes the file on behalf of Node.Close; unlike Close it is
+// quiet about a file already closed.
+func (f *file) closeForNode() error {
+	f.mu.Lock()
+	if f.closed {
+		f.mu.Unlock()
+		return nil
+	}
+	f.closed = true
+	busy := f.syncing
+	f.mu.Unlock()
+	if busy {
+		return nil
+	}
+	return f.release()
+}
+
+// release closes the descriptor. It runs exactly once per file, after closed
+// was set and no worker is left.
+func (f *file) release() error {
+	unregister(f.fs.node, f.fs.node.files, f)
+	return mapErr(f.f.Close())
+}
+
+// ioError is an OS error classified as one of env's errors: errors.Is finds
+// both the class (env.ErrIO, env.ErrNoSpace, env.ErrClosed) and the original.
+type ioError struct {
+	class error
+	err   error
+}
+
+func (e *ioError) Error() string   { return e.err.Error() }
+func (e *ioError) Unwrap() []error { return []error{e.class, e.err} }
+
+// mapErr classifies an OS error for errors.Is against env's errors. A
+// missing file needs nothing: the OS error already matches fs.ErrNotExist.
+func mapErr(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, unix.EIO):
+		return &ioError{class: env.ErrIO, err: err}
+	case errors.Is(err, unix.ENOSPC), errors.Is(err, unix.EDQUOT):
+		return &ioError{class: env.ErrNoSpace, err: err}
+	case errors.Is(err, os.ErrClosed):
+		return &ioError{class: env.ErrClosed, err: err}
+	}
+	return err
+}

@@ -1,0 +1,344 @@
+package osenv
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluicemq/sluice/node/env"
+)
+
+// readBufferSize is how much one read from a socket may deliver in one
+// OnData call.
+const readBufferSize = 64 << 10
+
+// network is the production env.Net over TCP.
+type network struct {
+	node   *Node
+	dialer net.Dialer
+}
+
+// Listen implements env.Net.
+func (nt *network) Listen(addr string, accept func(env.Conn) env.ConnHandler) (env.Listener, error) {
+	if accept == nil {
+		panic("osenv: Listen with a nil accept func")
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	l := &listener{node: nt.node, ln: ln, accept: accept}
+	if !register(nt.node, nt.node.listeners, l) || !nt.node.spawn(l.acceptLoop) {
+		unregister(nt.node, nt.node.listeners, l)
+		ln.Close()
+		return nil, fmt.Errorf("listen %s: %w", addr, env.ErrClosed)
+	}
+	return l, nil
+}
+
+// Dial implements env.Net: it connects on a goroutine and reports on the loop.
+func (nt *network) Dial(addr string, connected func(env.Conn, error) env.ConnHandler) {
+	if connected == nil {
+		panic("osenv: Dial with a nil callback")
+	}
+	n := nt.node
+	spawned := n.spawn(func() {
+		nc, err := nt.dialer.DialContext(n.ctx, "tcp", addr)
+		if err != nil {
+			n.post(func() { connected(nil, err) })
+			return
+		}
+		c := newConn(n, nc.(*net.TCPConn))
+		if c == nil {
+			return // the node closed meanwhile
+		}
+		n.post(func() { c.attach(connected(c, nil)) })
+		c.start() // after the post above, so no event can overtake it
+	})
+	if !spawned {
+		n.post(func() { connected(nil, fmt.Errorf("dial %s: %w", addr, env.ErrClosed)) })
+	}
+}
+
+// listener is the production env.Listener.
+type listener struct {
+	node   *Node
+	ln     net.Listener
+	accept func(env.Conn) env.ConnHandler
+	closed atomic.Bool
+}
+
+func (l *listener) Addr() string { return l.ln.Addr().String() }
+
+// Close implements env.Listener: connections already accepted stay open, and
+// any accepted but not yet handed to the accept func are closed.
+func (l *listener) Close() error {
+	if l.closed.Swap(true) {
+		return fmt.Errorf("close listener %s: %w", l.Addr(), env.ErrClosed)
+	}
+	unregister(l.node, l.node.listeners, l)
+	return l.ln.Close()
+}
+
+// acceptLoop accepts connections until the listener or the node closes.
+// Errors such as running out of file descriptors are retried with backoff,
+// as a server must survive them.
+func (l *listener) acceptLoop() {
+	backoff := 5 * time.Millisecond
+	for {
+		nc, err := l.ln.Accept()
+		if err != nil {
+			if l.closed.Load() || l.node.closed.Load() || errors.Is(err, net.ErrClosed) {
+				return
+			}
+			l.node.log.Warn("accept failed; retrying", "addr", l.Addr(), "err", err, "backoff", backoff)
+			select {
+			case <-time.After(backoff):
+			case <-l.node.quit:
+				return
+			}
+			backoff = min(2*backoff, time.Second)
+			continue
+		}
+		backoff = 5 * time.Millisecond
+		c := newConn(l.node, nc.(*net.TCPConn))
+		if c == nil {
+			return // the node closed meanwhile
+		}
+		l.node.post(func() {
+			if l.closed.Load() {
+				c.done = true
+				c.kill()
+				return
+			}
+			c.attach(l.accept(c))
+		})
+		c.start()
+	}
+}
+
+// conn is the production env.Conn. Its reader goroutine posts OnData and
+// OnClose; its writer goroutine drains the queue that Write fills.
+//
+// Closing has three paths. A local Close (on the loop) lets the writer flush
+// the queue and half-close (FIN), then the reader discards whatever the peer
+// still sends until the peer closes too, so that the kernel never answers
+// unread data with a reset that could destroy what we sent. A close seen by
+// the reader (EOF or an error) tears the socket down and reports OnClose. And
+// kill (Node.Close, or a listener closed before the accept func ran) tears
+// it down at once without a word. CloseTimeout bounds the first path.
+type conn struct {
+	node   *Node
+	nc     *net.TCPConn
+	local  string
+	remote string
+
+	// Loop-owned.
+	h env.ConnHandler
+	// done is set by a local Close or when OnClose is delivered: from then
+	// on no event reaches h, and Write fails.
+	done bool
+
+	// quiet is set by a local Close or kill: the reader then delivers
+	// nothing more, and an error it sees is ours, not the peer's.
+	quiet atomic.Bool
+
+	mu      sync.Mutex // guards the writer's state below
+	queue   [][]byte
+	closing bool  // local Close: flush, then half-close
+	stopped bool  // the writer must exit now
+	failure error // first write error, the reason the reader reports
+	wake    chan struct{}
+}
+
+// newConn registers a connection with the node, or closes it and returns nil
+// if the node is closed.
+func newConn(n *Node, nc *net.TCPConn) *conn {
+	// Nagle would hold back small responses waiting for an ACK; the loop
+	// already batches writes per turn.
+	nc.SetNoDelay(true)
+	c := &conn{
+		node:   n,
+		nc:     nc,
+		local:  nc.LocalAddr().String(),
+		remote: nc.RemoteAddr().String(),
+		wake:   make(chan struct{}, 1),
+	}
+	if !register(n, n.conns, c) {
+		nc.Close()
+		return nil
+	}
+	return c
+}
+
+// start runs the reader and writer. If the node is closing, Node.Close has
+// killed (or will kill) the registered connection, so a refused spawn needs
+// no cleanup.
+func (c *conn) start() {
+	if c.node.spawn(c.readLoop) {
+		c.node.spawn(c.writeLoop)
+	}
+}
+
+// attach installs the handler returned by the accept or connected callback.
+// A nil handler means the callback does not want the connection.
+func (c *conn) attach(h env.ConnHandler) {
+	if c.done {
+		return // closed inside the callback
+	}
+	if h == nil {
+		c.Close()
+		return
+	}
+	c.h = h
+}
+
+func (c *conn) LocalAddr() string  { return c.local }
+func (c *conn) RemoteAddr() string { return c.remote }
+
+// Write implements env.Conn.
+func (c *conn) Write(p []byte) error {
+	if c.done {
+		return fmt.Errorf("write to %s: %w", c.remote, env.ErrClosed)
+	}
+	if len(p) == 0 {
+		return nil
+	}
+	c.mu.Lock()
+	c.queue = append(c.queue, p)
+	c.mu.Unlock()
+	c.signal()
+	return nil
+}
+
+// Close implements env.Conn: queued bytes are still sent, then the peer sees
+// a close. No event reaches the handler afterwards.
+func (c *conn) Close() error {
+	if c.done {
+		return fmt.Errorf("close connection to %s: %w", c.remote, env.ErrClosed)
+	}
+	c.done = true
+	c.quiet.Store(true)
+	deadline := time.Now().Add(c.node.closeTimeout)
+	c.nc.SetDeadline(deadline)
+	c.mu.Lock()
+	c.closing = true
+	c.mu.Unlock()
+	c.signal()
+	return nil
+}
+
+// kill tears the connection down at once, from any goroutine.
+func (c *conn) kill() {
+	c.quiet.Store(true)
+	c.stop()
+	c.nc.Close()
+}
+
+// stop makes the writer exit without sending what is queued.
+func (c *conn) stop() {
+	c.mu.Lock()
+	c.stopped = true
+	c.queue = nil
+	c.mu.Unlock()
+	c.signal()
+}
+
+func (c *conn) signal() {
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (c *conn) readLoop() {
+	defer unregister(c.node, c.node.conns, c)
+	defer c.nc.Close()
+	buf := make([]byte, readBufferSize)
+	for {
+		n, err := c.nc.Read(buf)
+		if n > 0 && !c.quiet.Load() {
+			p := bytes.Clone(buf[:n])
+			c.node.post(func() { c.deliver(p) })
+		}
+		if err == nil {
+			continue
+		}
+		c.stop()
+		if c.quiet.Load() {
+			return // our own close (or the peer's answer to it)
+		}
+		c.mu.Lock()
+		if c.failure != nil {
+			err = c.failure
+		}
+		c.mu.Unlock()
+		if errors.Is(err, io.EOF) {
+			err = nil
+		}
+		c.node.post(func() { c.closed(err) })
+		return
+	}
+}
+
+func (c *conn) writeLoop() {
+	for {
+		c.mu.Lock()
+		batch := c.queue
+		c.queue = nil
+		closing, stopped := c.closing, c.stopped
+		c.mu.Unlock()
+		switch {
+		case stopped:
+			return
+		case len(batch) > 0:
+			bufs := net.Buffers(batch)
+			if _, err := bufs.WriteTo(c.nc); err != nil {
+				c.fail(err)
+				return
+			}
+		case closing:
+			// Everything is sent: half-close, and let the reader drain
+			// until the peer closes its side (or the deadline passes).
+			if err := c.nc.CloseWrite(); err != nil {
+				c.fail(err)
+			}
+			return
+		default:
+			<-c.wake
+		}
+	}
+}
+
+// fail records a write error and tears the socket down; the reader reports
+// the error unless the connection was closed locally.
+func (c *conn) fail(err error) {
+	c.mu.Lock()
+	if c.failure == nil {
+		c.failure = err
+	}
+	c.mu.Unlock()
+	c.nc.Close()
+}
+
+// deliver hands arriving bytes to the handler, on the loop.
+func (c *conn) deliver(p []byte) {
+	if c.done {
+		return
+	}
+	c.h.OnData(p)
+}
+
+// closed reports the end of the connection, on the loop.
+func (c *conn) closed(err error) {
+	if c.done {
+		return
+	}
+	c.done = true
+	c.h.OnClose(err)
+}

@@ -1,0 +1,476 @@
+package osenv
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/sluicemq/sluice/node/env"
+	"github.com/sluicemq/sluice/node/env/envtest"
+)
+
+// waitMax bounds every wait in these tests; it only matters when something
+// is broken, so it is generous.
+const waitMax = 30 * time.Second
+
+func TestConformance(t *testing.T) { envtest.Run(t, newOSWorld) }
+
+// osWorld runs all its nodes on one shared loop, so that RunUntil's
+// condition can read every node's state from the loop goroutine.
+type osWorld struct {
+	t    testing.TB
+	loop *Loop
+
+	mu    sync.Mutex
+	nodes map[string]*Node
+}
+
+func newOSWorld(t testing.TB) envtest.World {
+	goroutinesBefore := runtime.NumGoroutine()
+	w := &osWorld{t: t, loop: NewLoop(), nodes: make(map[string]*Node)}
+	go w.loop.Run()
+	t.Cleanup(func() {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		for name, n := range w.nodes {
+			if err := n.Close(); err != nil {
+				t.Errorf("close node %s: %v", name, err)
+			}
+		}
+		w.loop.Stop()
+		<-w.loop.Done()
+		checkNoLeaks(t, goroutinesBefore)
+	})
+	return w
+}
+
+func (w *osWorld) Node(name string) env.Env {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if n, ok := w.nodes[name]; ok {
+		return n.Env()
+	}
+	n := newTestNode(w.t, w.loop)
+	w.nodes[name] = n
+	return n.Env()
+}
+
+func (w *osWorld) ListenAddr(string) string { return "127.0.0.1:0" }
+
+func (w *osWorld) Do(_ string, f func()) {
+	w.t.Helper()
+	if !runOn(w.loop, f) {
+		w.t.Fatalf("the loop did not run a posted function within %v", waitMax)
+	}
+}
+
+func (w *osWorld) RunUntil(cond func() bool) {
+	w.t.Helper()
+	deadline := time.Now().Add(waitMax)
+	for {
+		var ok bool
+		w.Do("", func() { ok = cond() })
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			w.t.Fatalf("condition did not hold within %v", waitMax)
+		}
+		time.Sleep(200 * time.Microsecond)
+	}
+}
+
+func newTestNode(t testing.TB, loop *Loop) *Node {
+	n, err := New(Config{
+		Dir:  t.TempDir(),
+		Loop: loop,
+		Log:  slog.New(slog.NewTextHandler(t.Output(), nil)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// runOn runs f on loop and waits for it, reporting false on timeout.
+func runOn(loop *Loop, f func()) bool {
+	done := make(chan struct{})
+	loop.Post(func() {
+		defer close(done)
+		f()
+	})
+	select {
+	case <-done:
+		return true
+	case <-time.After(waitMax):
+		return false
+	}
+}
+
+// checkNoLeaks waits for the goroutine count to fall back to what it was.
+// Transient goroutines (a time.AfterFunc posting to a stopped loop) are
+// given a moment to end.
+func checkNoLeaks(t testing.TB, before int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for runtime.NumGoroutine() > before {
+		if time.Now().After(deadline) {
+			buf := make([]byte, 1<<20)
+			buf = buf[:runtime.Stack(buf, true)]
+			t.Errorf("%d goroutines leaked:\n%s", runtime.NumGoroutine()-before, buf)
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// startNode makes a node on its own running loop, torn down at cleanup.
+func startNode(t *testing.T) *Node {
+	t.Helper()
+	before := runtime.NumGoroutine()
+	loop := NewLoop()
+	go loop.Run()
+	n := newTestNode(t, loop)
+	t.Cleanup(func() {
+		n.Close()
+		loop.Stop()
+		<-loop.Done()
+		checkNoLeaks(t, before)
+	})
+	return n
+}
+
+// do runs f on n's loop and fails the test with its error.
+func do(t *testing.T, n *Node, f func(e env.Env) error) {
+	t.Helper()
+	var err error
+	if !runOn(n.Loop(), func() { err = f(n.Env()) }) {
+		t.Fatal("loop stuck")
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestPathsOutsideTheRootAreRejected(t *testing.T) {
+	n := startNode(t)
+	bad := []string{"", "/etc/passwd", "..", "../x", "a/../../x", "a//b", "./a", "a/", "a/./b"}
+	do(t, n, func(e env.Env) error {
+		for _, name := range bad {
+			_, errCreate := e.FS.Create(name)
+			_, errOpen := e.FS.Open(name)
+			_, errStat := e.FS.Stat(name)
+			_, errList := e.FS.List(name)
+			errs := map[string]error{
+				"Create":   errCreate,
+				"Open":     errOpen,
+				"Stat":     errStat,
+				"List":     errList,
+				"Remove":   e.FS.Remove(name),
+				"MkdirAll": e.FS.MkdirAll(name),
+				"Rename":   e.FS.Rename("x", name),
+			}
+			for op, err := range errs {
+				if !errors.Is(err, fs.ErrInvalid) {
+					return fmt.Errorf("%s(%q): err = %v, want fs.ErrInvalid", op, name, err)
+				}
+			}
+		}
+		return nil
+	})
+	var syncErr error
+	do(t, n, func(e env.Env) error {
+		e.FS.SyncDir("../..", func(err error) { syncErr = err })
+		return nil
+	})
+	do(t, n, func(env.Env) error { // the callback was posted before this
+		if !errors.Is(syncErr, fs.ErrInvalid) {
+			return fmt.Errorf("SyncDir(../..): err = %v, want fs.ErrInvalid", syncErr)
+		}
+		return nil
+	})
+}
+
+func TestSymlinkOutOfTheRootIsRejected(t *testing.T) {
+	n := startNode(t)
+	outside := t.TempDir()
+	if err := os.WriteFile(filepath.Join(outside, "secret"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, filepath.Join(n.fs.root.Name(), "link")); err != nil {
+		t.Fatal(err)
+	}
+	do(t, n, func(e env.Env) error {
+		if f, err := e.FS.Open("link/secret"); err == nil {
+			f.Close()
+			return errors.New("opened a file through a symbolic link out of the root")
+		}
+		return nil
+	})
+}
+
+func TestErrorsAreClassified(t *testing.T) {
+	cases := []struct {
+		errno syscall.Errno
+		class error
+	}{
+		{unix.EIO, env.ErrIO},
+		{unix.ENOSPC, env.ErrNoSpace},
+		{unix.EDQUOT, env.ErrNoSpace},
+	}
+	for _, c := range cases {
+		err := mapErr(&fs.PathError{Op: "write", Path: "f", Err: c.errno})
+		if !errors.Is(err, c.class) || !errors.Is(err, c.errno) {
+			t.Errorf("mapErr(%v) = %v: want both %v and the errno", c.errno, err, c.class)
+		}
+		var pe *fs.PathError
+		if !errors.As(err, &pe) || pe.Path != "f" {
+			t.Errorf("mapErr(%v) lost the *fs.PathError", c.errno)
+		}
+	}
+	notExist := mapErr(&fs.PathError{Op: "open", Path: "f", Err: unix.ENOENT})
+	if !errors.Is(notExist, fs.ErrNotExist) || errors.Is(notExist, env.ErrIO) {
+		t.Errorf("mapErr(ENOENT) = %v, want fs.ErrNotExist only", notExist)
+	}
+	if mapErr(nil) != nil {
+		t.Error("mapErr(nil) != nil")
+	}
+}
+
+// TestNoSpaceFromADevice writes to a /dev/full node made inside the root, the
+// one way to get a real ENOSPC from the kernel without a full disk.
+func TestNoSpaceFromADevice(t *testing.T) {
+	n := startNode(t)
+	devFull := int(unix.Mkdev(1, 7))
+	if err := unix.Mknod(filepath.Join(n.fs.root.Name(), "full"), unix.S_IFCHR|0o666, devFull); err != nil {
+		t.Skipf("cannot make a /dev/full node here: %v", err)
+	}
+	do(t, n, func(e env.Env) error {
+		f, err := e.FS.Open("full")
+		if err != nil {
+			if errors.Is(err, unix.EACCES) || errors.Is(err, unix.EPERM) {
+				return nil // a nodev mount
+			}
+			return err
+		}
+		defer f.Close()
+		_, err = f.Write([]byte("x"))
+		if !errors.Is(err, env.ErrNoSpace) || !errors.Is(err, unix.ENOSPC) {
+			return fmt.Errorf("write to /dev/full: err = %v, want env.ErrNoSpace wrapping ENOSPC", err)
+		}
+		return nil
+	})
+}
+
+func TestConcurrentPostsKeepEachPostersOrder(t *testing.T) {
+	loop := NewLoop()
+	go loop.Run()
+	defer func() { loop.Stop(); <-loop.Done() }()
+	const posters, each = 8, 2000
+	last := make([]int, posters) // loop-owned
+	var bad []string             // loop-owned
+	var wg sync.WaitGroup
+	for p := range posters {
+		wg.Go(func() {
+			for i := 1; i <= each; i++ {
+				loop.Post(func() {
+					if last[p] != i-1 {
+						bad = append(bad, fmt.Sprintf("poster %d: %d after %d", p, i, last[p]))
+					}
+					last[p] = i
+				})
+			}
+		})
+	}
+	wg.Wait()
+	var total int
+	runOn(loop, func() {
+		for _, v := range last {
+			total += v
+		}
+	})
+	if total != posters*each || len(bad) > 0 {
+		t.Fatalf("ran %d of %d posts; order breaches: %v", total, posters*each, bad)
+	}
+}
+
+func TestStopDropsQueuedWork(t *testing.T) {
+	loop := NewLoop()
+	ran := 0
+	loop.Post(func() { ran++ })
+	loop.Post(func() { ran++; loop.Stop() })
+	loop.Post(func() { ran++ })
+	loop.Run() // returns because the second function stops it
+	loop.Post(func() { ran++ })
+	if ran != 2 {
+		t.Fatalf("ran %d functions, want 2: Stop must drop the rest of the queue", ran)
+	}
+	select {
+	case <-loop.Done():
+	default:
+		t.Fatal("Done not closed after Run returned")
+	}
+}
+
+func TestStopBeforeRun(t *testing.T) {
+	loop := NewLoop()
+	loop.Post(func() { t.Error("a function ran on a loop stopped before Run") })
+	loop.Stop()
+	loop.Run()
+}
+
+// TestTimerStopBeatsAPostedFire stops a timer whose wake-up has already been
+// posted to the loop: the function must not run.
+func TestTimerStopBeatsAPostedFire(t *testing.T) {
+	n := startNode(t)
+	fired := false
+	var stopped bool
+	do(t, n, func(e env.Env) error {
+		tm := e.Clock.AfterFunc(time.Millisecond, func() { fired = true })
+		time.Sleep(20 * time.Millisecond) // the wake-up posts while the loop is busy
+		stopped = tm.Stop()
+		return nil
+	})
+	// A timer set later fires after any wake-up the first one posted.
+	done := false
+	do(t, n, func(e env.Env) error {
+		e.Clock.AfterFunc(2*time.Millisecond, func() { done = true })
+		return nil
+	})
+	waitFor(t, n, func() bool { return done })
+	do(t, n, func(env.Env) error {
+		if !stopped || fired {
+			return fmt.Errorf("Stop returned %v and the function ran: %v", stopped, fired)
+		}
+		return nil
+	})
+}
+
+func waitFor(t *testing.T, n *Node, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(waitMax)
+	for {
+		var ok bool
+		runOn(n.Loop(), func() { ok = cond() })
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("condition did not hold in time")
+		}
+		time.Sleep(200 * time.Microsecond)
+	}
+}
+
+func TestRandIsSeededPerNode(t *testing.T) {
+	a, b := startNode(t), startNode(t)
+	if a.Env().Rand.Uint64() == b.Env().Rand.Uint64() {
+		t.Fatal("two nodes drew the same first value: the seed is not random")
+	}
+}
+
+// TestCloseWithWorkInFlight closes a node with syncs pending, connections
+// open in both directions and a timer armed; checkNoLeaks in the cleanup
+// verifies that every goroutine ended.
+func TestCloseWithWorkInFlight(t *testing.T) {
+	n := startNode(t)
+	do(t, n, func(e env.Env) error {
+		f, err := e.FS.Create("f")
+		if err != nil {
+			return err
+		}
+		for range 3 {
+			f.Write(make([]byte, 1<<20))
+			f.Sync(func(error) {})
+		}
+		e.FS.SyncDir(".", func(error) {})
+		e.Clock.AfterFunc(time.Hour, func() { t.Error("timer fired after Close") })
+		ln, err := e.Net.Listen("127.0.0.1:0", func(c env.Conn) env.ConnHandler {
+			c.Write(make([]byte, 1<<20))
+			return nopHandler{}
+		})
+		if err != nil {
+			return err
+		}
+		for range 3 {
+			e.Net.Dial(ln.Addr(), func(c env.Conn, err error) env.ConnHandler {
+				if err == nil {
+					c.Write(make([]byte, 1<<20))
+				}
+				return nopHandler{}
+			})
+		}
+		return nil
+	})
+	time.Sleep(10 * time.Millisecond) // let some of it get under way
+	if err := n.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Close(); !errors.Is(err, env.ErrClosed) {
+		t.Fatalf("second Close: err = %v, want env.ErrClosed", err)
+	}
+}
+
+type nopHandler struct{}
+
+func (nopHandler) OnData([]byte) {}
+func (nopHandler) OnClose(error) {}
+
+// TestAbruptPeerCloseReportsAnError resets a connection from the peer (close
+// with unread data makes the kernel send RST) and expects OnClose with an
+// error, then no more events.
+func TestAbruptPeerCloseReportsAnError(t *testing.T) {
+	n := startNode(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var closeErr error
+	closed := false
+	do(t, n, func(e env.Env) error {
+		e.Net.Dial(ln.Addr().String(), func(c env.Conn, err error) env.ConnHandler {
+			if err != nil {
+				closed, closeErr = true, err
+				return nil
+			}
+			c.Write([]byte("unread bytes make the peer's close a reset"))
+			return &closeRecorder{closed: &closed, err: &closeErr}
+		})
+		return nil
+	})
+	peer, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(20 * time.Millisecond) // let the bytes arrive unread
+	peer.Close()
+	waitFor(t, n, func() bool { return closed })
+	do(t, n, func(env.Env) error {
+		if closeErr == nil {
+			return errors.New("a reset connection reported a clean close")
+		}
+		return nil
+	})
+}
+
+type closeRecorder struct {
+	closed *bool
+	err    *error
+}
+
+func (r *closeRecorder) OnData([]byte) {}
+func (r *closeRecorder) OnClose(err error) {
+	*r.closed, *r.err = true, err
+}
