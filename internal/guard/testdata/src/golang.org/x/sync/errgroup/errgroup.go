@@ -1,0 +1,2 @@
+// Package errgroup stands in for golang.org/x/sync/errgroup.
+package errgroup

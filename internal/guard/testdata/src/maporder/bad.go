@@ -1,0 +1,152 @@
+// Package maporder shows map loops whose order can leak out; the guard
+// rejects each one.
+package maporder
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+)
+
+type node struct {
+	names map[string]int
+	out   []string
+	sum   float64
+	last  string
+}
+
+func output(m map[string]int, w *strings.Builder) {
+	for k := range m { // want `map-order: range over a map: its order is random and the call w.WriteString\(k\) at line 21 depends on it; range over slices.Sorted\(maps.Keys\(m\)\) instead`
+		w.WriteString(k)
+	}
+}
+
+func firstMatch(m map[string]int) string {
+	for k, v := range m { // want `the return at line 28`
+		if v > 0 {
+			return k
+		}
+	}
+	return ""
+}
+
+func earlyBreak(m map[string]int) (n int) {
+	for _, v := range m { // want `the break at line 37`
+		if v > 10 {
+			break
+		}
+		n += v
+	}
+	return n
+}
+
+func lastWins(n *node, m map[string]int) {
+	for k := range m { // want `the assignment to n.last at line 46`
+		n.last = k
+	}
+	inverse := make(map[int]string)
+	for k, v := range m { // want `the assignment to inverse\[v\]`
+		inverse[v] = k // two keys with one value: the last one wins
+	}
+}
+
+func floats(n *node, m map[string]float64) {
+	for _, v := range m { // want `the assignment to n.sum`
+		n.sum += v // floating-point addition is not associative
+	}
+}
+
+func strs(m map[string]int) (s string) {
+	for k := range m { // want `the assignment to s`
+		s += k
+	}
+	return s
+}
+
+func unsorted(m map[string]int) []string {
+	var keys []string
+	for k := range m { // want `appends to keys in random order, and keys is not sorted after the loop`
+		keys = append(keys, k)
+	}
+	return keys
+}
+
+func sortedBefore(m map[string]int) []string {
+	var keys []string
+	slices.Sort(keys)
+	for k := range m { // want `keys is not sorted after the loop`
+		keys = append(keys, k)
+	}
+	return keys
+}
+
+func intoField(n *node, m map[string]int) {
+	for k := range m { // want `the assignment to n.out`
+		n.out = append(n.out, k)
+	}
+	slices.Sort(n.out)
+}
+
+func impureCall(m map[string]int, seen func(string) bool) (n int) {
+	for k := range m { // want `the call seen\(k\)`
+		if seen(k) {
+			n++
+		}
+	}
+	return n
+}
+
+func closures(m map[string]int) (fs []func()) {
+	for k := range m { // want `the function literal`
+		fs = append(fs, func() { _ = k })
+	}
+	return fs
+}
+
+func sends(m map[string]int, ch chan string) {
+	for k := range m { // want `the channel send`
+		ch <- k
+	}
+}
+
+func outerVars(m map[string]int) string {
+	var k string
+	for k = range m { // want `assigns its elements to variables declared outside the loop`
+	}
+	return k
+}
+
+func formatted(m map[string]int) {
+	for k, v := range m { // want `the call fmt.Sprint\(k, v\)`
+		_ = fmt.Sprint(k, v)
+	}
+}
+
+func iterators(m map[string]int) []string {
+	keys := slices.Collect(maps.Keys(m)) // want `map-order: maps.Keys yields in random order`
+	for k := range maps.Keys(m) {        // want `map-order: range over a map appends to keys in random order`
+		keys = append(keys, k+"!")
+	}
+	for v := range maps.Values(m) { // want `the call slices.Insert`
+		keys = slices.Insert(keys, 0, fmt.Sprint(v))
+	}
+	f := maps.All[map[string]int] // want `maps.All yields in random order`
+	_ = f
+	return keys
+}
+
+func generic[M ~map[K]V, K comparable, V any](m M) (keys []K) {
+	for k := range m { // want `keys is not sorted after the loop`
+		keys = append(keys, k)
+	}
+	return keys
+}
+
+type set map[string]struct{}
+
+func named(s set, w *strings.Builder) {
+	for k := range s { // want `the call w.WriteString\(k\)`
+		w.WriteString(k)
+	}
+}
