@@ -1,0 +1,234 @@
+package simfs
+
+import (
+	"encoding/binary"
+	"errors"
+	"io"
+	"time"
+
+	"github.com/sluicemq/sluice/node/env"
+	"github.com/sluicemq/sluice/sim/sched"
+)
+
+// file is an open file: a position on an inode, valid until closed or until
+// the disk crashes.
+type file struct {
+	d           *Disk
+	ino         *inode
+	name        string
+	pos         int64
+	incarnation uint64
+	closed      bool
+}
+
+var _ env.File = (*file)(nil)
+
+func (d *Disk) open(name string, ino *inode) *file {
+	return &file{d: d, ino: ino, name: name, incarnation: d.incarnation}
+}
+
+// check reports env.ErrClosed for a closed file or one opened before a crash.
+func (f *file) check(verb string) error {
+	if f.closed || f.incarnation != f.d.incarnation {
+		return pathError(verb, f.name, env.ErrClosed)
+	}
+	return nil
+}
+
+// Name returns the path the file was opened with, even after a rename.
+func (f *file) Name() string { return f.name }
+
+// ReadAt reads at off from what the page cache holds (durable or not).
+func (f *file) ReadAt(p []byte, off int64) (int, error) {
+	if err := f.check("read"); err != nil {
+		return 0, err
+	}
+	if off < 0 {
+		return 0, pathError("read", f.name, ErrNegativeOffset)
+	}
+	if len(p) == 0 {
+		return 0, nil
+	}
+	if err := f.d.inject(OpRead, false); err != nil {
+		return 0, pathError("read", f.name, err)
+	}
+	data := f.ino.data
+	if off >= int64(len(data)) {
+		return 0, io.EOF
+	}
+	n := copy(p, data[off:])
+	f.d.maybeFlipRead(p[:n])
+	if n < len(p) {
+		return n, io.EOF
+	}
+	return n, nil
+}
+
+// Write writes at the file's position and advances it by what was written.
+func (f *file) Write(p []byte) (int, error) {
+	if err := f.check("write"); err != nil {
+		return 0, err
+	}
+	n, err := f.write(p, f.pos)
+	f.pos += int64(n)
+	return n, err
+}
+
+// WriteAt writes at off, extending the file if needed.
+func (f *file) WriteAt(p []byte, off int64) (int, error) {
+	if err := f.check("write"); err != nil {
+		return 0, err
+	}
+	if off < 0 {
+		return 0, pathError("write", f.name, ErrNegativeOffset)
+	}
+	return f.write(p, off)
+}
+
+// write is Write and WriteAt on a valid file. A write failing with ENOSPC
+// writes a seeded prefix of p, as write(2) does when the device fills up;
+// any other failure writes nothing.
+func (f *file) write(p []byte, off int64) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	if off+int64(len(p)) > MaxFileSize {
+		return 0, pathError("write", f.name, ErrTooLarge)
+	}
+	n := len(p)
+	err := f.d.inject(OpWrite, true)
+	if err != nil {
+		n = 0
+		if errors.Is(err, env.ErrNoSpace) {
+			n = f.d.faults.Intn(len(p))
+			f.d.stats.ShortWrites++
+		}
+		err = pathError("write", f.name, err)
+	}
+	if n > 0 {
+		f.d.change(f.ino, fileOp{off: off, p: append([]byte(nil), p[:n]...)})
+	}
+	return n, err
+}
+
+// Truncate cuts the file to size or extends it with zeros.
+func (f *file) Truncate(size int64) error {
+	if err := f.check("truncate"); err != nil {
+		return err
+	}
+	switch {
+	case size < 0:
+		return pathError("truncate", f.name, ErrNegativeOffset)
+	case size > MaxFileSize:
+		return pathError("truncate", f.name, ErrTooLarge)
+	}
+	if err := f.d.inject(OpTruncate, size > int64(len(f.ino.data))); err != nil {
+		return pathError("truncate", f.name, err)
+	}
+	f.d.change(f.ino, fileOp{trunc: true, size: size})
+	return nil
+}
+
+// Size returns the file's current length, durable or not.
+func (f *file) Size() (int64, error) {
+	if err := f.check("size"); err != nil {
+		return 0, err
+	}
+	return int64(len(f.ino.data)), nil
+}
+
+// Sync makes everything written so far durable, then calls done on the loop.
+func (f *file) Sync(done func(error)) {
+	if done == nil {
+		done = func(error) {}
+	}
+	if err := f.check("sync"); err != nil {
+		f.d.fail("disk.sync", f.name, err, done)
+		return
+	}
+	var err error
+	if injected := f.d.inject(OpSync, true); injected != nil {
+		err = pathError("sync", f.name, injected)
+	}
+	f.d.enqueueSync(f.ino, "disk.sync", f.name, err, done)
+}
+
+// Close releases the file; its unsynced writes stay in the page cache and
+// its Syncs in flight still complete.
+func (f *file) Close() error {
+	if err := f.check("close"); err != nil {
+		return err
+	}
+	f.closed = true
+	return nil
+}
+
+// pendingSync is a Sync or SyncDir in flight.
+type pendingSync struct {
+	upto        uint64 // the changes it makes durable: seq <= upto
+	err         error  // an injected failure, reported instead
+	done        func(error)
+	incarnation uint64
+	ready       bool // its latency has elapsed; it completes once first in line
+}
+
+// enqueueSync starts a Sync of a file or a SyncDir of a directory that
+// captures every change issued so far.
+func (d *Disk) enqueueSync(ino *inode, kind, name string, err error, done func(error)) {
+	ps := &pendingSync{upto: d.seq, err: err, done: done, incarnation: d.incarnation}
+	ino.syncs = append(ino.syncs, ps)
+	d.pendingSyncs++
+	label := sched.Label{Kind: kind, Digest: syncDigest(name, ino, d.seq)}
+	d.loop.Schedule(d.syncLatency(), label, func() { d.syncReady(ino, ps) })
+}
+
+// syncDigest summarizes a sync for the trace: the name synced, the length it
+// captured and the change it captures up to.
+func syncDigest(name string, ino *inode, upto uint64) uint64 {
+	b := binary.LittleEndian.AppendUint64([]byte(name), upto)
+	b = binary.LittleEndian.AppendUint64(b, uint64(len(ino.data)))
+	b = binary.LittleEndian.AppendUint64(b, uint64(len(ino.entries)))
+	return sched.Digest(b)
+}
+
+// syncReady runs when a sync's latency has elapsed: it completes that sync
+// and any ready ones after it, in the order issued, unless a crash came first.
+func (d *Disk) syncReady(ino *inode, ps *pendingSync) {
+	if ps.incarnation != d.incarnation {
+		return // the disk crashed since: this sync never happened
+	}
+	ps.ready = true
+	for len(ino.syncs) > 0 && ino.syncs[0].ready {
+		next := ino.syncs[0]
+		ino.syncs = ino.syncs[1:]
+		d.pendingSyncs--
+		d.complete(ino, next)
+		next.done(next.err)
+		if d.incarnation != next.incarnation {
+			return // done crashed the disk
+		}
+	}
+}
+
+func (d *Disk) complete(ino *inode, ps *pendingSync) {
+	switch {
+	case ps.err != nil:
+		d.stats.SyncsFailed++
+	case ino.isDir:
+		flushDir(ino, ps.upto)
+		d.stats.SyncsDone++
+	default:
+		flushFile(ino, ps.upto)
+		d.stats.SyncsDone++
+	}
+}
+
+// fail reports an error to a sync's done on the loop, on a later turn.
+func (d *Disk) fail(kind, name string, err error, done func(error)) {
+	d.loop.Schedule(0, sched.Label{Kind: kind, Digest: sched.Digest([]byte(name))}, func() { done(err) })
+}
+
+func (d *Disk) syncLatency() time.Duration {
+	span := uint64(d.latencyMax - d.latencyMin)
+	return d.latencyMin + time.Duration(d.latency.Uint64n(span+1))
+}
