@@ -1,0 +1,65 @@
+// Package jepsen records what Kafka clients saw and judges it.
+//
+// A workload (the simulator's deterministic clients, or the real-process
+// runner driving franz-go) records a History: every call a client makes is
+// an invoke event, and its answer is an ok, fail or info event. One counter
+// stamps every event, bumped at each call and each return, so no two events
+// tie and the order of events is the order in which things were seen.
+//
+//	time  kind    op  client  what
+//	1     invoke  0   0       produce t-0 ["a"]
+//	2     invoke  1   1       produce t-0 ["b"]
+//	3     ok      1   1       produce t-0 -> offset 0
+//	4     info    0   0       produce t-0: request timed out   (may or may not have landed)
+//	5     invoke  2   2       fetch t-0 from 0
+//	6     ok      2   2       fetch t-0 -> [0:"b" 1:"a"]
+//
+// # Outcomes
+//
+// ok means the operation took effect and the answer is what it returned.
+// fail means it definitely did not take effect. info means nobody knows:
+// the request may have landed (a timeout after the broker appended, a lost
+// connection, NOT_ENOUGH_REPLICAS_AFTER_APPEND). Classify turns a Kafka
+// error code or a transport failure into fail or info, in one place; when in
+// doubt the answer is info, because calling a landed write "failed" turns a
+// correct broker into a false alarm, never the reverse.
+//
+// # Checks
+//
+// Check judges a history in two ways.
+//
+// Linearizability (porcupine): each partition is one log, offset -> value.
+// A produce appends its values at the end of the log, and the offset it
+// returned must be where they landed; a fetch from offset o returns a prefix
+// of the log from o (consecutive offsets, the values the log holds there,
+// possibly fewer than exist, as a consumer that reads only up to the high
+// watermark does) or OFFSET_OUT_OF_RANGE when o is past the end. A final
+// read returns the whole log. An info produce has no return time: it may
+// land at any point after its call, or never, which an open return time
+// expresses (porcupine may place it after every other operation, where it
+// changes nothing anyone saw). Before checking, every info produce whose
+// value some read returned is resolved to the offset where it was seen, and
+// with a final read present, every info produce that no read returned is
+// dropped: it did not land.
+//
+// Kafka invariants, each reported with the events that show it: no
+// acknowledged (or read) write missing from the final read; no offset
+// holding two values; no value at two offsets when its producer was
+// idempotent; every read well formed (consecutive offsets from where it
+// began, never a value nobody produced to that partition); no consumer
+// position moving backwards between two assignments; one owner per partition
+// per group generation.
+//
+// # Assumptions
+//
+// Produce values are unique across the whole history (the workload draws
+// them from a counter); that is how a read is tied to the write it returns.
+// The model has no truncation from the front (retention, DeleteRecords), no
+// compaction and no transactions: a gap in a read is a violation. Produces
+// are assumed to be acks=all: with acks=1 Kafka itself may lose acknowledged
+// writes on failover, and the checker will say so.
+//
+// A History is not safe for concurrent use: the simulator is one goroutine;
+// the real-process runner serializes its calls (a mutex of its own around
+// each record).
+package jepsen

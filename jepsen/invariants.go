@@ -1,0 +1,376 @@
+package jepsen
+
+import (
+	"cmp"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+)
+
+// The names of the checks, as they appear in Violation.Check.
+const (
+	CheckLinearizable      = "linearizable"       // porcupine, per partition
+	CheckLostWrite         = "lost-write"         // acknowledged or read, then missing from the final read
+	CheckOffsetConflict    = "offset-conflict"    // one offset, two values
+	CheckDuplicate         = "duplicate"          // an idempotent producer's value at two offsets
+	CheckReadShape         = "read-shape"         // a read with a gap, a wrong start, or too many records
+	CheckPhantom           = "phantom"            // a read returned a value no produce could have put there
+	CheckPositionBackwards = "position-backwards" // a consumer's position went back without a new assignment
+	CheckSplitOwnership    = "split-ownership"    // two consumers own one partition in one generation
+)
+
+// Violation is one broken rule, with the events that show it.
+type Violation struct {
+	Check string
+	// Partition is the partition concerned, if one is.
+	Partition TopicPartition
+	Message   string
+	Events    []Event
+}
+
+// uniqueEvents returns es without repeats, in time order.
+func uniqueEvents(es []Event) []Event {
+	out := slices.Clone(es)
+	slices.SortFunc(out, func(x, y Event) int { return cmp.Compare(x.Time, y.Time) })
+	return slices.CompactFunc(out, func(x, y Event) bool { return x.Time == y.Time })
+}
+
+func (v Violation) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s: %s", v.Check, v.Message)
+	for _, e := range v.Events {
+		fmt.Fprintf(&b, "\n    %s", e)
+	}
+	return b.String()
+}
+
+// checkReadShape: a read returns consecutive offsets starting where it
+// began, and no more records than it asked for.
+func checkReadShape(a *analysis) []Violation {
+	var vs []Violation
+	for i := range a.ops {
+		o := &a.ops[i]
+		if o.invoke.Type != TypeFetch || o.outcome() != KindOk {
+			continue
+		}
+		in, rs := o.invoke, o.done.Records
+		if in.Max > 0 && len(rs) > in.Max {
+			vs = append(vs, Violation{Check: CheckReadShape, Partition: in.TopicPartition, Events: o.evidence(),
+				Message: fmt.Sprintf("fetch of %s asked for at most %d records and got %d", in.TopicPartition, in.Max, len(rs))})
+		}
+		for j, r := range rs {
+			if want := in.From + int64(j); r.Offset != want {
+				vs = append(vs, Violation{Check: CheckReadShape, Partition: in.TopicPartition, Events: o.evidence(),
+					Message: fmt.Sprintf("fetch of %s from %d returned offset %d where %d belongs (a gap, a repeat or a wrong start)",
+						in.TopicPartition, in.From, r.Offset, want)})
+				break
+			}
+		}
+	}
+	return vs
+}
+
+// checkPhantom: every value a read returns was produced, to this partition,
+// by a produce that had been invoked before the read returned and that did
+// not fail definitely.
+func checkPhantom(a *analysis) []Violation {
+	var vs []Violation
+	for _, s := range a.sightings {
+		read := &a.ops[s.op]
+		if read.invoke.Type != TypeFetch {
+			continue
+		}
+		pv, ok := a.produced[s.value]
+		if !ok {
+			vs = append(vs, Violation{Check: CheckPhantom, Partition: s.tp, Events: read.evidence(),
+				Message: fmt.Sprintf("%s@%d holds %q, which nobody produced", s.tp, s.offset, s.value)})
+			continue
+		}
+		prod := &a.ops[pv.op]
+		events := append(prod.evidence(), read.evidence()...)
+		var why string
+		switch {
+		case prod.invoke.TopicPartition != s.tp:
+			why = fmt.Sprintf("was produced to %s", prod.invoke.TopicPartition)
+		case prod.outcome() == KindFail:
+			why = fmt.Sprintf("was produced by a request that failed definitely (%s)", prod.done.Error)
+		case prod.invoke.Time > read.done.Time:
+			why = "was produced only after the read returned"
+		default:
+			continue
+		}
+		vs = append(vs, Violation{Check: CheckPhantom, Partition: s.tp, Events: events,
+			Message: fmt.Sprintf("a read of %s@%d returned %q, which %s", s.tp, s.offset, s.value, why)})
+	}
+	return vs
+}
+
+type tpOffset struct {
+	tp     TopicPartition
+	offset int64
+}
+
+// checkOffsetConflict: across every read and every acknowledgement, one
+// offset of one partition holds one value.
+func checkOffsetConflict(a *analysis) []Violation {
+	first := make(map[tpOffset]sighting)
+	reported := make(map[tpOffset]map[string]bool)
+	var vs []Violation
+	for _, s := range a.sightings {
+		key := tpOffset{s.tp, s.offset}
+		f, ok := first[key]
+		if !ok {
+			first[key] = s
+			continue
+		}
+		if f.value == s.value || reported[key][s.value] {
+			continue
+		}
+		if reported[key] == nil {
+			reported[key] = make(map[string]bool)
+		}
+		reported[key][s.value] = true
+		vs = append(vs, Violation{Check: CheckOffsetConflict, Partition: s.tp,
+			Events:  append(a.ops[f.op].evidence(), a.ops[s.op].evidence()...),
+			Message: fmt.Sprintf("%s@%d holds %q (%s) and %q (%s)", s.tp, s.offset, f.value, a.sawHow(f), s.value, a.sawHow(s))})
+	}
+	return vs
+}
+
+func (a *analysis) sawHow(s sighting) string {
+	o := &a.ops[s.op]
+	switch {
+	case o.invoke.Type == TypeProduce:
+		return fmt.Sprintf("acknowledged to op %d", o.invoke.Op)
+	case o.invoke.Final:
+		return fmt.Sprintf("final read, op %d", o.invoke.Op)
+	}
+	return fmt.Sprintf("read by op %d", o.invoke.Op)
+}
+
+// checkDuplicates: reads find a value at one offset only. Kafka allows a
+// non-idempotent producer's retry to land twice; that becomes a note, not a
+// violation (but the log model still rejects it: see the package comment).
+// Acknowledgements are not reads: one that disagrees with a read is a lost
+// write or an offset conflict, not a duplicate.
+func checkDuplicates(a *analysis) ([]Violation, []string) {
+	type key struct {
+		tp    TopicPartition
+		value string
+	}
+	offsets := make(map[key][]sighting)
+	var order []key
+	for _, s := range a.sightings {
+		if a.ops[s.op].invoke.Type != TypeFetch {
+			continue
+		}
+		k := key{s.tp, s.value}
+		seen := offsets[k]
+		if len(seen) == 0 {
+			order = append(order, k)
+		}
+		if !slices.ContainsFunc(seen, func(x sighting) bool { return x.offset == s.offset }) {
+			offsets[k] = append(seen, s)
+		}
+	}
+	var vs []Violation
+	var notes []string
+	for _, k := range order {
+		seen := offsets[k]
+		if len(seen) < 2 {
+			continue
+		}
+		var where []string
+		var events []Event
+		for _, s := range seen {
+			where = append(where, fmt.Sprintf("%d (%s)", s.offset, a.sawHow(s)))
+			events = append(events, a.ops[s.op].evidence()...)
+		}
+		msg := fmt.Sprintf("%q sits at several offsets of %s: %s", k.value, k.tp, strings.Join(where, ", "))
+		pv, ok := a.produced[k.value]
+		if ok && !a.ops[pv.op].invoke.Idempotent {
+			notes = append(notes, msg+" (non-idempotent producer: Kafka allows it, the log model does not)")
+			continue
+		}
+		if ok {
+			events = append(a.ops[pv.op].evidence(), events...)
+		}
+		vs = append(vs, Violation{Check: CheckDuplicate, Partition: k.tp, Events: events, Message: msg + " although its producer was idempotent"})
+	}
+	return vs, notes
+}
+
+// checkLostWrites: every acknowledged write, and every value a read
+// returned, is in the final read of its partition, at the same offset.
+func checkLostWrites(a *analysis) ([]Violation, []string) {
+	var vs []Violation
+	var notes []string
+	for _, tp := range a.partitions {
+		final, ok := a.finalRead(tp)
+		if !ok {
+			if a.hasAcks(tp) {
+				notes = append(notes, fmt.Sprintf("%s has no final read: lost writes not checked there", tp))
+			}
+			continue
+		}
+		vs = append(vs, a.lostAcks(tp, final)...)
+		vs = append(vs, a.lostReads(tp, final)...)
+	}
+	return vs, notes
+}
+
+func (a *analysis) hasAcks(tp TopicPartition) bool {
+	return slices.ContainsFunc(a.ops, func(o op) bool {
+		return o.invoke.TopicPartition == tp && o.invoke.Type == TypeProduce && o.outcome() == KindOk
+	})
+}
+
+func (a *analysis) lostAcks(tp TopicPartition, final []Record) []Violation {
+	at := finalIndex(final)
+	finalOp := &a.ops[a.final[tp]]
+	var vs []Violation
+	for i := range a.ops {
+		o := &a.ops[i]
+		if o.invoke.TopicPartition != tp || o.invoke.Type != TypeProduce || o.outcome() != KindOk {
+			continue
+		}
+		for j, v := range o.invoke.Values {
+			var missing string
+			if base := o.done.Offset; base == OffsetUnknown {
+				if _, ok := at[v]; !ok {
+					missing = fmt.Sprintf("%q (acknowledged without an offset) is not in the final read of %s", v, tp)
+				}
+			} else if got, ok := at[v]; !ok || got != base+int64(j) {
+				missing = fmt.Sprintf("%q acknowledged at %s@%d is %s", v, tp, base+int64(j), describeFinalAt(final, base+int64(j), v, got, ok))
+			}
+			if missing != "" {
+				vs = append(vs, Violation{Check: CheckLostWrite, Partition: tp, Message: missing,
+					Events: append(o.evidence(), finalOp.evidence()...)})
+				break // one report per produce
+			}
+		}
+	}
+	return vs
+}
+
+func (a *analysis) lostReads(tp TopicPartition, final []Record) []Violation {
+	at := finalIndex(final)
+	finalOp := &a.ops[a.final[tp]]
+	reported := make(map[string]bool)
+	var vs []Violation
+	for _, s := range a.sightings {
+		o := &a.ops[s.op]
+		if s.tp != tp || o.invoke.Type != TypeFetch || o.invoke.Final || reported[s.value] {
+			continue
+		}
+		if got, ok := at[s.value]; ok && got == s.offset {
+			continue
+		}
+		reported[s.value] = true
+		got, ok := at[s.value]
+		vs = append(vs, Violation{Check: CheckLostWrite, Partition: tp,
+			Events:  append(o.evidence(), finalOp.evidence()...),
+			Message: fmt.Sprintf("%q read at %s@%d is %s", s.value, tp, s.offset, describeFinalAt(final, s.offset, s.value, got, ok))})
+	}
+	return vs
+}
+
+// finalIndex maps each value of a final read to its first offset.
+func finalIndex(final []Record) map[string]int64 {
+	at := make(map[string]int64, len(final))
+	for _, r := range final {
+		if _, dup := at[r.Value]; !dup {
+			at[r.Value] = r.Offset
+		}
+	}
+	return at
+}
+
+func describeFinalAt(final []Record, offset int64, value string, got int64, found bool) string {
+	var there string
+	for _, r := range final {
+		if r.Offset == offset {
+			there = fmt.Sprintf("; the final read has %q there", r.Value)
+		}
+	}
+	if there == "" {
+		there = fmt.Sprintf("; the final read ends at %d", int64(len(final)))
+	}
+	if found {
+		return fmt.Sprintf("at offset %d in the final read instead%s", got, there)
+	}
+	return "missing from the final read" + there
+}
+
+// checkPositions: a consumer's position in a partition never moves
+// backwards, except across an assignment to that consumer, after which it
+// resumes from its group's committed offset.
+func checkPositions(a *analysis) []Violation {
+	type key struct {
+		client int
+		tp     TopicPartition
+	}
+	last := make(map[key]Event)
+	var vs []Violation
+	for _, n := range a.notes {
+		switch n.Type {
+		case TypeAssign:
+			for k := range last {
+				if k.client == n.Client {
+					delete(last, k)
+				}
+			}
+		case TypePosition:
+			k := key{n.Client, n.TopicPartition}
+			prev, ok := last[k]
+			if ok && n.Offset < prev.Offset {
+				vs = append(vs, Violation{Check: CheckPositionBackwards, Partition: n.TopicPartition, Events: []Event{prev, n},
+					Message: fmt.Sprintf("client %d's position in %s went from %d back to %d with no assignment between",
+						n.Client, n.TopicPartition, prev.Offset, n.Offset)})
+			}
+			last[k] = n
+		}
+	}
+	return vs
+}
+
+// checkOwnership: in one generation of a group, one consumer owns each
+// partition.
+func checkOwnership(a *analysis) []Violation {
+	type key struct {
+		group      string
+		generation int32
+		tp         TopicPartition
+	}
+	owners := make(map[key][]Event)
+	var order []key
+	for _, n := range a.notes {
+		if n.Type != TypeAssign {
+			continue
+		}
+		for _, tp := range n.Partitions {
+			k := key{n.Group, n.Generation, tp}
+			if len(owners[k]) == 0 {
+				order = append(order, k)
+			}
+			if !slices.ContainsFunc(owners[k], func(e Event) bool { return e.Client == n.Client }) {
+				owners[k] = append(owners[k], n)
+			}
+		}
+	}
+	var vs []Violation
+	for _, k := range order {
+		es := owners[k]
+		if len(es) < 2 {
+			continue
+		}
+		clients := make(map[int]bool)
+		for _, e := range es {
+			clients[e.Client] = true
+		}
+		vs = append(vs, Violation{Check: CheckSplitOwnership, Partition: k.tp, Events: es,
+			Message: fmt.Sprintf("group %q generation %d gave %s to clients %v", k.group, k.generation, k.tp, slices.Sorted(maps.Keys(clients)))})
+	}
+	return vs
+}
