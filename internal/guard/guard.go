@@ -24,8 +24,8 @@
 //     methods, time.Unix and time.Date are fine.
 //  2. forbidden-import: math/rand, math/rand/v2 and crypto/rand (use
 //     env.Rand); hash/maphash (seeded at random per process); os, os/...,
-//     io/ioutil and the standard log package (the OS by other doors; use
-//     env.FS and env.Env.Log); net and net/... (use env.Net), except
+//     io/ioutil, log and log/syslog (the OS by other doors; use env.FS and
+//     env.Env.Log); net and net/... (use env.Net), except
 //     net/netip, whose address types are pure values with no I/O, no global
 //     state and no randomness; crypto/tls (sockets and the system's
 //     randomness; TLS lives in osenv); syscall and golang.org/x/sys/...;

@@ -344,7 +344,11 @@ func (l *loopCheck) appendTo(lhs ast.Expr, call *ast.CallExpr) ast.Node {
 	if !ok || len(call.Args) == 0 || types.ExprString(call.Args[0]) != id.Name {
 		return lhs
 	}
-	if obj := l.info.ObjectOf(id); !slices.Contains(l.appended, obj) {
+	obj := l.info.ObjectOf(id)
+	if obj == nil {
+		return lhs // unresolved: the package does not type-check
+	}
+	if !slices.Contains(l.appended, obj) {
 		l.appended = append(l.appended, obj)
 	}
 	return nil

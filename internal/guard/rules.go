@@ -12,7 +12,7 @@ func forbiddenImport(path string) string {
 		return "randomness must come from env.Rand, seeded by the simulator"
 	case "hash/maphash":
 		return "its seeds are random per process, so hashes differ between runs"
-	case "io/ioutil", "log":
+	case "io/ioutil", "log", "log/syslog":
 		return "it reaches the OS (files, stderr, the wall clock); use env.FS and env.Env.Log"
 	case "crypto/tls":
 		return "it uses sockets and the system's randomness; TLS belongs in node/env/osenv"

@@ -9,6 +9,7 @@ import (
 	_ "hash/maphash"               // want `forbidden-import: import of hash/maphash: its seeds are random`
 	_ "io/ioutil"                  // want `forbidden-import: import of io/ioutil`
 	_ "log"                        // want `forbidden-import: import of log:`
+	_ "log/syslog"                 // want `forbidden-import: import of log/syslog`
 	_ "math/rand"                  // want `forbidden-import: import of math/rand:`
 	_ "math/rand/v2"               // want `forbidden-import: import of math/rand/v2`
 	_ "net"                        // want `forbidden-import: import of net: connections go through env.Net`

@@ -150,3 +150,21 @@ func named(s set, w *strings.Builder) {
 		w.WriteString(k)
 	}
 }
+
+func nestedLeak(m map[string]map[string]int, w *strings.Builder) {
+	for _, inner := range m { // want `the call w.WriteString\(k\) at line 157`
+		for k := range inner { // want `the call w.WriteString\(k\)`
+			w.WriteString(k)
+		}
+	}
+}
+
+func typeSwitchLeak(m map[string]any) (last int) {
+	for _, v := range m { // want `the assignment to last`
+		switch x := v.(type) {
+		case int:
+			last = x
+		}
+	}
+	return last
+}
