@@ -3,7 +3,6 @@ package imports
 
 import (
 	_ "crypto/rand"                // want `forbidden-import: import of crypto/rand: randomness must come from env.Rand`
-	_ "crypto/tls"                 // want `forbidden-import: import of crypto/tls`
 	_ "golang.org/x/sync/errgroup" // want `forbidden-import: import of golang.org/x/sync/errgroup`
 	_ "golang.org/x/sys/unix"      // want `forbidden-import: import of golang.org/x/sys/unix`
 	_ "hash/maphash"               // want `forbidden-import: import of hash/maphash: its seeds are random`
@@ -13,9 +12,9 @@ import (
 	_ "math/rand"                  // want `forbidden-import: import of math/rand:`
 	_ "math/rand/v2"               // want `forbidden-import: import of math/rand/v2`
 	_ "net"                        // want `forbidden-import: import of net: connections go through env.Net`
-	_ "net/http"                   // want `forbidden-import: import of net/http`
+	_ "net/url"                    // want `forbidden-import: import of net/url`
 	_ "os"                         // want `forbidden-import: import of os:`
-	_ "os/exec"                    // want `forbidden-import: import of os/exec`
+	_ "os/signal"                  // want `forbidden-import: import of os/signal`
 	_ "runtime/debug"              // want `forbidden-import: import of runtime/debug`
 	_ "sync"                       // want `forbidden-import: import of sync:`
 	_ "sync/atomic"                // want `forbidden-import: import of sync/atomic`
