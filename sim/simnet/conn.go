@@ -203,8 +203,12 @@ func (e *end) announce() {
 
 func (e *end) closeReported(err error) {
 	e.reported = true
-	e.state = stGone
-	e.out.clear()
+	if e.state != stGone {
+		// The peer closed: what this end wrote since has nobody to read it.
+		// (A broken end keeps its pipe: it may carry the RST.)
+		e.state = stGone
+		e.out.clear()
+	}
 	e.handler.OnClose(err)
 }
 
