@@ -1,7 +1,7 @@
 // Package simfs is the simulated disk of one node: an in-memory env.FS that
 // keeps what is durable apart from what is only in the page cache, so that a
-// crash takes away what the POSIX contract of env.FS allows to be lost, in a
-// way a journaling file system (ext4, xfs) can really lose it, and never more.
+// crash takes away what the POSIX contract of env.FS allows to be lost, and
+// never more: nothing that was synced, nothing a real disk could not show.
 //
 // # State
 //
@@ -43,12 +43,14 @@
 // choices, as follows:
 //
 //   - Each directory keeps a prefix of its unsynced entry changes, the rest is
-//     lost: a journal commits metadata in order. Directories choose apart (a
-//     crash may keep a create in one directory and lose an earlier one in
-//     another, as POSIX allows), except that a rename between two
-//     directories is kept in both or in neither: afterwards the file is under
-//     its old name or its new one, never both, never neither. Choices are then
-//     made consistent by shortening prefixes, never by lengthening them.
+//     lost, as a metadata journal commits them in order. Directories choose
+//     apart, except that a rename between two directories is kept in both or
+//     in neither: afterwards the file is under its old name or its new one,
+//     never both, never neither (prefixes are made consistent by shortening
+//     them, never by lengthening). So a crash may keep a create in one
+//     directory and lose an earlier one in another: POSIX allows it, though
+//     ext4 and xfs, with one journal for all directories (and an fsync of a
+//     file that commits it), would not. Code must not rely on either.
 //   - What the kept entries no longer reach (a file or a directory whose
 //     link was lost, and everything beneath it) is gone.
 //   - Each surviving file keeps its durable contents plus a prefix of its

@@ -790,3 +790,30 @@ func tornShape(t *testing.T, old, got []byte, off, n int) string {
 	}
 	return "sectors"
 }
+
+// BenchmarkAppendAndSync appends 1 KiB records to a log-like file that is
+// cut back every 4 MiB, with a Sync every 16 records.
+func BenchmarkAppendAndSync(b *testing.B) {
+	d, s := newDisk(1)
+	f, err := d.Create("log")
+	if err != nil {
+		b.Fatal(err)
+	}
+	p := make([]byte, 1024)
+	b.SetBytes(int64(len(p)))
+	for i := 0; b.Loop(); i++ {
+		if _, err := f.WriteAt(p, int64(i%4096)*int64(len(p))); err != nil {
+			b.Fatal(err)
+		}
+		if i%16 == 15 {
+			f.Sync(nil)
+			for s.Step() {
+			}
+		}
+		if i%4096 == 4095 {
+			if err := f.Truncate(0); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+}
