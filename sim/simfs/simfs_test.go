@@ -519,6 +519,48 @@ func TestRenameAcrossDirectoriesIsAtomicInACrash(t *testing.T) {
 	}
 }
 
+func TestDirectoryRenameMovesItsSubtreeAtomicallyInACrash(t *testing.T) {
+	seen := overSeeds(t, 200, func(d *Disk, s *sched.Scheduler) string {
+		for _, dir := range []string{"p/d", "q"} {
+			if err := d.MkdirAll(dir); err != nil {
+				t.Fatal(err)
+			}
+		}
+		f := mustCreate(t, d, "p/d/f")
+		mustWrite(t, f, "data")
+		if err := await(t, s, f.Sync); err != nil {
+			t.Fatal(err)
+		}
+		for _, dir := range []string{"p/d", "p", "q", "."} {
+			if err := await(t, s, func(done func(error)) { d.SyncDir(dir, done) }); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := d.Rename("p/d", "q/d"); err != nil {
+			t.Fatal(err)
+		}
+		d.Crash()
+		p, _ := d.List("p")
+		q, _ := d.List("q")
+		var where string
+		switch {
+		case slices.Equal(p, []string{"d"}) && len(q) == 0:
+			where = "p"
+		case len(p) == 0 && slices.Equal(q, []string{"d"}):
+			where = "q"
+		default:
+			t.Fatalf("after the crash p = %v, q = %v", p, q)
+		}
+		if got := readAll(t, d, where+"/d/f"); got != "data" {
+			t.Fatalf("%s/d/f = %q", where, got)
+		}
+		return where
+	})
+	if len(seen) != 2 {
+		t.Fatalf("outcomes %v: want both", seen)
+	}
+}
+
 func TestNewDirectoryVanishesWithItsFiles(t *testing.T) {
 	seen := overSeeds(t, 200, func(d *Disk, s *sched.Scheduler) string {
 		if err := d.MkdirAll("c"); err != nil {
