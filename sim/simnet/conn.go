@@ -18,9 +18,7 @@ type conn struct {
 	// listener is the one whose port the SYN found; the handshake completes
 	// only if it is still listening when the ACK arrives.
 	listener *listener
-	// timer is the connect timeout, pending while the dial is.
-	timer   *sched.Event
-	retired bool
+	retired  bool
 }
 
 // endState is the kernel's view of one end.
@@ -45,6 +43,9 @@ type end struct {
 	incarnation   uint64
 	local, remote string
 	out, in       *pipe
+	// handshake gives up on a handshake that never completes: the dialer's
+	// connect timeout, or the acceptor's wait for the ACK.
+	handshake *sched.Event
 
 	// What the application sees. ready means the accept or connected
 	// callback is due (the handshake completed, or the dial failed with
@@ -78,8 +79,7 @@ func (n *Network) dial(src, dst *host, port int, connected func(env.Conn, error)
 	dialer.in, acceptor.in = acceptor.out, dialer.out
 	c.ends = [2]*end{dialer, acceptor}
 	n.conns = append(n.conns, c)
-	label := sched.Label{Kind: "net.connect-timeout", Node: src.name, Digest: c.id}
-	c.timer = n.s.After(n.connectTimeout, label, c.connectTimedOut)
+	dialer.armHandshake(c.connectTimedOut)
 	dialer.out.send(segSyn, nil)
 }
 
@@ -276,12 +276,27 @@ func (e *end) sendReset() {
 	}
 }
 
+// armHandshake runs f if the handshake is still going after the connect
+// timeout.
+func (e *end) armHandshake(f func()) {
+	label := sched.Label{Kind: "net.handshake-timeout", Node: e.h.name, Digest: e.c.id}
+	e.handshake = e.c.n.s.After(e.c.n.connectTimeout, label, func() {
+		e.handshake = nil
+		f()
+		e.c.maybeRetire()
+	})
+}
+
+func (e *end) stopHandshake() {
+	if e.handshake != nil {
+		e.handshake.Cancel()
+		e.handshake = nil
+	}
+}
+
 // vanish forgets the end without a word: its host crashed.
 func (e *end) vanish() {
-	if e.state == stSynSent && e.c.timer != nil {
-		e.c.timer.Cancel()
-		e.c.timer = nil
-	}
+	e.stopHandshake()
 	e.state = stGone
 	e.out.clear()
 	e.dropReceived()
@@ -302,10 +317,7 @@ func (e *end) finished() bool {
 // dialFailed fails a pending dial with err.
 func (c *conn) dialFailed(err error) {
 	d, a := c.ends[0], c.ends[1]
-	if c.timer != nil {
-		c.timer.Cancel()
-		c.timer = nil
-	}
+	d.stopHandshake()
 	d.state = stGone
 	d.out.clear()
 	d.dialErr = fmt.Errorf("dial %s: %w", d.remote, err)
@@ -313,17 +325,27 @@ func (c *conn) dialFailed(err error) {
 	d.kick()
 	if a.state == stIdle || a.state == stSynRcvd {
 		// The accepting side's half-open handshake times out too.
-		a.state = stGone
-		a.out.clear()
+		a.abandonHandshake()
 	}
 }
 
 func (c *conn) connectTimedOut() {
-	c.timer = nil
 	if c.ends[0].state == stSynSent {
 		c.dialFailed(ErrTimedOut)
 	}
-	c.maybeRetire()
+}
+
+// abandonHandshake forgets an acceptor's handshake in progress.
+func (e *end) abandonHandshake() {
+	e.stopHandshake()
+	e.state = stGone
+	e.out.clear()
+}
+
+func (e *end) acceptTimedOut() {
+	if e.state == stSynRcvd {
+		e.abandonHandshake()
+	}
 }
 
 // reset breaks the connection at both ends at once.
@@ -335,8 +357,7 @@ func (c *conn) reset() {
 		case stOpen, stFinSent:
 			e.broken(errorf(e, ErrConnReset))
 		case stSynRcvd:
-			e.state = stGone
-			e.out.clear()
+			e.abandonHandshake()
 		}
 	}
 	c.maybeRetire()
@@ -345,11 +366,11 @@ func (c *conn) reset() {
 // maybeRetire drops the connection from the network's list once nothing
 // about it can happen any more.
 func (c *conn) maybeRetire() {
-	if c.retired || c.timer != nil {
+	if c.retired {
 		return
 	}
 	for _, e := range c.ends {
-		if !e.finished() || !e.out.empty() {
+		if !e.finished() || !e.out.empty() || e.handshake != nil {
 			return
 		}
 	}
@@ -373,6 +394,7 @@ func (c *conn) synArrived() {
 	}
 	c.listener = l
 	a.state = stSynRcvd
+	a.armHandshake(a.acceptTimedOut)
 	a.out.send(segSynAck, nil)
 }
 
@@ -382,8 +404,7 @@ func (c *conn) synAckArrived() {
 		d.sendReset() // the dial gave up meanwhile
 		return
 	}
-	c.timer.Cancel()
-	c.timer = nil
+	d.stopHandshake()
 	d.state = stOpen
 	d.ready = true
 	d.out.send(segAck, nil)
@@ -395,6 +416,7 @@ func (c *conn) ackArrived() {
 	if a.state != stSynRcvd {
 		return
 	}
+	a.stopHandshake()
 	if !c.listener.live() {
 		a.state = stGone
 		a.sendReset()
@@ -436,7 +458,7 @@ func (e *end) rstArrived() {
 	case stSynSent:
 		e.c.dialFailed(ErrConnRefused)
 	case stSynRcvd:
-		e.state = stGone
+		e.abandonHandshake()
 	case stOpen, stFinSent:
 		e.broken(errorf(e, ErrConnReset))
 	}

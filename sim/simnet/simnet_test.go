@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sluicemq/sluice/node/env"
+	"github.com/sluicemq/sluice/sim/sched"
 )
 
 const ms = time.Millisecond
@@ -587,5 +588,86 @@ func TestLatencyDistributions(t *testing.T) {
 	}
 	if far < 20 || far > 300 {
 		t.Errorf("LongTail(1ms): %d of 10000 draws at least 10ms, want about 1%%", far)
+	}
+}
+
+// slowLoop runs a host's events a fixed delay late, like a busy node.
+type slowLoop struct {
+	s    *sched.Scheduler
+	node string
+	d    time.Duration
+}
+
+func (l slowLoop) Schedule(d time.Duration, label sched.Label, f func()) {
+	label.Node = l.node
+	l.s.After(d+l.d, label, f)
+}
+
+func TestListenerClosedBeforeAcceptResetsTheConnection(t *testing.T) {
+	w := fixedWorld(t)
+	srv := w.listen("n2", ":9092")
+	w.n.Host("n2", slowLoop{w.s, "n2", ms})
+	c := w.dial("n1", "n2:9092")
+	// The ACK arrives at 3ms; the slow loop would accept at 4ms.
+	w.at(3*ms+ms/2, func() { srv.ln.Close() })
+	w.runUntil("dialer sees the reset", func() bool { return c.rec.closed })
+	if c.err != nil || !errors.Is(c.rec.err, ErrConnReset) || len(srv.conns) != 0 {
+		t.Fatalf("dial %v, then %s; %d accepted; want a connection reset, never accepted", c.err, describe(c.rec), len(srv.conns))
+	}
+}
+
+func TestListenerClosedBeforeTheAckArrivesResetsTheConnection(t *testing.T) {
+	w := fixedWorld(t)
+	srv := w.listen("n2", ":9092")
+	c := w.dial("n1", "n2:9092")
+	w.at(3*ms, func() { srv.ln.Close() }) // runs before the ACK's arrival at 3ms
+	w.runUntil("dialer sees the reset", func() bool { return c.rec.closed })
+	if c.err != nil || !errors.Is(c.rec.err, ErrConnReset) || c.rec.closedAt != 4*ms || len(srv.conns) != 0 {
+		t.Fatalf("dial %v, then %s; %d accepted", c.err, describe(c.rec), len(srv.conns))
+	}
+}
+
+func TestCloseInsideAcceptIsACleanClose(t *testing.T) {
+	w := fixedWorld(t)
+	_, err := w.host("n2").Listen(":9092", func(c env.Conn) env.ConnHandler {
+		c.Write([]byte("bye"))
+		c.Close()
+		return &rec{w: w}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := w.dial("n1", "n2:9092")
+	w.runUntil("dialer sees the close", func() bool { return c.rec.closed })
+	if c.rec.err != nil || string(c.rec.data) != "bye" {
+		t.Fatalf("dialer: %s", describe(c.rec))
+	}
+}
+
+func TestADialThatGaveUpResetsTheLateHandshake(t *testing.T) {
+	w := fixedWorld(t)
+	w.n.SetTimeouts(0, ms) // the dial gives up before the SYN-ACK can return
+	srv := w.listen("n2", ":9092")
+	c := w.dial("n1", "n2:9092")
+	w.run(time.Minute)
+	if c.calls != 1 || !errors.Is(c.err, ErrTimedOut) || len(srv.conns) != 0 {
+		t.Fatalf("dial: %d calls, %v; %d accepted", c.calls, c.err, len(srv.conns))
+	}
+	if live := w.n.liveConns(); len(live) != 0 {
+		t.Fatalf("%d connections live after the handshake was reset", len(live))
+	}
+}
+
+func TestAnAcceptorWhoseDialerVanishedGivesUp(t *testing.T) {
+	w := fixedWorld(t)
+	srv := w.listen("n2", ":9092")
+	w.dial("n1", "n2:9092")
+	w.at(2*ms, func() { w.n.Crash("n1") }) // after the SYN-ACK arrived, before the ACK left
+	w.run(time.Minute)
+	if len(srv.conns) != 0 {
+		t.Fatal("accepted a connection whose ACK never came")
+	}
+	if live := w.n.liveConns(); len(live) != 0 {
+		t.Fatalf("%d connections live after the acceptor gave up", len(live))
 	}
 }
