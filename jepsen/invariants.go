@@ -88,7 +88,6 @@ func checkPhantom(a *analysis) []Violation {
 			continue
 		}
 		prod := &a.ops[pv.op]
-		events := append(prod.evidence(), read.evidence()...)
 		var why string
 		switch {
 		case prod.invoke.TopicPartition != s.tp:
@@ -100,7 +99,7 @@ func checkPhantom(a *analysis) []Violation {
 		default:
 			continue
 		}
-		vs = append(vs, Violation{Check: CheckPhantom, Partition: s.tp, Events: events,
+		vs = append(vs, Violation{Check: CheckPhantom, Partition: s.tp, Events: append(prod.evidence(), read.evidence()...),
 			Message: fmt.Sprintf("a read of %s@%d returned %q, which %s", s.tp, s.offset, s.value, why)})
 	}
 	return vs
