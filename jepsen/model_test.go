@@ -105,7 +105,6 @@ func TestFetchLegal(t *testing.T) {
 	}
 }
 
-
 // LogModel's partition functions let porcupine take a mixed history.
 func TestLogModelPartitionsMixedHistories(t *testing.T) {
 	op := func(call, ret int64, tp TopicPartition, v string, offset int64) porcupine.Operation {
