@@ -101,7 +101,7 @@ import (
 
 // MaxFileSize bounds a file's length, so that a write at an absurd offset
 // gets an error instead of exhausting memory.
-const MaxFileSize = 1 << 32
+const MaxFileSize = 1 << 30
 
 // SectorSize is the unit in which a torn write may reach the medium.
 const SectorSize = 512
