@@ -1,0 +1,255 @@
+// Package node composes a Sluice broker: its event loop, client connections,
+// request routing, and one handler per Kafka API.
+//
+// A Broker lives on its node's loop (package env): every method runs there,
+// every effect leaves through the environment, and every result comes back as
+// a loop event. That is what lets the simulator run the very same broker
+// through crashes, partitions and disk faults, one event at a time.
+//
+// Handlers live one file per API, named by key (00_produce.go, 01_fetch.go,
+// ...), each opening with the versions it serves and how it treats edge
+// cases.
+package node
+
+import (
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"sort"
+
+	"github.com/sluicemq/sluice/node/env"
+	"github.com/sluicemq/sluice/raftmeta"
+	"github.com/sluicemq/sluice/wire"
+)
+
+// Broker is one Kafka broker with, for now, its own metadata: the image is
+// kept in the shape the metadata quorum will replicate (package raftmeta),
+// persisted in a local journal until then.
+type Broker struct {
+	env      env.Env
+	cfg      Config
+	table    *wire.Table
+	handlers map[int16]func(*request)
+
+	image   *raftmeta.Image
+	journal *raftmeta.Journal
+	// creating holds the topics whose creation is being committed, so a
+	// second request for the same name is refused before it reaches the log.
+	creating map[string]bool
+	// producerIDs hands out idempotent producers' ids.
+	producerIDs producerIDAllocator
+
+	listeners []env.Listener
+	conns     map[uint64]*conn
+	connSeq   uint64
+
+	state brokerState
+}
+
+type brokerState int
+
+const (
+	stateNew brokerState = iota
+	stateStarting
+	stateRunning
+	stateStopping
+	stateStopped
+)
+
+// New returns a broker that will run on e with cfg. Nothing happens until
+// Start.
+func New(e env.Env, cfg Config) (*Broker, error) {
+	if len(cfg.Listeners) == 0 {
+		return nil, errors.New("node: no listener configured")
+	}
+	b := &Broker{
+		env:      e,
+		cfg:      cfg,
+		conns:    map[uint64]*conn{},
+		creating: map[string]bool{},
+	}
+	b.handlers = map[int16]func(*request){}
+	var served []wire.APIRange
+	for _, h := range b.apiHandlers() {
+		served = append(served, wire.APIRange{Key: h.key, Min: h.min, Max: h.max})
+		b.handlers[h.key] = h.handle
+	}
+	table, err := wire.NewTable(served)
+	if err != nil {
+		return nil, fmt.Errorf("node: %w", err)
+	}
+	b.table = table
+	return b, nil
+}
+
+// apiHandler is one served API: its versions and its handler.
+type apiHandler struct {
+	key, min, max int16
+	handle        func(*request)
+}
+
+// Start recovers the broker's state from its disk, registers it, and starts
+// listening; ready runs on the loop once clients can connect, or with the
+// error that stopped the start.
+func (b *Broker) Start(ready func(error)) {
+	if b.state != stateNew {
+		b.env.Loop.Post(func() { ready(errors.New("node: broker already started")) })
+		return
+	}
+	b.state = stateStarting
+	if err := b.recoverMetadata(); err != nil {
+		b.state = stateStopped
+		b.env.Loop.Post(func() { ready(err) })
+		return
+	}
+	b.register(func(err error) {
+		if err == nil {
+			err = b.openPartitions()
+		}
+		if err == nil {
+			err = b.listen()
+		}
+		if err != nil {
+			b.state = stateStopped
+			ready(err)
+			return
+		}
+		b.state = stateRunning
+		b.env.Log.Info("broker started", "node", b.cfg.NodeID, "cluster", b.image.ClusterID,
+			"listeners", fmt.Sprint(b.cfg.Listeners), "topics", len(b.image.Topics))
+		ready(nil)
+	})
+}
+
+// recoverMetadata replays the journal into a fresh image.
+func (b *Broker) recoverMetadata() error {
+	journal, records, err := raftmeta.OpenJournal(b.env.Loop, b.env.FS)
+	if err != nil {
+		return fmt.Errorf("node: recover metadata: %w", err)
+	}
+	image := raftmeta.NewImage()
+	for i, r := range records {
+		if err := image.Apply(r); err != nil {
+			journal.Close()
+			return fmt.Errorf("node: recover metadata: record %d: %w", i, err)
+		}
+	}
+	b.journal, b.image = journal, image
+	return nil
+}
+
+// register writes the records that make this incarnation known: the cluster
+// id on first start, and the broker with a new epoch on every start.
+func (b *Broker) register(done func(error)) {
+	var records []raftmeta.Record
+	if b.image.ClusterID == "" {
+		records = append(records, raftmeta.ClusterIDRecord{ClusterID: newClusterID(b.env.Rand)})
+	}
+	epoch := int64(1)
+	if old, ok := b.image.Brokers[b.cfg.NodeID]; ok {
+		epoch = old.Epoch + 1
+	}
+	adv := b.cfg.Advertised()[0]
+	records = append(records, raftmeta.RegisterBrokerRecord{Broker: raftmeta.Broker{
+		ID: b.cfg.NodeID, Host: adv.Host, Port: adv.Port, Epoch: epoch,
+	}})
+	b.commit(records, done)
+}
+
+// commit makes records durable, then applies them to the image, then calls
+// done. It is the one way metadata changes.
+func (b *Broker) commit(records []raftmeta.Record, done func(error)) {
+	b.journal.Append(records, func(err error) {
+		if err != nil {
+			done(fmt.Errorf("node: commit metadata: %w", err))
+			return
+		}
+		for _, r := range records {
+			if err := b.image.Apply(r); err != nil {
+				// The records were validated before they were written; an
+				// image that refuses one has diverged from its journal.
+				panic(fmt.Sprintf("node: metadata record refused after commit: %v", err))
+			}
+		}
+		done(nil)
+	})
+}
+
+// listen opens every configured listener.
+func (b *Broker) listen() error {
+	for _, l := range b.cfg.Listeners {
+		ln, err := b.env.Net.Listen(l.Addr(), b.accept)
+		if err != nil {
+			b.closeListeners()
+			return fmt.Errorf("node: listen on %s: %w", l, err)
+		}
+		b.listeners = append(b.listeners, ln)
+	}
+	return nil
+}
+
+// Addrs returns the addresses actually bound (with ports chosen for port 0).
+func (b *Broker) Addrs() []string {
+	addrs := make([]string, len(b.listeners))
+	for i, ln := range b.listeners {
+		addrs[i] = ln.Addr()
+	}
+	return addrs
+}
+
+func (b *Broker) closeListeners() {
+	for _, ln := range b.listeners {
+		ln.Close()
+	}
+	b.listeners = nil
+}
+
+// Shutdown stops accepting, closes every connection, makes every partition
+// durable and checkpointed, and closes the disk state; done runs on the loop
+// when the broker can exit. A restart finds every acknowledged record.
+func (b *Broker) Shutdown(done func(error)) {
+	if b.state != stateRunning {
+		b.env.Loop.Post(func() { done(nil) })
+		return
+	}
+	b.state = stateStopping
+	b.closeListeners()
+	for _, id := range sortedKeys(b.conns) {
+		b.conns[id].close()
+	}
+	b.closePartitions(func(err error) {
+		if cerr := b.journal.Close(); err == nil {
+			err = cerr
+		}
+		b.state = stateStopped
+		b.env.Log.Info("broker stopped", "node", b.cfg.NodeID, "err", err)
+		done(err)
+	})
+}
+
+// dispatch runs the handler for r. The table only lets through requests it
+// serves, so a missing handler is a bug.
+func (b *Broker) dispatch(r *request) {
+	h, ok := b.handlers[r.header.Key]
+	if !ok {
+		panic(fmt.Sprintf("node: no handler for served request %s", r.header))
+	}
+	h(r)
+}
+
+// newClusterID draws a cluster id: 16 random bytes in URL-safe base64
+// without padding, the form Kafka's tools generate.
+func newClusterID(r env.Rand) string {
+	var id [16]byte
+	env.Fill(r, id[:])
+	return base64.RawURLEncoding.EncodeToString(id[:])
+}
+
+func sortedKeys[K ~int32 | ~int64 | ~uint64 | ~string, V any](m map[K]V) []K {
+	keys := make([]K, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool { return keys[i] < keys[j] })
+	return keys
+}

@@ -1,0 +1,152 @@
+package node
+
+import (
+	"errors"
+
+	"github.com/sluicemq/sluice/node/env"
+	"github.com/sluicemq/sluice/wire"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// conn is one client connection. Requests are answered in order, one at a
+// time, as Kafka does: the next request is not started until the current one
+// has its response (or, for Produce with acks=0, has been handled). A request
+// that must wait (long-poll Fetch, acks=all Produce, a metadata change) parks
+// and calls respond later; requests behind it stay queued.
+type conn struct {
+	b      *Broker
+	id     uint64 // the n-th connection this broker accepted, for logs and order
+	c      env.Conn
+	frames *wire.FrameReader
+	// queue holds frames received but not yet started. Kafka mutes a socket
+	// while a request is in flight; env.Net cannot stop reading, so frames
+	// wait here instead.
+	queue    [][]byte
+	inflight *request
+	closed   bool
+}
+
+// request is one request being handled.
+type request struct {
+	c      *conn
+	header wire.RequestHeader
+	body   kmsg.Request
+	done   bool
+}
+
+func (b *Broker) accept(c env.Conn) env.ConnHandler {
+	b.connSeq++
+	cn := &conn{
+		b:      b,
+		id:     b.connSeq,
+		c:      c,
+		frames: wire.NewFrameReader(wire.FrameReaderConfig{MaxBytes: b.cfg.SocketRequestMaxBytes}),
+	}
+	b.conns[cn.id] = cn
+	return cn
+}
+
+// OnData feeds arriving bytes to the framer and starts the next request if
+// none is in flight.
+func (cn *conn) OnData(p []byte) {
+	if cn.closed {
+		return
+	}
+	cn.frames.Feed(p)
+	for {
+		frame, ok, err := cn.frames.Next()
+		if err != nil {
+			cn.fail("bad frame", err)
+			return
+		}
+		if !ok {
+			break
+		}
+		cn.queue = append(cn.queue, frame)
+	}
+	cn.startNext()
+}
+
+// OnClose forgets the connection; a parked request's response goes nowhere.
+func (cn *conn) OnClose(err error) {
+	cn.closed = true
+	delete(cn.b.conns, cn.id)
+}
+
+// close closes the connection from our side.
+func (cn *conn) close() {
+	if cn.closed {
+		return
+	}
+	cn.closed = true
+	delete(cn.b.conns, cn.id)
+	cn.c.Close()
+}
+
+// fail logs why the connection is being closed, then closes it.
+func (cn *conn) fail(why string, err error) {
+	cn.b.env.Log.Warn("closing connection: "+why, "conn", cn.id, "remote", cn.c.RemoteAddr(), "err", err)
+	cn.close()
+}
+
+// startNext parses and dispatches queued requests until one is in flight.
+func (cn *conn) startNext() {
+	for !cn.closed && cn.inflight == nil && len(cn.queue) > 0 {
+		frame := cn.queue[0]
+		cn.queue[0] = nil
+		cn.queue = cn.queue[1:]
+		req, err := cn.b.table.ParseRequest(frame)
+		if err != nil {
+			cn.rejectRequest(req, err)
+			continue
+		}
+		r := &request{c: cn, header: req.Header, body: req.Body}
+		cn.inflight = r
+		cn.b.dispatch(r)
+		if r.done && cn.inflight == r {
+			cn.inflight = nil
+		}
+	}
+}
+
+// rejectRequest answers or closes for a request the table refused. Kafka
+// closes the connection for every such request: a client that sends a
+// version it was not offered, or bytes that do not decode, has lost track of
+// the protocol and nothing it sends next can be trusted.
+func (cn *conn) rejectRequest(req wire.Request, err error) {
+	var unsupported *wire.UnsupportedError
+	if errors.As(err, &unsupported) {
+		cn.fail("unsupported request", err)
+		return
+	}
+	cn.fail("malformed request", err)
+}
+
+// respond sends resp as the answer to r and lets the connection go on to its
+// next request. resp carries its own version: handlers make it with
+// r.body.ResponseKind(), which copies the request's (ApiVersions alone may
+// answer in another). Responding after the connection closed sends nothing.
+func (r *request) respond(resp kmsg.Response) {
+	if r.done {
+		panic("node: request " + r.header.String() + " answered twice")
+	}
+	r.done = true
+	cn := r.c
+	if cn.closed {
+		return
+	}
+	if resp != nil {
+		frame := wire.AppendResponse(nil, r.header.CorrelationID, resp)
+		if err := cn.c.Write(frame); err != nil {
+			cn.close()
+			return
+		}
+	}
+	if cn.inflight == r {
+		cn.inflight = nil
+		cn.startNext()
+	}
+}
+
+// noResponse finishes a request that gets no answer (Produce with acks=0).
+func (r *request) noResponse() { r.respond(nil) }

@@ -1,0 +1,14 @@
+package node
+
+// apiHandlers lists every API the broker serves, with the versions served.
+// The ranges follow what clients still send: kafka-python opens with
+// ApiVersions v0 and Metadata v0/v1, segmentio/kafka-go uses old group and
+// commit versions. Produce below v3 (message formats v0 and v1) is refused,
+// as Kafka 4 does.
+func (b *Broker) apiHandlers() []apiHandler {
+	return []apiHandler{
+		{key: 3, min: 0, max: 12, handle: b.handleMetadata},
+		{key: 18, min: 0, max: 4, handle: b.handleApiVersions},
+		{key: 22, min: 0, max: 5, handle: b.handleInitProducerID},
+	}
+}

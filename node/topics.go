@@ -1,0 +1,227 @@
+package node
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/sluicemq/sluice/node/env"
+	"github.com/sluicemq/sluice/raftmeta"
+	"github.com/twmb/franz-go/pkg/kerr"
+)
+
+// maxTopicNameLength is Kafka's limit: 249, so that "<topic>-<partition>"
+// plus a deletion suffix still fits in a 255-byte file name.
+const maxTopicNameLength = 249
+
+// validateTopicName applies Kafka's topic name rules (see topicNameProblem).
+func validateTopicName(name string) *kerr.Error {
+	_, err := topicNameProblem(name)
+	return err
+}
+
+// topicNameProblem applies Kafka's topic name rules: 1 to 249 of
+// [a-zA-Z0-9._-], and not "." or "..". It returns INVALID_TOPIC_EXCEPTION
+// with a message saying which rule failed.
+func topicNameProblem(name string) (string, *kerr.Error) {
+	var why string
+	switch {
+	case name == "":
+		why = "Topic name is illegal, it can't be empty"
+	case name == "." || name == "..":
+		why = "Topic name cannot be \".\" or \"..\""
+	case len(name) > maxTopicNameLength:
+		why = fmt.Sprintf("Topic name is illegal, it can't be longer than %d characters, topic name: %s", maxTopicNameLength, name)
+	default:
+		for i := 0; i < len(name); i++ {
+			c := name[i]
+			if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '_' || c == '-') {
+				why = fmt.Sprintf("Topic name %q is illegal, it contains a character other than ASCII alphanumerics, '.', '_' and '-'", name)
+				break
+			}
+		}
+	}
+	if why == "" {
+		return "", nil
+	}
+	return why, kerr.InvalidTopicException
+}
+
+// collisionName is the name with '.' replaced by '_': Kafka refuses a topic
+// whose collision name equals an existing topic's, because both would map to
+// the same metric names.
+func collisionName(name string) string { return strings.ReplaceAll(name, ".", "_") }
+
+// newTopicID draws a topic id that is neither zero nor Kafka's reserved
+// metadata topic id, and not already taken.
+func (b *Broker) newTopicID() raftmeta.TopicID {
+	for {
+		var id raftmeta.TopicID
+		env.Fill(b.env.Rand, id[:])
+		id[6] = id[6]&0x0f | 0x40 // version 4 UUID
+		id[8] = id[8]&0x3f | 0x80 // RFC 4122 variant
+		if !id.IsZero() && b.image.Topics[id] == nil {
+			return id
+		}
+	}
+}
+
+// topicSpec is a topic someone asked to create.
+type topicSpec struct {
+	name              string
+	partitions        int32
+	replicationFactor int16
+	// assignment, when set, places each partition's replicas by hand
+	// (CreateTopics' ReplicaAssignment); partitions and replicationFactor
+	// are then -1.
+	assignment [][]int32
+	configs    map[string]string
+}
+
+// topicResult is the outcome of one topicSpec.
+type topicResult struct {
+	name  string
+	err   *kerr.Error // nil on success
+	msg   string      // the error message for the client, if any
+	topic *raftmeta.Topic
+}
+
+// defaultTopicSpec is an auto-created topic: broker defaults throughout.
+func (b *Broker) defaultTopicSpec(name string) topicSpec {
+	return topicSpec{name: name, partitions: b.cfg.NumPartitions, replicationFactor: b.cfg.DefaultReplicationFactor}
+}
+
+// createTopics validates specs, and unless validateOnly, commits the valid
+// ones as one metadata change and opens their partitions. done gets one
+// result per spec, in order. Names must be distinct (callers answer
+// duplicates themselves).
+func (b *Broker) createTopics(specs []topicSpec, validateOnly bool, done func([]topicResult)) {
+	results := make([]topicResult, len(specs))
+	var records []raftmeta.Record
+	var created []int
+	for i, spec := range specs {
+		topic, err, msg := b.planTopic(spec)
+		results[i] = topicResult{name: spec.name, err: err, msg: msg, topic: topic}
+		if err == nil && !validateOnly {
+			records = append(records, raftmeta.CreateTopicRecord{Topic: *topic})
+			created = append(created, i)
+			b.creating[spec.name] = true
+		}
+	}
+	if len(records) == 0 {
+		b.env.Loop.Post(func() { done(results) })
+		return
+	}
+	b.commit(records, func(err error) {
+		for _, i := range created {
+			delete(b.creating, specs[i].name)
+			if err != nil {
+				results[i].err, results[i].msg, results[i].topic = kerr.UnknownServerError, err.Error(), nil
+				continue
+			}
+			t := b.image.TopicByName(specs[i].name)
+			results[i].topic = t
+			if perr := b.openTopicPartitions(t); perr != nil {
+				b.env.Log.Error("open partitions of new topic", "topic", t.Name, "err", perr)
+				results[i].err, results[i].msg = kerr.KafkaStorageError, perr.Error()
+			}
+		}
+		done(results)
+	})
+}
+
+// planTopic checks a spec against the image and Kafka's rules and returns
+// the topic it would create, or the error code and message.
+func (b *Broker) planTopic(spec topicSpec) (*raftmeta.Topic, *kerr.Error, string) {
+	if why, err := topicNameProblem(spec.name); err != nil {
+		return nil, err, why
+	}
+	if b.image.TopicByName(spec.name) != nil || b.creating[spec.name] {
+		return nil, kerr.TopicAlreadyExists, "Topic '" + spec.name + "' already exists."
+	}
+	for _, other := range b.image.TopicNames() {
+		if collisionName(other) == collisionName(spec.name) {
+			return nil, kerr.InvalidTopicException, "Topic '" + spec.name + "' collides with existing topic: " + other
+		}
+	}
+	assignment, err, why := b.placeReplicas(spec)
+	if err != nil {
+		return nil, err, why
+	}
+	if why := topicConfigsProblem(spec.configs); why != "" {
+		return nil, kerr.InvalidConfig, why
+	}
+	t := &raftmeta.Topic{Name: spec.name, ID: b.newTopicID(), Configs: copyMap(spec.configs)}
+	for i, replicas := range assignment {
+		t.Partitions = append(t.Partitions, raftmeta.Partition{
+			Index:    int32(i),
+			Replicas: replicas,
+			ISR:      append([]int32(nil), replicas...),
+			Leader:   replicas[0],
+		})
+	}
+	return t, nil, ""
+}
+
+// placeReplicas returns each partition's replicas: the spec's own
+// assignment, checked, or a round-robin over the registered brokers.
+func (b *Broker) placeReplicas(spec topicSpec) ([][]int32, *kerr.Error, string) {
+	brokers := b.image.BrokerIDs()
+	if spec.assignment != nil {
+		return checkAssignment(spec.assignment, b.image)
+	}
+	switch {
+	case spec.partitions <= 0:
+		return nil, kerr.InvalidPartitions, "Number of partitions was set to an invalid non-positive value."
+	case spec.replicationFactor <= 0:
+		return nil, kerr.InvalidReplicationFactor, "Replication factor must be larger than 0."
+	case int(spec.replicationFactor) > len(brokers):
+		return nil, kerr.InvalidReplicationFactor, fmt.Sprintf(
+			"Unable to replicate the partition %d time(s): The target replication factor of %d cannot be reached because only %d broker(s) are registered.",
+			spec.replicationFactor, spec.replicationFactor, len(brokers))
+	}
+	assignment := make([][]int32, spec.partitions)
+	for p := range assignment {
+		replicas := make([]int32, spec.replicationFactor)
+		for r := range replicas {
+			replicas[r] = brokers[(p+r)%len(brokers)]
+		}
+		assignment[p] = replicas
+	}
+	return assignment, nil, ""
+}
+
+// checkAssignment validates a manual replica assignment as Kafka does.
+func checkAssignment(assignment [][]int32, image *raftmeta.Image) ([][]int32, *kerr.Error, string) {
+	if len(assignment) == 0 {
+		return nil, kerr.InvalidReplicaAssignment, "Replica assignment is empty."
+	}
+	out := make([][]int32, len(assignment))
+	for p, replicas := range assignment {
+		if len(replicas) == 0 || len(replicas) != len(assignment[0]) {
+			return nil, kerr.InvalidReplicaAssignment, "All partitions should have the same number of replicas."
+		}
+		seen := map[int32]bool{}
+		for _, id := range replicas {
+			if seen[id] {
+				return nil, kerr.InvalidReplicaAssignment, fmt.Sprintf("Duplicate replica assignment found: %v", replicas)
+			}
+			seen[id] = true
+			if _, ok := image.Brokers[id]; !ok {
+				return nil, kerr.InvalidReplicaAssignment, fmt.Sprintf("The manual partition assignment includes broker %d, but no such broker is registered.", id)
+			}
+		}
+		out[p] = append([]int32(nil), replicas...)
+	}
+	return out, nil, ""
+}
+
+func copyMap(m map[string]string) map[string]string {
+	if len(m) == 0 {
+		return nil
+	}
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
