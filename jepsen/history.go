@@ -249,7 +249,10 @@ func (h *History) ProduceOk(id OpID, offset int64) {
 	}
 }
 
-// FetchOk records the records fetch id returned, in the order returned.
+// FetchOk records the records fetch id returned, in the order returned,
+// as a consumer delivers them: Kafka answers with whole batches, which may
+// begin before the offset asked for, and those earlier records are dropped
+// by the client before they reach here.
 func (h *History) FetchOk(id OpID, records []Record) {
 	rs := append([]Record(nil), records...)
 	inv, ok := h.complete(id, Event{Kind: KindOk, Records: rs})

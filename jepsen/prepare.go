@@ -125,6 +125,9 @@ func (a *analysis) addInvoke(e Event, open map[int]int) error {
 			a.produced[v] = producedValue{op: len(a.ops), index: j}
 		}
 	case TypeFetch:
+		if e.From < 0 {
+			return fmt.Errorf("fetch from offset %d", e.From)
+		}
 		if e.Final && e.From != 0 {
 			return fmt.Errorf("final read from %d, not 0", e.From)
 		}
@@ -199,19 +202,6 @@ func validateNote(e Event) error {
 		return fmt.Errorf("note of type %q", e.Type)
 	}
 	return nil
-}
-
-// readOffsets returns the offsets at which reads of tp returned value
-// (sightings from fetches, not from produce acknowledgements), without
-// repeats, in the order first seen.
-func (a *analysis) readOffsets(tp TopicPartition, value string) []int64 {
-	var offsets []int64
-	for _, s := range a.sightings {
-		if s.tp == tp && s.value == value && a.ops[s.op].invoke.Type == TypeFetch && !slices.Contains(offsets, s.offset) {
-			offsets = append(offsets, s.offset)
-		}
-	}
-	return offsets
 }
 
 // finalRead returns the records of tp's last final read, and whether there
