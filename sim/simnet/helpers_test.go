@@ -13,12 +13,12 @@ import (
 
 // world is a network of hosts with Direct loops, driven from the test.
 type world struct {
-	t *testing.T
+	t testing.TB
 	s *sched.Scheduler
 	n *Network
 }
 
-func newWorld(t *testing.T, seed uint64) *world {
+func newWorld(t testing.TB, seed uint64) *world {
 	s := sched.New()
 	return &world{t: t, s: s, n: New(s, rng.New(seed).Fork("net"))}
 }

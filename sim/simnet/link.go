@@ -37,9 +37,9 @@ func (u uniform) Sample(r *rng.Rand) time.Duration {
 func (u uniform) String() string { return fmt.Sprintf("uniform(%v, %v)", u.lo, u.hi) }
 
 // LongTail draws latencies of at least base with a Pareto-like tail of index
-// 2, capped at limit: about half the draws fall below 2*base, one in 100
-// exceeds about 10*base, one in 1000 about 30*base. It draws with integers
-// only, so a seed gives the same latencies on every machine.
+// 2, capped at limit: three draws in four fall below 2*base, about one in
+// 100 exceeds 10*base and one in 1000 exceeds 30*base. It draws with
+// integers only, so a seed gives the same latencies on every machine.
 func LongTail(base, limit time.Duration) Distribution {
 	base = max(base, 1)
 	return longTail{base: base, limit: max(limit, base)}

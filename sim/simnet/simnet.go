@@ -54,12 +54,20 @@
 //     host answers anything sent on an old connection with an RST, so the
 //     writer sees ErrConnReset.
 //
-// Dialing sends a SYN; a listening port answers SYN-ACK, and the connection
-// is accepted when the dialer's ACK arrives. A port nobody listens on
-// answers RST (ErrConnRefused, after a round trip); a SYN that is dropped,
-// or a host that is down, leaves the dial pending until the connect timeout
-// (default 15s) fails it with ErrTimedOut, unless the link heals or the host
-// comes back first.
+// Dialing sends a SYN; a listening port answers SYN-ACK, the dialer is
+// connected when that arrives, and the connection is accepted when the
+// dialer's ACK arrives. A port nobody listens on answers RST (ErrConnRefused,
+// after a round trip); a SYN that is dropped, or a host that is down, leaves
+// the dial pending until the connect timeout (default 15s) fails it with
+// ErrTimedOut, unless the link heals or the host comes back first. An
+// acceptor whose ACK never comes gives up after the same timeout, silently.
+// A listener closed before its accept func ran resets the connection.
+//
+// A clean close wins: an end that received the FIN reports OnClose(nil)
+// after the bytes before it, whatever breaks later. Not modelled: flow
+// control (a Write never waits, a receive buffer never fills), keepalives,
+// and the RST Linux sends when a socket closes with unread bytes (osenv
+// drains them instead).
 //
 // Every random choice (latencies, backoffs, chunk sizes) draws from a stream
 // forked per link ("link/n1->n2"), so the same seed and the same calls give
