@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluicemq/sluice/node/env"
+	"github.com/sluicemq/sluice/sim/rng"
 	"github.com/sluicemq/sluice/sim/sched"
 )
 
@@ -20,7 +21,8 @@ import (
 // clock: the same oscillator plus the skew it started with and every Jump
 // since, so it may move backwards.
 type Clock struct {
-	w *World
+	w    *World
+	name string // the node's
 	// skew is where the wall clock stood, relative to the world's epoch, at
 	// virtual time zero.
 	skew time.Duration
@@ -38,9 +40,10 @@ const (
 	million     = 1_000_000
 )
 
-func newClock(w *World, r interface{ Uint64n(uint64) uint64 }) *Clock {
+func newClock(w *World, name string, r *rng.Rand) *Clock {
 	return &Clock{
 		w:        w,
+		name:     name,
 		skew:     time.Duration(r.Uint64n(uint64(2*maxSkew+1))) - maxSkew,
 		driftPPM: int64(r.Uint64n(2*maxDriftPPM+1)) - maxDriftPPM,
 	}
@@ -54,7 +57,10 @@ func (c *Clock) Now() time.Time {
 // Jump moves the wall clock by d (backwards if d is negative), as an
 // operator or NTP stepping the clock would. Timers are not affected: they
 // count elapsed time, which does not jump.
-func (c *Clock) Jump(d time.Duration) { c.jumped += d }
+func (c *Clock) Jump(d time.Duration) {
+	c.w.sched.Fold("clock.jump/"+c.name, uint64(d))
+	c.jumped += d
+}
 
 // Skew returns how far the wall clock is from the world's epoch at virtual
 // time zero, jumps included.

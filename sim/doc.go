@@ -16,7 +16,7 @@
 //
 //	Loop   Post runs f as a new event on the node, at the current instant.
 //	Clock  the node's own clock (see below); AfterFunc timers are events.
-//	Rand   the node's stream, "node/<name>/rand/<incarnation>".
+//	Rand   a stream of the node's own, new for every incarnation.
 //	FS     the node's simfs.Disk, the same one across restarts.
 //	Net    the node's host on the simnet.Network; its name is the node's.
 //	Log    text records stamped with the node's clock, never real time,
@@ -54,8 +54,9 @@
 // disk and network latency and fault the components draw, the bytes
 // crypto/rand.Reader yields during a run, and whatever a workload or fault
 // schedule draws from World.Rand. Each stream is forked from the seed by a
-// label ("node/a/clock", "node/a/disk", "net", "crypto", ...), never by draw
-// order, so a new draw in one component leaves every other unchanged.
+// label, never by draw order, so a new draw in one component leaves every
+// other unchanged: the root forks "epoch", "crypto", "net" and "node/<name>";
+// a node's stream forks "clock", "disk" and "rand/<incarnation>".
 //
 // # crypto/rand and one world at a time
 //

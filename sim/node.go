@@ -50,7 +50,6 @@ type heldEvent struct {
 // run by the crash never runs.
 type incarnation struct {
 	node *Node
-	id   int
 	env  env.Env
 	// timers are the pending AfterFuncs, by (deadline, seq).
 	timers   timerHeap
@@ -167,7 +166,7 @@ func (n *Node) Restart() {
 // start makes a new incarnation current and schedules its boot.
 func (n *Node) start() {
 	n.boots++
-	inc := &incarnation{node: n, id: n.boots}
+	inc := &incarnation{node: n}
 	inc.env = env.Env{
 		Loop:  inc,
 		Clock: nodeClock{inc: inc},

@@ -104,7 +104,7 @@ func (w *World) AddNode(name string, boot func(env.Env)) *Node {
 	}
 	r := w.rand.Fork("node/" + name)
 	n := &Node{w: w, name: name, boot: boot, rand: r}
-	n.clock = newClock(w, r.Fork("clock"))
+	n.clock = newClock(w, name, r.Fork("clock"))
 	n.disk = simfs.New(r.Fork("disk"), n)
 	n.net = w.net.Host(name, n)
 	w.nodes = append(w.nodes, n)
