@@ -80,7 +80,7 @@ func (r Result) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "result=%s", r.Verdict)
 	for _, p := range r.Partitions {
-		fmt.Fprintf(&b, " %s:%d ops:%s", p.Partition, p.Operations, p.Linearizable)
+		fmt.Fprintf(&b, " %s=%s(%d ops)", p.Partition, p.Linearizable, p.Operations)
 	}
 	if r.Err != nil {
 		fmt.Fprintf(&b, "\nmalformed history: %v", r.Err)

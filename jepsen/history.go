@@ -197,8 +197,11 @@ func (h *History) invoke(e Event) OpID {
 }
 
 // InvokeProduce records a client's call to append values, one batch, to tp.
-// idempotent says whether the producer has a producer id and sequence
-// numbers, so that Kafka must not store the batch twice.
+// A batch is atomic, as Kafka's record batches are: all its values land,
+// contiguously (values[i] at base+i), or none does. A client that sends one
+// record per operation passes one value. idempotent says whether the
+// producer has a producer id and sequence numbers, so that Kafka must not
+// store the batch twice.
 func (h *History) InvokeProduce(client int, tp TopicPartition, idempotent bool, values ...string) OpID {
 	if len(values) == 0 {
 		h.fail("produce by client %d to %s has no values", client, tp)
@@ -208,7 +211,8 @@ func (h *History) InvokeProduce(client int, tp TopicPartition, idempotent bool, 
 }
 
 // InvokeFetch records a client's call to read tp from offset from,
-// accepting at most max records (0: any number).
+// accepting at most max records (0: any number). Kafka's own limits are in
+// bytes; max is for a client that caps what it takes in records.
 func (h *History) InvokeFetch(client int, tp TopicPartition, from int64, max int) OpID {
 	return h.invoke(Event{Client: client, Type: TypeFetch, TopicPartition: tp, From: from, Max: max})
 }
