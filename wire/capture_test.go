@@ -518,3 +518,18 @@ func writeSeed(t *testing.T, target, name string, values ...[]byte) {
 		t.Fatal(err)
 	}
 }
+
+// TestCorpusHasRealClientRequests guards the committed seed corpus: it must
+// hold what franz-go opens a connection with, at today's versions and old.
+func TestCorpusHasRealClientRequests(t *testing.T) {
+	for _, name := range []string{
+		"kgo-ApiVersions-v5", "kgo-ApiVersions-v4", "kgo-Metadata-v13", "kgo-Produce-v13", "kgo-Fetch-v18",
+		"kgo-kafka0.10-ApiVersions-v0", "kgo-kafka0.10-Metadata-v1", "kgo-kafka2.4-Produce-v8",
+	} {
+		for _, target := range []string{"FuzzParseRequest", "FuzzParseRequestHeader"} {
+			if _, err := os.Stat(filepath.Join("testdata", "fuzz", target, name)); err != nil {
+				t.Errorf("seed corpus lacks %s/%s: %v (regenerate with %s=1)", target, name, err, captureEnv)
+			}
+		}
+	}
+}

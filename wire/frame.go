@@ -194,7 +194,7 @@ type FrameSizeError struct {
 func (e *FrameSizeError) Error() string {
 	var msg string
 	if e.Size < 0 {
-		msg = fmt.Sprintf("invalid request frame: size %d is negative", e.Size)
+		msg = fmt.Sprintf("invalid request frame: size %d is negative (socket.request.max.bytes %d)", e.Size, e.Max)
 	} else {
 		msg = fmt.Sprintf("invalid request frame: size %d exceeds socket.request.max.bytes %d", e.Size, e.Max)
 	}
