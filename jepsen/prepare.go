@@ -222,7 +222,9 @@ func (a *analysis) finalRead(tp TopicPartition) ([]Record, bool) {
 func (a *analysis) resolve(o *op, readsOf map[string][]int64) (int64, bool) {
 	for j, v := range o.invoke.Values {
 		offsets := readsOf[v]
-		if len(offsets) == 1 {
+		// A base below 0 is impossible; the reads that imply it fail the
+		// model on their own.
+		if len(offsets) == 1 && offsets[0] >= int64(j) {
 			return offsets[0] - int64(j), true
 		}
 	}
