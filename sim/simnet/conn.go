@@ -12,7 +12,8 @@ import (
 type conn struct {
 	n         *Network
 	id        uint64
-	port      int
+	port      int     // the acceptor's
+	localPort int     // the dialer's
 	ends      [2]*end // [0] dialed, [1] accepted
 	connected func(env.Conn, error) env.ConnHandler
 	// listener is the one whose port the SYN found; the handshake completes
@@ -68,11 +69,11 @@ type end struct {
 
 var _ env.Conn = (*end)(nil)
 
-func (n *Network) dial(src, dst *host, port int, connected func(env.Conn, error) env.ConnHandler) {
+func (n *Network) dial(src *host, local int, dst *host, port int, connected func(env.Conn, error) env.ConnHandler) {
 	n.nextConn++
-	c := &conn{n: n, id: n.nextConn, port: port, connected: connected}
+	c := &conn{n: n, id: n.nextConn, port: port, localPort: local, connected: connected}
 	dialer := &end{c: c, h: src, state: stSynSent, incarnation: src.incarnation,
-		local: joinHostPort(src.name, src.ephemeralPort()), remote: joinHostPort(dst.name, port)}
+		local: joinHostPort(src.name, local), remote: joinHostPort(dst.name, port)}
 	acceptor := &end{c: c, h: dst, state: stIdle, local: dialer.remote, remote: dialer.local}
 	dialer.out = n.newPipe(c, dialer, acceptor)
 	acceptor.out = n.newPipe(c, acceptor, dialer)
@@ -376,6 +377,10 @@ func (c *conn) maybeRetire() {
 	}
 	c.retired = true
 	c.n.retired++
+	d := c.ends[0].h
+	if d.dialing[c.localPort]--; d.dialing[c.localPort] == 0 {
+		delete(d.dialing, c.localPort)
+	}
 }
 
 // The handshake and the arrivals that change an end's state.

@@ -25,6 +25,10 @@ type host struct {
 	incarnation uint64
 	listeners   map[int]*listener
 	nextPort    int
+	// dialing counts the connections not yet retired that this host dialed
+	// from each local port, so that a port is not reused while one lives
+	// (code may key connections by their addresses).
+	dialing map[int]int
 }
 
 var _ env.Net = (*host)(nil)
@@ -78,7 +82,13 @@ func (h *host) Dial(addr string, connected func(env.Conn, error) env.ConnHandler
 		h.failDial(fmt.Errorf("dial %s: %w", addr, ErrNoSuchHost), connected)
 		return
 	}
-	h.n.dial(h, dst, port, connected)
+	local := h.freePort()
+	if local == 0 {
+		h.failDial(fmt.Errorf("dial %s from %s: no free local port: %w", addr, h.name, ErrAddrNotAvail), connected)
+		return
+	}
+	h.dialing[local]++
+	h.n.dial(h, local, dst, port, connected)
 }
 
 // failDial reports a dial that never left the host.
@@ -102,23 +112,20 @@ func (h *host) isSelf(name string, dialing bool) bool {
 	return false
 }
 
-// freePort returns the next ephemeral port no listener holds, or 0.
+// freePort returns the next ephemeral port that no listener and no live
+// connection holds, or 0 if every one is taken.
 func (h *host) freePort() int {
 	for range 65536 - firstEphemeralPort {
-		if p := h.ephemeralPort(); h.listeners[p] == nil {
+		p := h.nextPort
+		h.nextPort++
+		if h.nextPort > 65535 {
+			h.nextPort = firstEphemeralPort
+		}
+		if h.listeners[p] == nil && h.dialing[p] == 0 {
 			return p
 		}
 	}
 	return 0
-}
-
-func (h *host) ephemeralPort() int {
-	p := h.nextPort
-	h.nextPort++
-	if h.nextPort > 65535 {
-		h.nextPort = firstEphemeralPort
-	}
-	return p
 }
 
 // listener is a port a host listens on.

@@ -177,7 +177,7 @@ func (n *Network) Host(name string, loop sched.NodeLoop) env.Net {
 	h := n.hosts[name]
 	if h == nil {
 		h = &host{n: n, name: name, up: true, incarnation: 1, nextPort: firstEphemeralPort,
-			listeners: make(map[int]*listener)}
+			listeners: make(map[int]*listener), dialing: make(map[int]int)}
 		n.hosts[name] = h
 	}
 	h.loop = loop

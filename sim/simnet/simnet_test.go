@@ -671,3 +671,26 @@ func TestAnAcceptorWhoseDialerVanishedGivesUp(t *testing.T) {
 		t.Fatalf("%d connections live after the acceptor gave up", len(live))
 	}
 }
+
+func TestALocalPortIsNotReusedWhileItsConnectionLives(t *testing.T) {
+	w := fixedWorld(t)
+	srv := w.listen("n2", ":9092")
+	c, _, _ := w.connect("n1", srv)
+	h := w.n.hosts["n1"]
+	h.nextPort = firstEphemeralPort // as if the counter wrapped
+	c2, _, _ := w.connect("n1", srv)
+	if c2.conn.LocalAddr() == c.conn.LocalAddr() {
+		t.Fatalf("two live connections from %s", c.conn.LocalAddr())
+	}
+	c.conn.Close()
+	w.run(time.Minute)
+	if srv.recs[0].closed {
+		srv.conns[0].Close()
+	}
+	w.run(time.Minute)
+	h.nextPort = firstEphemeralPort
+	c3, _, _ := w.connect("n1", srv)
+	if c3.conn.LocalAddr() != c.conn.LocalAddr() {
+		t.Fatalf("the port of a retired connection was not reused: %s then %s", c.conn.LocalAddr(), c3.conn.LocalAddr())
+	}
+}

@@ -116,6 +116,11 @@ func runSweep(t *testing.T, seed uint64) *sweep {
 	if live := sw.w.n.liveConns(); len(live) != 0 {
 		t.Errorf("seed %d: %d connections never retired after every end closed", seed, len(live))
 	}
+	for _, h := range sweepHosts {
+		if ports := sw.w.n.hosts[h].dialing; len(ports) != 0 {
+			t.Errorf("seed %d: %s still holds local ports %v", seed, h, ports)
+		}
+	}
 	sw.trace = sw.w.s.Trace()
 	sw.summary = sw.summarize()
 	return sw
