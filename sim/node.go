@@ -76,7 +76,8 @@ func (n *Node) Paused() bool { return n.paused }
 func (n *Node) Incarnation() int { return n.boots }
 
 // Env returns the environment of the running incarnation. After a crash it
-// is the environment of the dead one, whose every action is dropped.
+// is the dead one's: its Loop and Clock schedule nothing, while its FS and
+// Net are the machine's, which the next incarnation shares.
 func (n *Node) Env() env.Env {
 	if n.cur == nil {
 		return n.last.env
