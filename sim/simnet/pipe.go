@@ -133,9 +133,9 @@ func (p *pipe) arrive(seg segment) {
 	}
 	if seg.kind != segSyn && to.stale() {
 		// The host rebooted since: it answers whatever it does not know
-		// with an RST.
+		// with an RST, every time.
 		if seg.kind != segRst {
-			to.sendReset()
+			to.out.send(segRst, nil)
 		}
 		return
 	}

@@ -61,6 +61,7 @@ type sweep struct {
 	r   *rng.Rand
 	inc map[string]int // the test's count of each host's boots
 	up  map[string]bool
+	ln  map[string]env.Listener
 	eps []*ep
 	// byAddr finds an end by "local>remote", to pair the two ends.
 	byAddr  map[string]*ep
@@ -89,7 +90,8 @@ func (e *ep) open(sw *sweep) bool {
 func runSweep(t *testing.T, seed uint64) *sweep {
 	t.Helper()
 	sw := &sweep{t: t, w: newWorld(t, seed), r: rng.New(seed).Fork("workload"),
-		inc: make(map[string]int), up: make(map[string]bool), byAddr: make(map[string]*ep)}
+		inc: make(map[string]int), up: make(map[string]bool), ln: make(map[string]env.Listener),
+		byAddr: make(map[string]*ep)}
 	sw.w.n.SetTimeouts(time.Duration(1+sw.r.Intn(5))*time.Second, time.Duration(1+sw.r.Intn(5))*time.Second)
 	for _, from := range sweepHosts {
 		for _, to := range sweepHosts {
@@ -140,13 +142,36 @@ func (sw *sweep) randomLatency() Distribution {
 func (sw *sweep) boot(h string) {
 	sw.inc[h]++
 	sw.up[h] = true
+	sw.listen(h)
+}
+
+func (sw *sweep) listen(h string) {
 	inc := sw.inc[h]
-	_, err := sw.w.host(h).Listen(":9000", func(c env.Conn) env.ConnHandler {
+	ln, err := sw.w.host(h).Listen(":9000", func(c env.Conn) env.ConnHandler {
 		return sw.add(h, inc, c).rec
 	})
 	if err != nil {
 		sw.t.Fatalf("listen on %s: %v", h, err)
 	}
+	sw.ln[h] = ln
+}
+
+// bounce closes a host's listener for a while, so that dials are refused
+// and handshakes in progress are reset.
+func (sw *sweep) bounce(h string) {
+	ln, inc := sw.ln[h], sw.inc[h]
+	if !sw.up[h] || ln == nil {
+		return
+	}
+	if err := ln.Close(); err != nil {
+		sw.t.Errorf("close the listener of %s: %v", h, err)
+	}
+	sw.ln[h] = nil
+	sw.w.at(time.Duration(sw.r.Intn(2000))*ms, func() {
+		if sw.up[h] && sw.inc[h] == inc {
+			sw.listen(h)
+		}
+	})
 }
 
 func (sw *sweep) restart(h string) {
@@ -239,7 +264,7 @@ func (sw *sweep) closeEnd(e *ep) {
 func (sw *sweep) fault() {
 	n := sw.w.n
 	a, b := sweepHosts[sw.r.Intn(3)], sweepHosts[sw.r.Intn(3)]
-	switch sw.r.Intn(8) {
+	switch sw.r.Intn(9) {
 	case 0, 1:
 		n.Partition(a, b)
 	case 2, 3:
@@ -260,6 +285,8 @@ func (sw *sweep) fault() {
 				}
 			})
 		}
+	case 8:
+		sw.bounce(a)
 	}
 }
 
