@@ -39,6 +39,9 @@ type Broker struct {
 	// producerIDs hands out idempotent producers' ids.
 	producerIDs producerIDAllocator
 
+	partitions    map[partitionKey]*partition
+	fetchSessions *fetchSessionCache
+
 	listeners []env.Listener
 	conns     map[uint64]*conn
 	connSeq   uint64
@@ -63,10 +66,12 @@ func New(e env.Env, cfg Config) (*Broker, error) {
 		return nil, errors.New("node: no listener configured")
 	}
 	b := &Broker{
-		env:      e,
-		cfg:      cfg,
-		conns:    map[uint64]*conn{},
-		creating: map[string]bool{},
+		env:           e,
+		cfg:           cfg,
+		conns:         map[uint64]*conn{},
+		creating:      map[string]bool{},
+		partitions:    map[partitionKey]*partition{},
+		fetchSessions: newFetchSessionCache(e.Rand),
 	}
 	b.handlers = map[int16]func(*request){}
 	var served []wire.APIRange

@@ -1,19 +1,288 @@
 package node
 
-import "github.com/sluicemq/sluice/raftmeta"
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"strconv"
+	"strings"
+	"time"
 
-// TODO(log): partition logs arrive with package log; until then topics exist
-// in metadata only.
+	"github.com/sluicemq/sluice/log"
+	"github.com/sluicemq/sluice/raftmeta"
+)
 
-func (b *Broker) openPartitions() error { return nil }
+// partitionKey names a partition by its topic's id, which unlike the name
+// is never reused.
+type partitionKey struct {
+	topic raftmeta.TopicID
+	index int32
+}
 
-// openTopicPartitions opens (creating) the logs of a topic just created.
-func (b *Broker) openTopicPartitions(t *raftmeta.Topic) error { return nil }
+// partition is a partition this broker leads: its log, and what waits on it.
+type partition struct {
+	topic       string
+	topicID     raftmeta.TopicID
+	index       int32
+	leaderEpoch int32
+	log         *log.Log
+	// hw is the high watermark: on a single node, the durable end of the
+	// log. Only records below it are served, so a consumer never sees a
+	// record that a power loss could take back.
+	hw int64
+	// watchers are parked fetches to wake when hw moves.
+	watchers []*fetchWait
+}
+
+func (p *partition) highWatermark() int64 { return p.hw }
+
+// flushTo asks the log to make everything before end durable; the high
+// watermark follows when it is.
+func (p *partition) flushTo(end int64) {
+	p.log.Flush(end, func(error) { p.advance() })
+}
+
+// whenDurable calls done once everything before end is durable (or with
+// the error that stopped it).
+func (p *partition) whenDurable(end int64, done func(error)) {
+	p.log.Flush(end, func(err error) {
+		p.advance()
+		done(err)
+	})
+}
+
+// advance moves the high watermark to the durable end and wakes fetches.
+func (p *partition) advance() {
+	durable := min(p.log.DurableOffset(), p.log.LogEndOffset())
+	if durable <= p.hw {
+		return
+	}
+	p.hw = durable
+	watchers := p.watchers
+	p.watchers = nil
+	for _, f := range watchers {
+		f.wake()
+		if !f.done {
+			p.watchers = append(p.watchers, f)
+		}
+	}
+}
+
+// partitionDir is Kafka's directory name for a partition.
+func partitionDir(topic string, index int32) string {
+	return topic + "-" + strconv.Itoa(int(index))
+}
+
+// openPartitions opens the log of every partition in the image this broker
+// leads, and removes directories of partitions that no longer exist (a
+// topic deleted just before a crash).
+func (b *Broker) openPartitions() error {
+	for _, name := range b.image.TopicNames() {
+		if err := b.openTopicPartitions(b.image.TopicByName(name)); err != nil {
+			return err
+		}
+	}
+	return b.removeOrphanDirs()
+}
+
+// openTopicPartitions opens (creating) the logs of a topic's partitions.
+func (b *Broker) openTopicPartitions(t *raftmeta.Topic) error {
+	for _, mp := range t.Partitions {
+		if mp.Leader != b.cfg.NodeID {
+			continue
+		}
+		key := partitionKey{t.ID, mp.Index}
+		if b.partitions[key] != nil {
+			continue
+		}
+		cfg, err := b.logConfig(t, mp.Index)
+		if err != nil {
+			return err
+		}
+		l, err := log.Open(cfg)
+		if err != nil {
+			return fmt.Errorf("node: open partition %s: %w", cfg.Dir, err)
+		}
+		p := &partition{topic: t.Name, topicID: t.ID, index: mp.Index, leaderEpoch: mp.LeaderEpoch, log: l}
+		// What recovery found may sit only in the page cache (a process
+		// crash keeps it there): it is served once a flush proves it durable.
+		p.hw = min(l.DurableOffset(), l.LogEndOffset())
+		b.partitions[key] = p
+		p.flushTo(l.LogEndOffset())
+	}
+	return nil
+}
+
+// logConfig maps a topic's configs (over the broker's defaults) to its
+// partition log's.
+func (b *Broker) logConfig(t *raftmeta.Topic, index int32) (log.Config, error) {
+	value := func(name string) string {
+		if v, ok := t.Configs[name]; ok {
+			return v
+		}
+		def, _ := lookupTopicConfig(name)
+		return def.defaultValue(b.cfg)
+	}
+	num := func(name string) int64 {
+		n, _ := strconv.ParseInt(strings.TrimSpace(value(name)), 10, 64)
+		return n
+	}
+	ms := func(name string) time.Duration {
+		n := num(name)
+		if n < 0 {
+			return -1
+		}
+		if n > int64(1<<62/time.Millisecond) {
+			return 0 // effectively never: the log's zero means "not by time"
+		}
+		return time.Duration(n) * time.Millisecond
+	}
+	cfg := log.Config{
+		FS:                 b.env.FS,
+		Clock:              b.env.Clock,
+		Loop:               b.env.Loop,
+		Logger:             b.env.Log.With("topic", t.Name, "partition", index),
+		Dir:                partitionDir(t.Name, index),
+		SegmentBytes:       num("segment.bytes"),
+		SegmentTime:        ms("segment.ms"),
+		IndexIntervalBytes: num("index.interval.bytes"),
+		IndexBytesMax:      num("segment.index.bytes"),
+		MaxMessageBytes:    int(num("max.message.bytes")),
+		RetentionTime:      ms("retention.ms"),
+		RetentionBytes:     num("retention.bytes"),
+		FlushInterval:      ms("flush.ms"),
+	}
+	if value("message.timestamp.type") == "LogAppendTime" {
+		cfg.TimestampType = log.LogAppendTime
+	}
+	return cfg, nil
+}
+
+// removeOrphanDirs removes partition directories that no topic owns.
+func (b *Broker) removeOrphanDirs() error {
+	names, err := b.env.FS.List(".")
+	if err != nil {
+		return fmt.Errorf("node: list data directory: %w", err)
+	}
+	owned := map[string]bool{}
+	for _, p := range b.partitions {
+		owned[partitionDir(p.topic, p.index)] = true
+	}
+	for _, name := range names {
+		i := strings.LastIndexByte(name, '-')
+		if i <= 0 || owned[name] || strings.HasPrefix(name, "__cluster_metadata") {
+			continue
+		}
+		if _, err := strconv.Atoi(name[i+1:]); err != nil {
+			continue
+		}
+		b.env.Log.Warn("removing the directory of a deleted partition", "dir", name)
+		if err := removeTree(b.env.FS, name); err != nil {
+			return fmt.Errorf("node: remove orphan partition %s: %w", name, err)
+		}
+	}
+	return nil
+}
 
 // removeTopicPartitions closes and deletes the logs of a topic whose
 // deletion has committed; done runs on the loop.
 func (b *Broker) removeTopicPartitions(t *raftmeta.Topic, done func(error)) {
-	b.env.Loop.Post(func() { done(nil) })
+	var errs []error
+	pending := 1
+	finish := func(err error) {
+		if err != nil {
+			errs = append(errs, err)
+		}
+		pending--
+		if pending == 0 {
+			b.env.FS.SyncDir(".", func(err error) {
+				done(errors.Join(append(errs, err)...))
+			})
+		}
+	}
+	for _, mp := range t.Partitions {
+		key := partitionKey{t.ID, mp.Index}
+		p := b.partitions[key]
+		if p == nil {
+			continue
+		}
+		delete(b.partitions, key)
+		for _, f := range p.watchers {
+			f.finish()
+		}
+		pending++
+		dir := partitionDir(t.Name, mp.Index)
+		p.log.Close(func(err error) {
+			if err == nil {
+				err = removeTree(b.env.FS, dir)
+			}
+			finish(err)
+		})
+	}
+	finish(nil)
 }
 
-func (b *Broker) closePartitions(done func(error)) { b.env.Loop.Post(func() { done(nil) }) }
+// closePartitions flushes, checkpoints and closes every log.
+func (b *Broker) closePartitions(done func(error)) {
+	var errs []error
+	pending := 1
+	finish := func(err error) {
+		if err != nil {
+			errs = append(errs, err)
+		}
+		pending--
+		if pending == 0 {
+			done(errors.Join(errs...))
+		}
+	}
+	for _, key := range b.sortedPartitionKeys() {
+		p := b.partitions[key]
+		delete(b.partitions, key)
+		pending++
+		p.log.Close(finish)
+	}
+	finish(nil)
+}
+
+func (b *Broker) sortedPartitionKeys() []partitionKey {
+	keys := make([]partitionKey, 0, len(b.partitions))
+	for k := range b.partitions {
+		keys = append(keys, k)
+	}
+	sortPartitionKeys(keys)
+	return keys
+}
+
+func sortPartitionKeys(keys []partitionKey) {
+	less := func(a, b partitionKey) bool {
+		if a.topic != b.topic {
+			return string(a.topic[:]) < string(b.topic[:])
+		}
+		return a.index < b.index
+	}
+	for i := 1; i < len(keys); i++ {
+		for j := i; j > 0 && less(keys[j], keys[j-1]); j-- {
+			keys[j], keys[j-1] = keys[j-1], keys[j]
+		}
+	}
+}
+
+// removeTree removes a directory and the files in it.
+func removeTree(fsys interface {
+	List(string) ([]string, error)
+	Remove(string) error
+}, dir string) error {
+	names, err := fsys.List(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	for _, name := range names {
+		if err := fsys.Remove(dir + "/" + name); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+	}
+	return fsys.Remove(dir)
+}

@@ -4,7 +4,6 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"os"
 
@@ -30,21 +29,6 @@ func newRootCommand() *cobra.Command {
 	}
 	root.AddCommand(newServeCommand(), newVersionCommand())
 	return root
-}
-
-// errBrokerNotBuilt is what serve says until the broker lands: plainly, and
-// with a non-zero exit, so no one mistakes it for a running broker.
-var errBrokerNotBuilt = errors.New("the broker is not built yet: `serve` arrives with the wire server and the node (issue 4); `make test` runs what exists")
-
-func newServeCommand() *cobra.Command {
-	return &cobra.Command{
-		Use:   "serve",
-		Short: "Run a broker (not yet available)",
-		Args:  cobra.NoArgs,
-		RunE: func(*cobra.Command, []string) error {
-			return errBrokerNotBuilt
-		},
-	}
 }
 
 func newVersionCommand() *cobra.Command {

@@ -1,0 +1,171 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/sluicemq/sluice/node"
+	"github.com/sluicemq/sluice/node/env/osenv"
+	"github.com/spf13/cobra"
+)
+
+// serveOptions are serve's flags. Each overrides the key of the same meaning
+// in the properties file.
+type serveOptions struct {
+	configFile string
+	overrides  []string // --override key=value, repeatable, as Kafka's kafka-server-start
+	nodeID     int32
+	listeners  string
+	logDir     string
+	logLevel   string
+	logFormat  string
+}
+
+func newServeCommand() *cobra.Command {
+	var o serveOptions
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run a broker",
+		Long: `Run a broker with an embedded controller.
+
+Configuration comes from a Kafka-style properties file (--config), with
+Kafka's own keys (node.id, listeners, advertised.listeners, log.dirs,
+num.partitions, auto.create.topics.enable, log.retention.ms, ...). Flags
+override the file; --override key=value sets any key. Without --config the
+broker uses Kafka's defaults with one PLAINTEXT listener on 127.0.0.1:9092
+and data in ./data.
+
+SIGTERM or SIGINT flushes every partition, writes its checkpoints and exits.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return serve(cmd, o) },
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.configFile, "config", "", "properties file (Kafka's server.properties keys)")
+	f.StringArrayVar(&o.overrides, "override", nil, "key=value overriding the properties file (repeatable)")
+	f.Int32Var(&o.nodeID, "node-id", -1, "node.id")
+	f.StringVar(&o.listeners, "listeners", "", "listeners, e.g. PLAINTEXT://127.0.0.1:9092")
+	f.StringVar(&o.logDir, "log-dir", "", "log.dirs: the data directory")
+	f.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
+	f.StringVar(&o.logFormat, "log-format", "text", "text or json")
+	return cmd
+}
+
+// loadConfig reads the properties file and applies the flags over it.
+func loadConfig(o serveOptions) (node.Config, []string, error) {
+	cfg := node.DefaultConfig()
+	var unknown []string
+	if o.configFile != "" {
+		text, err := os.ReadFile(o.configFile)
+		if err != nil {
+			return cfg, nil, fmt.Errorf("read config: %w", err)
+		}
+		cfg, unknown, err = node.ParseProperties(string(text), cfg)
+		if err != nil {
+			return cfg, nil, fmt.Errorf("%s: %w", o.configFile, err)
+		}
+	}
+	props := map[string]string{}
+	for _, kv := range o.overrides {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return cfg, nil, fmt.Errorf("--override %q is not key=value", kv)
+		}
+		props[strings.TrimSpace(k)] = v
+	}
+	if o.nodeID >= 0 {
+		props["node.id"] = fmt.Sprint(o.nodeID)
+	}
+	if o.listeners != "" {
+		props["listeners"] = o.listeners
+	}
+	if o.logDir != "" {
+		props["log.dirs"] = o.logDir
+	}
+	cfg, more, err := node.ApplyProperties(props, cfg)
+	if err != nil {
+		return cfg, nil, err
+	}
+	return cfg, append(unknown, more...), nil
+}
+
+func newLogger(o serveOptions) (*slog.Logger, error) {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(o.logLevel)); err != nil {
+		return nil, fmt.Errorf("--log-level %q: %w", o.logLevel, err)
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	switch o.logFormat {
+	case "text":
+		return slog.New(slog.NewTextHandler(os.Stderr, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(os.Stderr, opts)), nil
+	}
+	return nil, fmt.Errorf("--log-format %q: must be text or json", o.logFormat)
+}
+
+// serve runs one broker until a signal, then shuts it down cleanly.
+func serve(cmd *cobra.Command, o serveOptions) error {
+	logger, err := newLogger(o)
+	if err != nil {
+		return err
+	}
+	cfg, unknown, err := loadConfig(o)
+	if err != nil {
+		return err
+	}
+	for _, k := range unknown {
+		logger.Warn("ignoring unknown config key", "key", k)
+	}
+	if err := os.MkdirAll(cfg.LogDir, 0o755); err != nil {
+		return fmt.Errorf("create log.dirs %s: %w", cfg.LogDir, err)
+	}
+	loop := osenv.NewLoop()
+	n, err := osenv.New(osenv.Config{Dir: cfg.LogDir, Loop: loop, Log: logger})
+	if err != nil {
+		return err
+	}
+	defer n.Close()
+	broker, err := node.New(n.Env(), cfg)
+	if err != nil {
+		return err
+	}
+
+	signals := make(chan os.Signal, 2)
+	signal.Notify(signals, syscall.SIGTERM, syscall.SIGINT)
+	defer signal.Stop(signals)
+
+	var runErr error
+	loop.Post(func() {
+		broker.Start(func(err error) {
+			if err != nil {
+				runErr = err
+				loop.Stop()
+				return
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "sluice: broker %d serving on %s (data in %s)\n",
+				cfg.NodeID, strings.Join(broker.Addrs(), ","), cfg.LogDir)
+		})
+	})
+	go func() {
+		sig, ok := <-signals
+		if !ok {
+			return
+		}
+		logger.Info("shutting down", "signal", sig.String())
+		loop.Post(func() {
+			broker.Shutdown(func(err error) {
+				runErr = err
+				loop.Stop()
+			})
+		})
+	}()
+	loop.Run()
+	if runErr != nil {
+		return fmt.Errorf("broker: %w", runErr)
+	}
+	return nil
+}

@@ -1,0 +1,182 @@
+package node
+
+import (
+	"time"
+
+	"github.com/sluicemq/sluice/log"
+	"github.com/sluicemq/sluice/raftmeta"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Produce, versions 3-13.
+//
+// Versions 0-2 carry message formats v0 and v1, which Kafka 4 no longer
+// accepts either; they are not offered. v13 names topics by id.
+//
+//   - acks must be 0, 1 or -1 (INVALID_REQUIRED_ACKS for every partition).
+//   - Each partition's records must be exactly one magic-2 batch; package log
+//     validates it (CORRUPT_MESSAGE, MESSAGE_TOO_LARGE, INVALID_RECORD,
+//     OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_PRODUCER_EPOCH...) and answers an
+//     idempotent producer's retry with the original offsets.
+//   - An unknown topic or partition is UNKNOWN_TOPIC_OR_PARTITION (an
+//     unknown id UNKNOWN_TOPIC_ID), an illegal name INVALID_TOPIC_EXCEPTION.
+//   - acks=1 answers once the batch is in the log; acks=-1 once it is
+//     durable, which on a single node is when the high watermark passes it,
+//     or REQUEST_TIMED_OUT after the request's timeout (the write may still
+//     become durable: the outcome is unknown to the client, as in Kafka).
+//   - acks=0 gets no response; if any partition failed, the connection is
+//     closed instead, which is how Kafka tells such a producer.
+//   - Every append asks the log for a flush: the high watermark is the
+//     durable end of the log, so consumers only ever see records that
+//     survive a power loss (see ARCHITECTURE.md, "High watermark").
+func (b *Broker) handleProduce(r *request) {
+	req := r.body.(*kmsg.ProduceRequest)
+	resp := req.ResponseKind().(*kmsg.ProduceResponse)
+	acksValid := req.Acks == 0 || req.Acks == 1 || req.Acks == -1
+	failed := false
+	var waits []*kmsg.ProduceResponseTopicPartition
+	var waitParts []*partition
+	var waitEnds []int64
+	for _, rt := range req.Topics {
+		t, topicErr := b.produceTopic(req.Version, rt)
+		respTopic := kmsg.NewProduceResponseTopic()
+		respTopic.Topic, respTopic.TopicID = rt.Topic, rt.TopicID
+		respTopic.Partitions = make([]kmsg.ProduceResponseTopicPartition, len(rt.Partitions))
+		for i, rp := range rt.Partitions {
+			out := &respTopic.Partitions[i]
+			*out = kmsg.NewProduceResponseTopicPartition()
+			out.Partition = rp.Partition
+			switch {
+			case !acksValid:
+				out.ErrorCode = kerr.InvalidRequiredAcks.Code
+			case topicErr != nil:
+				out.ErrorCode = topicErr.Code
+			default:
+				p := b.partitions[partitionKey{t.ID, rp.Partition}]
+				if p == nil {
+					out.ErrorCode = kerr.UnknownTopicOrPartition.Code
+					break
+				}
+				end, ok := b.appendProduced(p, rp.Records, out)
+				if ok && req.Acks == -1 {
+					waits, waitParts, waitEnds = append(waits, out), append(waitParts, p), append(waitEnds, end)
+				}
+			}
+			failed = failed || out.ErrorCode != 0
+		}
+		resp.Topics = append(resp.Topics, respTopic)
+	}
+	switch {
+	case req.Acks == 0 && failed:
+		r.c.fail("acks=0 produce failed", kerr.ErrorForCode(firstProduceError(resp)))
+		r.noResponse()
+	case req.Acks == 0:
+		r.noResponse()
+	case len(waits) == 0:
+		r.respond(resp)
+	default:
+		b.awaitDurable(waitParts, waitEnds, waits, time.Duration(req.TimeoutMillis)*time.Millisecond, func() { r.respond(resp) })
+	}
+}
+
+// produceTopic resolves a produce request's topic by name or (v13+) id.
+func (b *Broker) produceTopic(version int16, rt kmsg.ProduceRequestTopic) (*raftmeta.Topic, *kerr.Error) {
+	if version >= 13 {
+		if t := b.image.Topics[raftmeta.TopicID(rt.TopicID)]; t != nil {
+			return t, nil
+		}
+		return nil, kerr.UnknownTopicID
+	}
+	if err := validateTopicName(rt.Topic); err != nil {
+		return nil, err
+	}
+	if t := b.image.TopicByName(rt.Topic); t != nil {
+		return t, nil
+	}
+	return nil, kerr.UnknownTopicOrPartition
+}
+
+// appendProduced appends one partition's records as leader and fills out.
+// It returns the offset the batch ends before, and whether it was appended
+// (or found to be a retry already in the log).
+func (b *Broker) appendProduced(p *partition, records []byte, out *kmsg.ProduceResponseTopicPartition) (int64, bool) {
+	res, err := p.log.AppendLeader(records, p.leaderEpoch)
+	if err != nil {
+		code := log.ErrorCode(err)
+		out.ErrorCode = code.Code
+		msg := err.Error()
+		out.ErrorMessage = &msg
+		if code == kerr.KafkaStorageError || code == kerr.UnknownServerError {
+			b.env.Log.Error("append failed", "topic", p.topic, "partition", p.index, "err", err)
+		}
+		return 0, false
+	}
+	out.BaseOffset = res.BaseOffset
+	out.LogAppendTime = res.AppendTime
+	out.LogStartOffset = res.LogStartOffset
+	end := res.LastOffset + 1
+	p.flushTo(end)
+	return end, true
+}
+
+// awaitDurable calls done once every partition's high watermark has reached
+// its end, or after timeout; each partition still short then gets
+// REQUEST_TIMED_OUT in its response slot.
+func (b *Broker) awaitDurable(parts []*partition, ends []int64, outs []*kmsg.ProduceResponseTopicPartition, timeout time.Duration, done func()) {
+	remaining := len(parts)
+	finished := false
+	var timer interface{ Stop() bool }
+	finish := func() {
+		if finished {
+			return
+		}
+		finished = true
+		if timer != nil {
+			timer.Stop()
+		}
+		done()
+	}
+	reached := make([]bool, len(parts))
+	for i, p := range parts {
+		i, p := i, p
+		p.whenDurable(ends[i], func(err error) {
+			if finished {
+				return
+			}
+			reached[i] = true
+			if err != nil {
+				code := log.ErrorCode(err)
+				outs[i].ErrorCode = code.Code
+				msg := err.Error()
+				outs[i].ErrorMessage = &msg
+			}
+			remaining--
+			if remaining == 0 {
+				finish()
+			}
+		})
+	}
+	if timeout <= 0 {
+		timeout = time.Millisecond
+	}
+	timer = b.env.Clock.AfterFunc(timeout, func() {
+		for i := range parts {
+			if !reached[i] {
+				outs[i].ErrorCode = kerr.RequestTimedOut.Code
+			}
+		}
+		finish()
+	})
+}
+
+func firstProduceError(resp *kmsg.ProduceResponse) int16 {
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			if p.ErrorCode != 0 {
+				return p.ErrorCode
+			}
+		}
+	}
+	return 0
+}

@@ -1,0 +1,202 @@
+package node
+
+import (
+	"time"
+
+	"github.com/sluicemq/sluice/log"
+	"github.com/sluicemq/sluice/raftmeta"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Fetch, versions 4-17 (Kafka 4 removed 0-3 with message formats v0 and v1).
+//
+//   - Reads only below the high watermark, which on a single node is the
+//     durable end of the log; a fetch offset between the high watermark and
+//     the log end returns nothing, one outside [log start, log end] is
+//     OFFSET_OUT_OF_RANGE. READ_COMMITTED reads to the last stable offset,
+//     which equals the high watermark while transactions are not served.
+//   - Sizes: PartitionMaxBytes per partition, MaxBytes (v3+) for the whole
+//     response, and at least one whole batch from the first partition that
+//     has data even when it is larger than both (KIP-74), so that an
+//     oversized batch never stalls a consumer.
+//   - Long polling: when fewer than MinBytes are available the request
+//     parks until a watched partition's high watermark moves (then it reads
+//     again) or MaxWaitMillis passes.
+//   - Fetch sessions (KIP-227, v7+): see fetch_sessions.go.
+//   - CurrentLeaderEpoch (v9+): older than the partition's is
+//     FENCED_LEADER_EPOCH, newer UNKNOWN_LEADER_EPOCH.
+//   - Topic ids (v13+): an unknown id is UNKNOWN_TOPIC_ID.
+func (b *Broker) handleFetch(r *request) {
+	req := r.body.(*kmsg.FetchRequest)
+	ctx, sessionErr := b.fetchSessions.resolve(req, b.env.Clock.Now())
+	if sessionErr != nil {
+		resp := req.ResponseKind().(*kmsg.FetchResponse)
+		resp.ErrorCode = sessionErr.Code
+		r.respond(resp)
+		return
+	}
+	f := &fetchWait{b: b, r: r, req: req, ctx: ctx}
+	bytes, failed := f.probe()
+	if bytes >= int64(req.MinBytes) || failed || req.MaxWaitMillis <= 0 {
+		f.finish()
+		return
+	}
+	f.park(time.Duration(req.MaxWaitMillis) * time.Millisecond)
+}
+
+// fetchWait is a Fetch being served, possibly parked.
+type fetchWait struct {
+	b     *Broker
+	r     *request
+	req   *kmsg.FetchRequest
+	ctx   *fetchContext
+	timer interface{ Stop() bool }
+	done  bool
+}
+
+// probe counts the bytes a response would carry now, and whether any
+// partition has an error, without copying records.
+func (f *fetchWait) probe() (bytes int64, failed bool) {
+	var total int64
+	for _, sp := range f.ctx.partitions {
+		p, code := f.b.fetchPartition(f.req, sp)
+		if code != nil {
+			return total, true
+		}
+		recs, err := f.read(p, sp, total)
+		if err != nil {
+			return total, true
+		}
+		total += recs.Size
+	}
+	return total, false
+}
+
+// read reads one partition's records within the response's remaining room;
+// the first partition with data may exceed it by one batch (KIP-74).
+func (f *fetchWait) read(p *partition, sp *sessionPartition, used int64) (log.Records, error) {
+	return p.log.Read(sp.fetchOffset, f.b.roomFor(f.req, sp, used), p.highWatermark(), used == 0)
+}
+
+// park waits for a high watermark to move on a watched partition, or for
+// the deadline.
+func (f *fetchWait) park(maxWait time.Duration) {
+	f.timer = f.b.env.Clock.AfterFunc(maxWait, f.finish)
+	watched := map[*partition]bool{}
+	for _, sp := range f.ctx.partitions {
+		if p, code := f.b.fetchPartition(f.req, sp); code == nil && !watched[p] {
+			watched[p] = true
+			p.watchers = append(p.watchers, f)
+		}
+	}
+}
+
+// wake is called when a watched partition's high watermark moved.
+func (f *fetchWait) wake() {
+	if f.done {
+		return
+	}
+	if bytes, failed := f.probe(); bytes >= int64(f.req.MinBytes) || failed {
+		f.finish()
+	}
+}
+
+// finish reads every partition and responds.
+func (f *fetchWait) finish() {
+	if f.done {
+		return
+	}
+	f.done = true
+	if f.timer != nil {
+		f.timer.Stop()
+	}
+	f.r.respond(f.b.fetchResponse(f.req, f.ctx))
+}
+
+// fetchPartition resolves a session partition against the image and checks
+// its leader epoch.
+func (b *Broker) fetchPartition(req *kmsg.FetchRequest, sp *sessionPartition) (*partition, *kerr.Error) {
+	var t *raftmeta.Topic
+	if req.Version >= 13 {
+		if t = b.image.Topics[sp.key.topicID]; t == nil {
+			return nil, kerr.UnknownTopicID
+		}
+	} else if t = b.image.TopicByName(sp.key.topic); t == nil {
+		return nil, kerr.UnknownTopicOrPartition
+	}
+	p := b.partitions[partitionKey{t.ID, sp.key.partition}]
+	switch {
+	case p == nil:
+		return nil, kerr.UnknownTopicOrPartition
+	case sp.leaderEpoch >= 0 && sp.leaderEpoch < p.leaderEpoch:
+		return p, kerr.FencedLeaderEpoch
+	case sp.leaderEpoch > p.leaderEpoch:
+		return p, kerr.UnknownLeaderEpoch
+	}
+	return p, nil
+}
+
+// fetchResponse reads every partition of ctx, in order, into a response.
+func (b *Broker) fetchResponse(req *kmsg.FetchRequest, ctx *fetchContext) *kmsg.FetchResponse {
+	resp := req.ResponseKind().(*kmsg.FetchResponse)
+	resp.SessionID = b.fetchSessions.finish(ctx)
+	var used int64
+	byTopic := map[sessionTopic]int{}
+	for _, sp := range ctx.partitions {
+		rp := kmsg.NewFetchResponseTopicPartition()
+		rp.Partition = sp.key.partition
+		rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = -1, -1, -1
+		p, code := b.fetchPartition(req, sp)
+		if p != nil {
+			rp.HighWatermark = p.highWatermark()
+			rp.LastStableOffset = rp.HighWatermark
+			rp.LogStartOffset = p.log.LogStartOffset()
+		}
+		if code == nil {
+			recs, err := p.log.Read(sp.fetchOffset, b.roomFor(req, sp, used), p.highWatermark(), used == 0)
+			if err == nil {
+				rp.RecordBatches, err = recs.AppendTo(nil)
+			}
+			if err != nil {
+				code = log.ErrorCode(err)
+				if code != kerr.OffsetOutOfRange {
+					b.env.Log.Error("fetch read failed", "topic", p.topic, "partition", p.index, "err", err)
+				}
+			}
+			used += int64(len(rp.RecordBatches))
+		}
+		if code != nil {
+			rp.ErrorCode = code.Code
+		}
+		if !ctx.include(sp, &rp) {
+			continue
+		}
+		key := sessionTopic{sp.key.topic, sp.key.topicID}
+		i, ok := byTopic[key]
+		if !ok {
+			rt := kmsg.NewFetchResponseTopic()
+			rt.Topic, rt.TopicID = sp.key.topic, sp.key.topicID
+			resp.Topics = append(resp.Topics, rt)
+			i = len(resp.Topics) - 1
+			byTopic[key] = i
+		}
+		resp.Topics[i].Partitions = append(resp.Topics[i].Partitions, rp)
+	}
+	return resp
+}
+
+type sessionTopic struct {
+	name string
+	id   raftmeta.TopicID
+}
+
+// roomFor is how many bytes one partition may add to a response that holds
+// used bytes already.
+func (b *Broker) roomFor(req *kmsg.FetchRequest, sp *sessionPartition, used int64) int64 {
+	room := int64(sp.maxBytes)
+	if req.MaxBytes > 0 {
+		room = min(room, int64(req.MaxBytes)-used)
+	}
+	return room
+}
