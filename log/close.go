@@ -1,0 +1,53 @@
+package log
+
+// Close shuts the log down cleanly: the active segment's indexes are
+// trimmed, a producer snapshot is taken at the log end, everything is
+// flushed, and the checkpoint records the log end as the recovery point with
+// the clean flag, so that the next Open reads no segment. done is called
+// when it is over; the log is unusable from the call on. A log that has
+// failed is only closed (its next Open recovers it).
+func (l *Log) Close(done func(error)) {
+	if l.closed || l.closing {
+		l.post(func() { done(ErrClosed) })
+		return
+	}
+	l.closing = true
+	l.dur.stopTimers()
+	if l.failed != nil {
+		err := l.failed
+		l.closeFiles()
+		l.post(func() { done(err) })
+		return
+	}
+	clean := true
+	if err := l.active().trimIndexes(); err != nil {
+		l.cfg.Logger.Warn("index trim failed", "segment", l.active().path, "err", err)
+		clean = false
+	}
+	if !l.takeSnapshot(l.LogEndOffset()) {
+		clean = false
+	}
+	l.dur.cleanClose = clean
+	l.flushInternal(l.LogEndOffset(), true, func(err error) {
+		if err != nil {
+			l.closeFiles()
+			done(err)
+			return
+		}
+		l.checkpointInternal(func(err error) {
+			l.closeFiles()
+			done(err)
+		})
+	})
+}
+
+func (l *Log) closeFiles() {
+	for _, s := range l.segs {
+		s.closeFiles()
+	}
+	for _, t := range l.dur.loose {
+		t.f.Close()
+	}
+	l.dur.loose = nil
+	l.closed = true
+}

@@ -1,0 +1,82 @@
+// Package log is a partition's log: Kafka record batches stored verbatim in
+// segment files, with the indexes, checkpoints and producer state Kafka
+// keeps beside them, written only through env.FS.
+//
+// # Layout
+//
+// A partition lives in its own directory, named <topic>-<partition> by the
+// caller, laid out as Kafka lays it out:
+//
+//	orders-3/
+//	  00000000000000000000.log        batches, back to back, as produced
+//	  00000000000000000000.index      sparse offset index
+//	  00000000000000000000.timeindex  sparse time index
+//	  00000000000000004096.log        the next segment, named by its base offset
+//	  00000000000000004096.index
+//	  00000000000000004096.timeindex
+//	  00000000000000004096.snapshot   producer state as of offset 4096
+//	  leader-epoch-checkpoint         epoch -> first offset
+//	  recovery-point-checkpoint       recovery point, log start offset, clean flag
+//
+// A segment holds whole batches with contiguous offsets, the first of which
+// is the segment's base offset; each segment begins where the previous one
+// ends. The batch format and what the log rewrites in it are in batch.go,
+// the index formats in index.go, the checkpoint formats in checkpoint.go
+// and epoch.go, the snapshot format in producer.go.
+//
+// # Operations
+//
+// Every method runs on the node's loop; nothing blocks. Appends write to the
+// page cache at once (AppendLeader for a producer's batch, AppendFollower for
+// a leader's batches); Flush says when an offset is durable; Read returns
+// byte ranges of segment files holding whole batches. Truncation
+// (TruncateTo, TruncateFullyAndStartAt), retention (EnforceRetention) and
+// DeleteRecords move the ends of the log. Durability, checkpoints and the
+// barrier that follows a truncation are described in flush.go; what Open
+// does after a crash in recover.go.
+//
+// # Trust
+//
+// Bytes read back are checked before they are believed: batch headers when
+// walking a segment (magic, length, offsets in sequence), whole batches and
+// their CRCs when scanning after a crash and when copying for a reader, the
+// checksums of checkpoint and snapshot files, index entries against the
+// batch they point at. A check that fails is retried (a bit flipped on the
+// read path is gone on the next read); one that keeps failing is an error
+// wrapping ErrCorrupt, never data. Recovery cuts the log at the first bad
+// batch after the recovery point; below it, the disk is trusted.
+//
+// # Decisions
+//
+// Where Kafka left room, or where this log departs from it:
+//
+//   - Exactly one batch per producer append, nothing after it (Kafka trims
+//     a trailing partial batch silently; Produce v3+ allows one batch).
+//     Magic 0 and 1 are INVALID_RECORD, as ProduceRequest v3+ validation
+//     answers; UNSUPPORTED_FOR_MESSAGE_FORMAT is never returned, because the
+//     log only ever stores magic 2.
+//   - No decompression and no per-record decode on the append path: the
+//     record count is checked against the offset delta, an uncompressed
+//     batch's record length prefixes are walked, and timestamps are checked
+//     at the batch level (base and max), not per record. The producer's max
+//     timestamp is trusted (Kafka recomputes it from the records).
+//   - Records are decoded (and decompressed) only for ListOffsets by
+//     timestamp and MAX_TIMESTAMP, which need a record-level answer.
+//   - Follower batches must continue the log exactly (no gaps, which only
+//     compaction makes, and compaction is not supported).
+//   - A truncation, and a recovery that changed the disk, put the log behind
+//     a barrier: appends get ErrNotReady until the truncation is synced and
+//     a checkpoint below it is durable (Ready reports it). Kafka lets the
+//     truncation reach the disk lazily.
+//   - A failed sync fails the log until it is reopened (Kafka takes the
+//     whole log directory offline).
+//   - The recovery point and log start offset share one per-partition file,
+//     recovery-point-checkpoint, written with the leader-epoch checkpoint;
+//     both, and the producer snapshots, carry checksums (Kafka's do not, or
+//     only the snapshots). Snapshots keep all five batches of a producer.
+//   - Reads may span segments, and return whole batches only.
+//   - Time-based retention never deletes the active segment (Kafka rolls it
+//     first when it has expired).
+//   - Transactions are not tracked: transactional batches are stored, but
+//     no last stable offset or aborted-transaction index is kept.
+package log

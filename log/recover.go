@@ -1,0 +1,602 @@
+package log
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sluicemq/sluice/node/env"
+)
+
+// Open opens the partition log in cfg.Dir, creating the directory if it does
+// not exist, and recovers it:
+//
+//   - Segments wholly below the recovery point are trusted: their indexes
+//     are loaded (and rebuilt from batch headers if missing or damaged),
+//     nothing else is read.
+//   - In the segment holding the recovery point, the batches before it are
+//     walked by header (after a clean shutdown not even that: its index
+//     files are complete up to it), and from the recovery point on every
+//     batch is read whole and checked (framing, offsets in sequence, CRC),
+//     as are all later segments. The first batch that fails ends the log:
+//     the file is cut there and later segments are removed. A torn or
+//     corrupt tail is never served.
+//   - The leader-epoch cache is the checkpoint's plus the epochs of the
+//     batches scanned; the producer state is the newest snapshot's plus the
+//     batches after it.
+//
+// If recovery changed anything on disk, the log starts behind a barrier
+// (see Ready). A missing or damaged checkpoint only costs a longer scan.
+func Open(cfg Config) (*Log, error) {
+	if err := cfg.normalize(); err != nil {
+		return nil, err
+	}
+	l := &Log{
+		cfg:   cfg,
+		fs:    cfg.FS,
+		clock: cfg.Clock,
+		loop:  cfg.Loop,
+		dir:   cfg.Dir,
+		rules: clientRules{
+			maxMessageBytes: cfg.MaxMessageBytes,
+			timestampType:   cfg.TimestampType,
+			beforeMax:       unboundedIfZero(cfg.TimestampBeforeMax),
+			afterMax:        unboundedIfZero(cfg.TimestampAfterMax),
+		},
+		producers: newProducerState(),
+	}
+	if err := l.load(); err != nil {
+		for _, s := range l.segs {
+			s.closeFiles()
+		}
+		return nil, err
+	}
+	return l, nil
+}
+
+func unboundedIfZero(d time.Duration) time.Duration {
+	if d <= 0 {
+		return -1
+	}
+	return d
+}
+
+// listing is what a partition directory holds.
+type listing struct {
+	logs      []int64 // bases of .log files, ascending
+	indexes   map[string]bool
+	snapshots []int64
+	strays    []string // leftover temporary files, orphan indexes
+	ckpt      bool
+	epochs    bool
+}
+
+func (l *Log) listDir() (listing, error) {
+	var li listing
+	if _, err := l.fs.Stat(l.dir); errors.Is(err, fs.ErrNotExist) {
+		if err := l.fs.MkdirAll(l.dir); err != nil {
+			return li, storageError(err, "create %s", l.dir)
+		}
+		l.dur.dirDirty, l.dur.parentDirty = true, true
+	} else if err != nil {
+		return li, storageError(err, "stat %s", l.dir)
+	}
+	names, err := l.fs.List(l.dir)
+	if err != nil {
+		return li, storageError(err, "list %s", l.dir)
+	}
+	li.indexes = make(map[string]bool)
+	logs := make(map[int64]bool)
+	for _, name := range names {
+		if base, ok := offsetName(name, ".log"); ok {
+			li.logs = append(li.logs, base)
+			logs[base] = true
+		}
+	}
+	for _, name := range names {
+		switch {
+		case strings.HasSuffix(name, tmpSuffix):
+			li.strays = append(li.strays, name)
+		case name == partitionCheckpointFile:
+			li.ckpt = true
+		case name == epochCheckpointFile:
+			li.epochs = true
+		}
+		if o, ok := offsetName(name, ".snapshot"); ok {
+			li.snapshots = append(li.snapshots, o)
+		}
+		for _, ext := range []string{".index", ".timeindex"} {
+			if base, ok := offsetName(name, ext); ok {
+				if logs[base] {
+					li.indexes[name] = true
+				} else {
+					li.strays = append(li.strays, name)
+				}
+			}
+		}
+	}
+	slices.Sort(li.logs)
+	slices.Sort(li.snapshots)
+	return li, nil
+}
+
+// offsetName parses "<20 digits><ext>".
+func offsetName(name, ext string) (int64, bool) {
+	digits, ok := strings.CutSuffix(name, ext)
+	if !ok || len(digits) != 20 {
+		return 0, false
+	}
+	o, err := strconv.ParseInt(digits, 10, 64)
+	return o, err == nil && o >= 0
+}
+
+// recoveryStart is where recovery begins: the recovery point, and whether the
+// log was closed cleanly there.
+type recoveryStart struct {
+	rp    int64
+	clean bool
+}
+
+func (l *Log) load() error {
+	li, err := l.listDir()
+	if err != nil {
+		return err
+	}
+	for _, name := range li.strays {
+		l.dur.dirDirty = true
+		if err := l.fs.Remove(l.dir + "/" + name); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			l.cfg.Logger.Warn("remove stray file failed", "file", name, "err", err)
+		}
+	}
+	start := l.loadCheckpoints(li)
+	l.snapshots = li.snapshots
+	changed := false
+	if len(li.logs) == 0 {
+		s, err := createSegment(l.fs, l.dir, l.logStart, l.clock.Now(), l.cfg.IndexBytesMax)
+		if err != nil {
+			return storageError(err, "create the first segment of %s", l.dir)
+		}
+		l.segs = []*segment{s}
+		l.dur.dirDirty = true
+	} else if changed, err = l.recoverSegments(li, start); err != nil {
+		return err
+	}
+	if l.logStart > l.LogEndOffset() {
+		// Every segment lies below the log start: start afresh there, as
+		// Kafka does.
+		l.cfg.Logger.Warn("log start is past the log end, emptying the log", "dir", l.dir, "start", l.logStart, "end", l.LogEndOffset())
+		if err := l.restartEmpty(l.logStart); err != nil {
+			return err
+		}
+		changed = true
+	}
+	end := l.LogEndOffset()
+	l.logStart = max(l.logStart, l.segs[0].base)
+	if l.epochs.truncateFromEnd(end) || l.epochs.truncateFromStart(l.logStart) {
+		l.dur.epochsDirty = true
+	}
+	l.dur.durable = min(start.rp, end)
+	if start.rp > end {
+		changed = true
+	}
+	if err := l.rebuildProducers(); err != nil {
+		return err
+	}
+	l.producers.expire(l.clock.Now().UnixMilli(), l.cfg.ProducerIDExpiration.Milliseconds())
+	if err := l.active().preallocate(l.cfg.IndexBytesMax); err != nil {
+		l.cfg.Logger.Warn("index preallocation failed", "segment", l.active().path, "err", err)
+	}
+	if changed {
+		l.startBarrier()
+	}
+	return nil
+}
+
+// loadCheckpoints reads the recovery-point and leader-epoch checkpoints. A
+// checkpoint that is missing or fails its checksum makes recovery scan
+// everything (the epochs are then found again in the batches).
+func (l *Log) loadCheckpoints(li listing) recoveryStart {
+	var start recoveryStart
+	var ck partitionCheckpoint
+	var ckErr error = fs.ErrNotExist
+	if li.ckpt {
+		ck, ckErr = readCheckpoint(l.fs, l.dir+"/"+partitionCheckpointFile, decodePartitionCheckpoint)
+	}
+	epochs, epErr := epochCache{}, error(nil)
+	if li.epochs {
+		epochs, epErr = readCheckpoint(l.fs, l.dir+"/"+epochCheckpointFile, decodeEpochCheckpoint)
+	} else if li.ckpt {
+		epErr = fs.ErrNotExist // a checkpoint without its epochs: trust neither
+	}
+	if ckErr == nil {
+		l.logStart = ck.LogStartOffset
+		start = recoveryStart{rp: ck.RecoveryPoint, clean: ck.Clean}
+		l.dur.ckpt.written, l.dur.ckpt.hasFile = ck, true
+	} else if li.ckpt {
+		l.cfg.Logger.Warn("recovery-point checkpoint unreadable, scanning the whole log", "dir", l.dir, "err", ckErr)
+	}
+	if epErr == nil {
+		l.epochs = epochs
+	} else {
+		if li.epochs {
+			l.cfg.Logger.Warn("leader-epoch checkpoint unreadable, scanning the whole log", "dir", l.dir, "err", epErr)
+		}
+		start = recoveryStart{}
+		l.dur.epochsDirty = true
+	}
+	return start
+}
+
+func readCheckpoint[T any](fsys env.FS, name string, decode func([]byte) (T, error)) (T, error) {
+	var zero T
+	var err error
+	for attempt := 0; attempt < readAttempts; attempt++ {
+		var p []byte
+		if p, err = readFile(fsys, name, 1<<20); err != nil {
+			return zero, err
+		}
+		var v T
+		if v, err = decode(p); err == nil {
+			return v, nil
+		}
+	}
+	return zero, err
+}
+
+// restartEmpty replaces every segment with an empty one at offset.
+func (l *Log) restartEmpty(offset int64) error {
+	for _, s := range l.segs {
+		l.deleteSegmentFiles(s)
+	}
+	s, err := createSegment(l.fs, l.dir, offset, l.clock.Now(), l.cfg.IndexBytesMax)
+	if err != nil {
+		l.segs = nil
+		return storageError(err, "create segment at %d", offset)
+	}
+	l.segs = []*segment{s}
+	l.epochs = epochCache{}
+	l.dur.epochsDirty = true
+	return nil
+}
+
+// recoverSegments opens the segment files, loads the trusted ones and scans
+// the rest. It reports whether it changed anything on disk.
+func (l *Log) recoverSegments(li listing, start recoveryStart) (bool, error) {
+	now := l.clock.Now()
+	for _, base := range li.logs {
+		s := newSegmentState(l.dir, base, now)
+		l.segs = append(l.segs, s)
+		if err := l.openSegmentFiles(s, li); err != nil {
+			return false, err
+		}
+	}
+	k := 0
+	for k+1 < len(l.segs) && l.segs[k+1].base <= start.rp {
+		k++
+	}
+	for i := 0; i < k; i++ {
+		if !l.loadTrusted(l.segs[i], l.segs[i+1].base) {
+			k, start = i, recoveryStart{rp: l.segs[i].base}
+			break
+		}
+	}
+	return l.recoverTail(k, start)
+}
+
+func (l *Log) openSegmentFiles(s *segment, li listing) error {
+	open := func(ext string) (*trackedFile, error) {
+		name := s.path + ext
+		if ext != ".log" && !li.indexes[name[len(l.dir)+1:]] {
+			l.dur.dirDirty = true
+			return createTracked(l.fs, name)
+		}
+		f, err := l.fs.Open(name)
+		if err != nil {
+			return nil, err
+		}
+		return &trackedFile{f: f}, nil
+	}
+	var err error
+	if s.log, err = open(".log"); err != nil {
+		return storageError(err, "open %s.log", s.path)
+	}
+	if s.idxF, err = open(".index"); err != nil {
+		return storageError(err, "open %s.index", s.path)
+	}
+	if s.tsF, err = open(".timeindex"); err != nil {
+		return storageError(err, "open %s.timeindex", s.path)
+	}
+	return nil
+}
+
+// loadTrusted sets up a segment wholly below the recovery point, which ends
+// at next. It reports false if the segment's data is not what the recovery
+// point promised (its batch headers do not add up), so it must be scanned.
+func (l *Log) loadTrusted(s *segment, next int64) bool {
+	size, err := s.log.f.Size()
+	if err != nil {
+		l.cfg.Logger.Warn("segment size unreadable", "segment", s.path, "err", err)
+		return false
+	}
+	s.size, s.next = size, next
+	idx, ierr := loadIndexFile(s.idxF.f, l.cfg.IndexBytesMax, func(p []byte) (offsetIndex, error) {
+		return parseOffsetIndex(p, s.base, size)
+	})
+	tix, terr := loadIndexFile(s.tsF.f, l.cfg.IndexBytesMax, func(p []byte) (timeIndex, error) {
+		return parseTimeIndex(p, s.base, next)
+	})
+	if ierr == nil && terr == nil && (size == 0 || tix.len() > 0) {
+		s.idx, s.tix = idx, tix
+		s.idxWritten, s.tixWritten = len(idx.buf), len(tix.buf)
+		s.maxTs, s.maxTsOffset, _ = tix.last()
+		return true
+	}
+	l.cfg.Logger.Warn("index files missing or damaged, rebuilding them", "segment", s.path, "offset index", ierr, "time index", terr)
+	if err := l.rebuildIndexes(s); err != nil {
+		l.cfg.Logger.Warn("segment below the recovery point does not add up, scanning it", "segment", s.path, "err", err)
+		return false
+	}
+	return true
+}
+
+// loadIndexFile reads an index file and parses it, retrying a parse that
+// fails (the bytes may have been flipped on the way).
+func loadIndexFile[T any](f env.File, limit int64, parse func([]byte) (T, error)) (T, error) {
+	var zero T
+	size, err := f.Size()
+	if err != nil {
+		return zero, err
+	}
+	if size > limit {
+		return zero, fmt.Errorf("%s: %d bytes, more than %d", f.Name(), size, limit)
+	}
+	p := make([]byte, size)
+	for attempt := 0; attempt < readAttempts; attempt++ {
+		if err = readFull(f, p, 0); err != nil {
+			return zero, err
+		}
+		var v T
+		if v, err = parse(p); err == nil {
+			return v, nil
+		}
+	}
+	return zero, err
+}
+
+// recoverTail recovers segments k and later: the prefix of segment k below
+// the recovery point by headers (or from its index files after a clean
+// close), then every batch after it read whole and checked. It cuts the log
+// at the first batch that fails.
+func (l *Log) recoverTail(k int, start recoveryStart) (bool, error) {
+	changed := false
+	want := l.segs[k].base
+	for i := k; i < len(l.segs); i++ {
+		s := l.segs[i]
+		if s.base != want {
+			l.cfg.Logger.Warn("segment does not continue the log, removing it and what follows", "segment", s.path, "expected", want)
+			l.dropFrom(i)
+			return true, nil
+		}
+		fileSize, err := s.log.f.Size()
+		if err != nil {
+			return changed, storageError(err, "size of %s.log", s.path)
+		}
+		pos := int64(0)
+		if i == k && start.rp > s.base {
+			ok := start.clean && l.cleanPrefix(s, start.rp, fileSize)
+			if !ok {
+				l.walkPrefix(s, start.rp, fileSize)
+			}
+			pos, want = s.size, s.next
+		}
+		pos, want, err = l.scan(s, pos, want, fileSize)
+		if err != nil {
+			return changed, err
+		}
+		last := i == len(l.segs)-1
+		if pos < fileSize {
+			l.cfg.Logger.Warn("invalid bytes at the end of the log, cutting them", "segment", s.path, "position", pos, "file size", fileSize)
+			if err := s.log.f.Truncate(pos); err != nil {
+				return changed, storageError(err, "truncate %s.log", s.path)
+			}
+			s.log.changes++
+			changed = true
+			l.dropFrom(i + 1)
+			last = true
+		}
+		l.rewriteIndexFiles(s, last)
+		if last {
+			break
+		}
+	}
+	return changed, nil
+}
+
+// dropFrom removes segment i and every later one.
+func (l *Log) dropFrom(i int) {
+	for _, s := range l.segs[i:] {
+		l.deleteSegmentFiles(s)
+	}
+	clear(l.segs[i:])
+	l.segs = l.segs[:i]
+	if len(l.segs) == 0 {
+		panic("log: recovery dropped the first segment")
+	}
+}
+
+// cleanPrefix sets up the part of s below the recovery point rp from its
+// index files, which a clean close left complete up to rp, walking only the
+// batches after the last index entry. It reports false if anything does not
+// add up.
+func (l *Log) cleanPrefix(s *segment, rp, fileSize int64) bool {
+	idx, err := loadIndexFile(s.idxF.f, l.cfg.IndexBytesMax, func(p []byte) (offsetIndex, error) {
+		return parseOffsetIndex(p, s.base, fileSize)
+	})
+	if err != nil {
+		return false
+	}
+	tix, err := loadIndexFile(s.tsF.f, l.cfg.IndexBytesMax, func(p []byte) (timeIndex, error) {
+		return parseTimeIndex(p, s.base, rp+1<<31)
+	})
+	if err != nil {
+		return false
+	}
+	for idx.len() > 0 {
+		if o, _ := idx.entry(idx.len() - 1); o < rp {
+			break
+		}
+		idx.buf = idx.buf[:len(idx.buf)-offsetEntrySize]
+	}
+	tix.truncateFrom(rp)
+	pos, wantBase, wantLast := int64(0), s.base, int64(-1)
+	if idx.len() > 0 {
+		wantLast, pos = idx.entry(idx.len() - 1)
+		wantBase = -1
+	}
+	entryPos := pos
+	r := newHeaderReader(s.log.f, fileSize)
+	for wantBase != rp {
+		h, err := readChecked(r, pos, wantBase, wantLast, fileSize)
+		if err != nil || h.nextOffset() > rp {
+			return false
+		}
+		pos += h.size()
+		wantBase, wantLast = h.nextOffset(), -1
+	}
+	ts, tsOff, ok := tix.last()
+	if pos > 0 && !ok {
+		return false
+	}
+	if pos > 0 {
+		h, err := readChecked(r, 0, s.base, -1, fileSize)
+		if err != nil {
+			return false
+		}
+		s.firstTs = h.MaxTimestamp
+		s.maxTs, s.maxTsOffset = ts, tsOff
+	}
+	s.idx, s.tix = idx, tix
+	s.idxWritten, s.tixWritten = len(idx.buf), len(tix.buf)
+	s.size, s.next = pos, rp
+	s.bytesSinceIndex = pos - entryPos
+	return true
+}
+
+// walkPrefix builds the part of s below the recovery point rp from its batch
+// headers, which are durable and not checked further. It stops early at
+// anything that does not add up; the scan that follows starts there.
+func (l *Log) walkPrefix(s *segment, rp, fileSize int64) {
+	r := newHeaderReader(s.log.f, fileSize)
+	for s.next < rp {
+		h, err := readChecked(r, s.size, s.next, -1, fileSize)
+		if err != nil || h.nextOffset() > rp {
+			return
+		}
+		s.noteBatch(&h, s.size, l.cfg.IndexIntervalBytes)
+	}
+}
+
+// scan reads the batches of s from pos, where offset want must begin, to the
+// end of the file, checking each whole, and adds the good ones to the
+// segment's state and their epochs to the cache. It stops at the first
+// batch that fails and returns where.
+func (l *Log) scan(s *segment, pos, want, fileSize int64) (int64, int64, error) {
+	w := &scanWindow{f: s.log.f, limit: fileSize}
+	for pos < fileSize {
+		p, err := w.batch(pos, want)
+		if err != nil {
+			return pos, want, err
+		}
+		if p == nil {
+			break
+		}
+		h := parseHeader(p)
+		s.noteBatch(&h, pos, l.cfg.IndexIntervalBytes)
+		if latest, ok := l.epochs.latest(); h.LeaderEpoch >= 0 && (!ok || h.LeaderEpoch > latest.Epoch) {
+			l.epochs.assign(h.LeaderEpoch, h.BaseOffset)
+			l.dur.epochsDirty = true
+		}
+		pos += h.size()
+		want = h.nextOffset()
+	}
+	return pos, want, nil
+}
+
+// rewriteIndexFiles makes a recovered segment's index files match its
+// indexes. A failure only costs a rebuild on a later open.
+func (l *Log) rewriteIndexFiles(s *segment, active bool) {
+	if !active && s.maxTs != noTimestamp {
+		s.tix.maybeAppend(s.maxTs, s.maxTsOffset)
+	}
+	err := s.truncateIndexes(s.size, s.next, l.cfg.IndexBytesMax)
+	if err == nil {
+		err = s.flushIndexes()
+	}
+	if err != nil {
+		l.cfg.Logger.Warn("index file rewrite failed", "segment", s.path, "err", err)
+	}
+}
+
+// scanWindow reads whole batches through a large window.
+type scanWindow struct {
+	f      env.File
+	limit  int64
+	buf    []byte
+	win    []byte
+	winPos int64
+}
+
+const scanWindowSize = 1 << 20
+
+// batch returns the whole batch at pos if it is there, complete and valid,
+// starting at offset want; nil if not (after retries, for bytes that may
+// have been flipped on the way); or an error if the file cannot be read.
+func (w *scanWindow) batch(pos, want int64) ([]byte, error) {
+	for attempt := 0; attempt < readAttempts; attempt++ {
+		head, err := w.bytes(pos, batchHeaderSize)
+		if err != nil || head == nil {
+			return nil, err
+		}
+		h := parseHeader(head)
+		if checkHeaderShape(&h, want) != nil || pos+h.size() > w.limit {
+			w.win = nil
+			continue
+		}
+		p, err := w.bytes(pos, h.size())
+		if err != nil || p == nil {
+			return nil, err
+		}
+		if _, err := checkStored(p, want); err == nil {
+			return p, nil
+		}
+		w.win = nil
+	}
+	return nil, nil
+}
+
+// bytes returns [pos, pos+n) of the file, or nil if it ends before.
+func (w *scanWindow) bytes(pos, n int64) ([]byte, error) {
+	if pos+n > w.limit {
+		return nil, nil
+	}
+	if pos >= w.winPos && pos+n <= w.winPos+int64(len(w.win)) {
+		return w.win[pos-w.winPos : pos-w.winPos+n], nil
+	}
+	m := min(max(n, scanWindowSize), w.limit-pos)
+	if int64(cap(w.buf)) < m {
+		w.buf = make([]byte, m)
+	}
+	if err := readFull(w.f, w.buf[:m], pos); err != nil {
+		if errors.Is(err, io.ErrUnexpectedEOF) {
+			return nil, nil
+		}
+		return nil, storageError(err, "read %s at %d", w.f.Name(), pos)
+	}
+	w.win, w.winPos = w.buf[:m], pos
+	return w.win[:n], nil
+}

@@ -1,0 +1,329 @@
+package log
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"time"
+
+	"github.com/sluicemq/sluice/node/env"
+)
+
+// trackedFile is an open file with a count of its changes, so that a flush
+// knows which files it must sync and can tell, when the sync completes, up to
+// which change the file is durable.
+type trackedFile struct {
+	f       env.File
+	changes uint64 // bumped by every write or truncate
+	synced  uint64 // changes made durable by a completed sync
+}
+
+func (t *trackedFile) dirty() bool { return t.changes > t.synced }
+
+// segment is one <base>.log file with its two indexes.
+type segment struct {
+	base int64
+	path string // dir/<20-digit base>, without extension
+
+	log  *trackedFile
+	idxF *trackedFile
+	tsF  *trackedFile
+
+	size int64 // bytes of whole, valid batches; the file may be longer until recovery cuts it
+	next int64 // the offset after the last batch; base when empty
+
+	idx offsetIndex
+	tix timeIndex
+	// idxWritten and tixWritten are how many bytes of the indexes their
+	// files hold; the rest is written in bulk (see flushIndexes).
+	idxWritten int
+	tixWritten int
+	// preallocated says the index files are extended to the maximum size,
+	// as the active segment's are.
+	preallocated bool
+
+	bytesSinceIndex int64
+	// maxTs is the largest batch max timestamp, and maxTsOffset the last
+	// offset of the first batch that reached it (noTimestamp, -1 if none).
+	maxTs       int64
+	maxTsOffset int64
+	// firstTs is the first batch's max timestamp, from which segment.ms is
+	// counted (noTimestamp: count from created instead).
+	firstTs int64
+	created time.Time
+}
+
+func segmentPath(dir string, base int64) string { return fmt.Sprintf("%s/%020d", dir, base) }
+
+func newSegmentState(dir string, base int64, now time.Time) *segment {
+	return &segment{
+		base:        base,
+		path:        segmentPath(dir, base),
+		next:        base,
+		idx:         offsetIndex{base: base},
+		tix:         timeIndex{base: base},
+		maxTs:       noTimestamp,
+		maxTsOffset: -1,
+		firstTs:     noTimestamp,
+		created:     now,
+	}
+}
+
+// createSegment creates the files of a new, empty, active segment. On error
+// nothing is left open (files already created stay on disk, empty; a later
+// open ignores or reuses them).
+func createSegment(fsys env.FS, dir string, base int64, now time.Time, indexBytesMax int64) (*segment, error) {
+	s := newSegmentState(dir, base, now)
+	var err error
+	if s.log, err = createTracked(fsys, s.path+".log"); err != nil {
+		return nil, err
+	}
+	if s.idxF, err = createTracked(fsys, s.path+".index"); err != nil {
+		s.closeFiles()
+		return nil, err
+	}
+	if s.tsF, err = createTracked(fsys, s.path+".timeindex"); err != nil {
+		s.closeFiles()
+		return nil, err
+	}
+	if err := s.preallocate(indexBytesMax); err != nil {
+		s.closeFiles()
+		return nil, err
+	}
+	return s, nil
+}
+
+func createTracked(fsys env.FS, name string) (*trackedFile, error) {
+	f, err := fsys.Create(name)
+	if err != nil {
+		return nil, err
+	}
+	return &trackedFile{f: f, changes: 1}, nil
+}
+
+// preallocate extends the index files to their maximum size, zero-filled,
+// as the active segment's are.
+func (s *segment) preallocate(indexBytesMax int64) error {
+	if s.preallocated {
+		return nil
+	}
+	if err := s.idxF.f.Truncate(roundDown(indexBytesMax, offsetEntrySize)); err != nil {
+		return err
+	}
+	s.idxF.changes++
+	if err := s.tsF.f.Truncate(roundDown(indexBytesMax, timeEntrySize)); err != nil {
+		return err
+	}
+	s.tsF.changes++
+	s.preallocated = true
+	return nil
+}
+
+func roundDown(n, m int64) int64 { return n / m * m }
+
+func (s *segment) closeFiles() {
+	for _, t := range []*trackedFile{s.log, s.idxF, s.tsF} {
+		if t != nil {
+			t.f.Close()
+		}
+	}
+}
+
+// indexFull reports whether either index has reached its maximum size.
+func (s *segment) indexFull(indexBytesMax int64) bool {
+	return int64(len(s.idx.buf)+offsetEntrySize) > roundDown(indexBytesMax, offsetEntrySize) ||
+		int64(len(s.tix.buf)+timeEntrySize) > roundDown(indexBytesMax, timeEntrySize)
+}
+
+// canHold reports whether offsets up to last fit the indexes' 32-bit
+// relative offsets.
+func (s *segment) canHold(last int64) bool { return last-s.base <= math.MaxInt32 }
+
+// noteBatch updates the in-memory metadata for a batch appended (or found by
+// recovery) at pos: the max timestamp, then an index entry if more than
+// interval bytes were appended since the last one, as Kafka's LogSegment
+// does. Appends and recovery call it alike, so a rebuilt index is the same
+// as the one built by appends.
+func (s *segment) noteBatch(h *header, pos, interval int64) {
+	if pos == 0 {
+		s.firstTs = h.MaxTimestamp
+	}
+	if h.MaxTimestamp > s.maxTs {
+		s.maxTs, s.maxTsOffset = h.MaxTimestamp, h.lastOffset()
+	}
+	if s.bytesSinceIndex > interval {
+		s.idx.append(h.lastOffset(), pos)
+		s.tix.maybeAppend(s.maxTs, s.maxTsOffset)
+		s.bytesSinceIndex = 0
+	}
+	s.bytesSinceIndex += h.size()
+	s.size = pos + h.size()
+	s.next = h.nextOffset()
+}
+
+// flushIndexes writes the index entries not yet in their files. A failure
+// is not fatal: the indexes are rebuilt from the log when their files are
+// found wanting, and the next call tries again.
+func (s *segment) flushIndexes() error {
+	if s.idxWritten < len(s.idx.buf) {
+		if _, err := s.idxF.f.WriteAt(s.idx.buf[s.idxWritten:], int64(s.idxWritten)); err != nil {
+			return fmt.Errorf("write %s.index: %w", s.path, err)
+		}
+		s.idxWritten = len(s.idx.buf)
+		s.idxF.changes++
+	}
+	if s.tixWritten < len(s.tix.buf) {
+		if _, err := s.tsF.f.WriteAt(s.tix.buf[s.tixWritten:], int64(s.tixWritten)); err != nil {
+			return fmt.Errorf("write %s.timeindex: %w", s.path, err)
+		}
+		s.tixWritten = len(s.tix.buf)
+		s.tsF.changes++
+	}
+	return nil
+}
+
+// trimIndexes cuts the index files to their entries, as a segment that stops
+// being active (or is closed) has them. The time index gets a last entry for
+// the segment's max timestamp first, as Kafka's does.
+func (s *segment) trimIndexes() error {
+	if s.maxTs != noTimestamp {
+		s.tix.maybeAppend(s.maxTs, s.maxTsOffset)
+	}
+	if err := s.flushIndexes(); err != nil {
+		return err
+	}
+	if err := s.idxF.f.Truncate(int64(len(s.idx.buf))); err != nil {
+		return fmt.Errorf("trim %s.index: %w", s.path, err)
+	}
+	s.idxF.changes++
+	if err := s.tsF.f.Truncate(int64(len(s.tix.buf))); err != nil {
+		return fmt.Errorf("trim %s.timeindex: %w", s.path, err)
+	}
+	s.tsF.changes++
+	s.preallocated = false
+	return nil
+}
+
+// truncateIndexes drops index entries at or after byte position pos (whose
+// first batch begins at offset next) and rewrites the files' tails as
+// zeros, keeping them preallocated if they were.
+func (s *segment) truncateIndexes(pos, next int64, indexBytesMax int64) error {
+	s.idx.truncateAt(pos)
+	s.tix.truncateFrom(next)
+	s.idxWritten = min(s.idxWritten, len(s.idx.buf))
+	s.tixWritten = min(s.tixWritten, len(s.tix.buf))
+	if err := s.idxF.f.Truncate(int64(s.idxWritten)); err != nil {
+		return err
+	}
+	if err := s.tsF.f.Truncate(int64(s.tixWritten)); err != nil {
+		return err
+	}
+	s.idxF.changes++
+	s.tsF.changes++
+	if s.preallocated {
+		s.preallocated = false
+		return s.preallocate(indexBytesMax)
+	}
+	return nil
+}
+
+// headerReader reads batch headers of a segment through a small window, so
+// that walking a segment of small batches costs one read per window rather
+// than one per batch.
+type headerReader struct {
+	f      env.File
+	limit  int64 // bytes that may be read: the valid size, or the file size in recovery
+	buf    []byte
+	win    []byte
+	winPos int64
+}
+
+const headerWindow = 4096
+
+func newHeaderReader(f env.File, limit int64) *headerReader {
+	return &headerReader{f: f, limit: limit, buf: make([]byte, headerWindow)}
+}
+
+// read returns the header at pos. It reports io.ErrUnexpectedEOF when fewer
+// than a header's bytes lie before the limit.
+func (r *headerReader) read(pos int64) (header, error) {
+	if pos < 0 || pos+batchHeaderSize > r.limit {
+		return header{}, io.ErrUnexpectedEOF
+	}
+	if pos < r.winPos || pos+batchHeaderSize > r.winPos+int64(len(r.win)) {
+		n := min(int64(len(r.buf)), r.limit-pos)
+		m, err := r.f.ReadAt(r.buf[:n], pos)
+		if int64(m) < batchHeaderSize {
+			r.win = nil
+			if err == nil || err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			return header{}, err
+		}
+		r.win, r.winPos = r.buf[:m], pos
+	}
+	return parseHeader(r.win[pos-r.winPos:]), nil
+}
+
+// drop forgets the window, so that the next read goes to the file again
+// (after a check failed: the bytes may have been flipped on the way).
+func (r *headerReader) drop() { r.win = nil }
+
+// readAttempts is how many times a read whose bytes fail a check is tried
+// before they are declared corrupt: a bit flipped on the read path is gone
+// on the next read, one on the medium is not.
+const readAttempts = 3
+
+// walk visits the batch headers of s from byte position pos up to its valid
+// size, checking each: its shape, that it lies within the segment, and that
+// it continues the previous one (the first must begin at wantBase, or when
+// wantBase is -1 end at wantLast). visit returns false to stop early. It
+// returns the position and offset where it stopped.
+func (s *segment) walk(r *headerReader, pos, wantBase, wantLast int64, visit func(pos int64, h *header) bool) (int64, int64, error) {
+	for pos < s.size {
+		h, err := readChecked(r, pos, wantBase, wantLast, s.size)
+		if err != nil {
+			return pos, wantBase, err
+		}
+		if !visit(pos, &h) {
+			return pos, h.BaseOffset, nil
+		}
+		pos += h.size()
+		wantBase, wantLast = h.nextOffset(), -1
+	}
+	if wantBase != -1 && wantBase != s.next {
+		return pos, wantBase, corruptError("%s.log: batches end at offset %d, expected %d", s.path, wantBase, s.next)
+	}
+	return pos, wantBase, nil
+}
+
+// readChecked reads and checks the header at pos, retrying a failed check.
+func readChecked(r *headerReader, pos, wantBase, wantLast, limit int64) (header, error) {
+	var err error
+	for attempt := 0; attempt < readAttempts; attempt++ {
+		var h header
+		h, err = r.read(pos)
+		if err != nil {
+			if err == io.ErrUnexpectedEOF {
+				return h, corruptError("batch header at position %d runs past the end (%d)", pos, limit)
+			}
+			return h, storageError(err, "read batch header at position %d", pos)
+		}
+		want := wantBase
+		if want == -1 {
+			want = h.BaseOffset
+		}
+		err = checkHeaderShape(&h, want)
+		if err == nil && wantBase == -1 && h.lastOffset() != wantLast {
+			err = corruptError("batch at position %d ends at offset %d, its index entry says %d", pos, h.lastOffset(), wantLast)
+		}
+		if err == nil && pos+h.size() > limit {
+			err = corruptError("batch at position %d of %d bytes runs past the end (%d)", pos, h.size(), limit)
+		}
+		if err == nil {
+			return h, nil
+		}
+		r.drop()
+	}
+	return header{}, err
+}
