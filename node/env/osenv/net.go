@@ -17,6 +17,11 @@ import (
 // OnData call.
 const readBufferSize = 64 << 10
 
+// readAheadMax bounds the bytes a connection's reader may have posted to the
+// loop and not yet delivered. A peer that sends faster than the loop keeps up
+// then waits in TCP flow control instead of filling our memory.
+const readAheadMax = 4 << 20
+
 // network is the production env.Net over TCP.
 type network struct {
 	node   *Node
@@ -148,6 +153,11 @@ type conn struct {
 	// nothing more, and an error it sees is ours, not the peer's.
 	quiet atomic.Bool
 
+	// readAhead counts bytes posted by the reader and not yet delivered;
+	// delivered wakes a reader waiting for it to fall to readAheadMax.
+	readAhead atomic.Int64
+	delivered chan struct{}
+
 	mu      sync.Mutex // guards the writer's state below
 	queue   [][]byte
 	closing bool  // local Close: flush, then half-close
@@ -163,11 +173,12 @@ func newConn(n *Node, nc *net.TCPConn) *conn {
 	// already batches writes per turn.
 	nc.SetNoDelay(true)
 	c := &conn{
-		node:   n,
-		nc:     nc,
-		local:  nc.LocalAddr().String(),
-		remote: nc.RemoteAddr().String(),
-		wake:   make(chan struct{}, 1),
+		node:      n,
+		nc:        nc,
+		local:     nc.LocalAddr().String(),
+		remote:    nc.RemoteAddr().String(),
+		wake:      make(chan struct{}, 1),
+		delivered: make(chan struct{}, 1),
 	}
 	if !register(n, n.conns, c) {
 		nc.Close()
@@ -264,7 +275,11 @@ func (c *conn) readLoop() {
 		n, err := c.nc.Read(buf)
 		if n > 0 && !c.quiet.Load() {
 			p := bytes.Clone(buf[:n])
+			c.readAhead.Add(int64(n))
 			c.node.post(func() { c.deliver(p) })
+			if !c.awaitLoop() {
+				return
+			}
 		}
 		if err == nil {
 			continue
@@ -326,8 +341,27 @@ func (c *conn) fail(err error) {
 	c.nc.Close()
 }
 
+// awaitLoop holds the reader while the loop is more than readAheadMax bytes
+// behind. It reports false if the node closes meanwhile.
+func (c *conn) awaitLoop() bool {
+	for c.readAhead.Load() > readAheadMax {
+		select {
+		case <-c.delivered:
+		case <-c.node.quit:
+			return false
+		}
+	}
+	return true
+}
+
 // deliver hands arriving bytes to the handler, on the loop.
 func (c *conn) deliver(p []byte) {
+	if c.readAhead.Add(-int64(len(p))) <= readAheadMax {
+		select {
+		case c.delivered <- struct{}{}:
+		default:
+		}
+	}
 	if c.done {
 		return
 	}
