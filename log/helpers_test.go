@@ -83,8 +83,11 @@ func (h *harness) config(dir string) Config {
 	}
 }
 
+// open opens a log with cfg, its loop and clock those of the current
+// incarnation.
 func (h *harness) open(cfg Config) *Log {
 	h.t.Helper()
+	cfg.Clock, cfg.Loop = harnessClock{h, h.inc}, harnessLoop{h, h.inc}
 	l, err := Open(cfg)
 	if err != nil {
 		h.t.Fatalf("open %s: %v", cfg.Dir, err)
@@ -289,7 +292,10 @@ type countingFile struct {
 
 func (f countingFile) ReadAt(p []byte, off int64) (int, error) {
 	n, err := f.File.ReadAt(p, off)
-	ext := f.Name()[strings.LastIndexByte(f.Name(), '.'):]
+	ext := f.Name()
+	if i := strings.LastIndexByte(ext, '.'); i >= 0 {
+		ext = ext[i:]
+	}
 	f.c.reads[ext] += int64(n)
 	return n, err
 }

@@ -1,0 +1,260 @@
+package log
+
+import (
+	"bytes"
+	"errors"
+	"testing"
+)
+
+func TestTruncateTo(t *testing.T) {
+	h := newHarness(t, 1)
+	cfg := h.config("t-0")
+	cfg.SegmentBytes = 1000
+	l := h.open(cfg)
+	for i := 0; i < 12; i++ {
+		appendLeader(t, l, spec(values(1, 100, "a")...).at(h.nowMs()).idempotent(1, 0, int32(i)), int32(i/4))
+	}
+	h.flush(l)
+	before := readAll(t, l, 0)
+	must(t, l.TruncateTo(6))
+	if l.LogEndOffset() != 6 || len(l.Segments()) != 2 {
+		t.Fatalf("end %d segments %v", l.LogEndOffset(), l.Segments())
+	}
+	if _, err := l.AppendLeader(spec("x").at(0).build(), 2); !errors.Is(err, ErrNotReady) {
+		t.Fatalf("append behind the barrier: %v", err)
+	}
+	h.waitReady(l)
+	if got := l.Epochs(); len(got) != 2 || got[1] != (EpochEntry{1, 4}) {
+		t.Fatalf("epochs %v", got)
+	}
+	if ps := l.Producers(); ps[0].LastSequence != 5 {
+		t.Fatalf("producer state not rewound: %+v", ps)
+	}
+	if !bytes.Equal(readAll(t, l, 0), before[:len(readAll(t, l, 0))]) {
+		t.Fatal("kept batches changed")
+	}
+	appendLeader(t, l, spec("new").at(h.nowMs()).idempotent(1, 0, 6), 7)
+	// The truncation survives a crash: the old batches never come back.
+	h.crash()
+	l = h.open(h.config("t-0"))
+	if l.LogEndOffset() > 7 || l.LogEndOffset() < 6 {
+		t.Fatalf("end after crash %d", l.LogEndOffset())
+	}
+	if l.LogEndOffset() == 7 {
+		_, batches := splitBatches(t, readAll(t, l, 6))
+		if !bytes.Contains(batches[0], []byte("new")) {
+			t.Fatal("offset 6 holds an old batch")
+		}
+	}
+}
+
+func TestTruncateToInsideBatch(t *testing.T) {
+	h := newHarness(t, 1)
+	l := h.open(h.config("t-0"))
+	appendLeader(t, l, spec("a", "b").at(0), 0)
+	appendLeader(t, l, spec("c", "d", "e").at(0), 0)
+	must(t, l.TruncateTo(3))
+	if l.LogEndOffset() != 2 {
+		t.Fatalf("truncating inside a batch removes it whole: end %d", l.LogEndOffset())
+	}
+	must(t, l.TruncateTo(9)) // past the end: nothing
+	if l.LogEndOffset() != 2 {
+		t.Fatal("truncation past the end changed the log")
+	}
+}
+
+func TestTruncateFullyAndStartAt(t *testing.T) {
+	h := newHarness(t, 1)
+	cfg := h.config("t-0")
+	cfg.SegmentBytes = 1000
+	l := h.open(cfg)
+	fill(t, h, l, 12, 100)
+	must(t, l.TruncateFullyAndStartAt(100))
+	h.waitReady(l)
+	if l.LogStartOffset() != 100 || l.LogEndOffset() != 100 || len(l.Segments()) != 1 || len(l.Epochs()) != 0 {
+		t.Fatalf("start %d end %d segments %v epochs %v", l.LogStartOffset(), l.LogEndOffset(), l.Segments(), l.Epochs())
+	}
+	s := spec("f").at(0)
+	s.baseOffset, s.leaderEpoch = 100, 3
+	_, err := l.AppendFollower(s.build())
+	must(t, err)
+	h.crash()
+	l = h.open(h.config("t-0"))
+	if l.LogStartOffset() != 100 || l.LogEndOffset() < 100 {
+		t.Fatalf("after crash: start %d end %d", l.LogStartOffset(), l.LogEndOffset())
+	}
+}
+
+// TestCleanReopenReadsNoSegment: after Close, Open reads the checkpoints and
+// index files, and of the segments only the batch headers after the last
+// index entry of the active one.
+func TestCleanReopenReadsNoSegment(t *testing.T) {
+	h := newHarness(t, 1)
+	cfg := h.config("t-0")
+	cfg.SegmentBytes = 20000
+	cfg.IndexBytesMax = 1 << 16
+	l := h.open(cfg)
+	fill(t, h, l, 500, 1000)
+	want := readAll(t, l, 0)
+	h.close(l)
+	c := &countingFS{FS: h.fs, reads: map[string]int64{}}
+	cfg.FS = c
+	l = h.open(cfg)
+	if n := c.reads[".log"]; n > 2*DefaultIndexIntervalBytes {
+		t.Fatalf("clean reopen read %d bytes of segments (of %d)", n, len(want))
+	}
+	if !bytes.Equal(readAll(t, l, 0), want) {
+		t.Fatal("log changed across a clean close")
+	}
+	if l.DurableOffset() != 500 {
+		t.Fatalf("durable %d", l.DurableOffset())
+	}
+}
+
+// TestCrashRecoveryScansOnlyTheTail: the segments below the recovery point
+// are not read, the one holding it only by headers.
+func TestCrashRecoveryScansOnlyTheTail(t *testing.T) {
+	h := newHarness(t, 1)
+	cfg := h.config("t-0")
+	cfg.SegmentBytes = 20000
+	cfg.IndexBytesMax = 1 << 16
+	l := h.open(cfg)
+	fill(t, h, l, 500, 1000)
+	h.flush(l)
+	must(t, h.wait(l.Checkpoint))
+	fill(t, h, l, 10, 1000)
+	h.crash()
+	c := &countingFS{FS: h.fs, reads: map[string]int64{}}
+	cfg.FS = c
+	l = h.open(cfg)
+	if l.LogEndOffset() < 500 {
+		t.Fatalf("lost flushed data: end %d", l.LogEndOffset())
+	}
+	if n := c.reads[".log"]; n > 2*20000 {
+		t.Fatalf("crash recovery read %d bytes of segments", n)
+	}
+}
+
+func TestRecoveryCutsTornTail(t *testing.T) {
+	for seed := uint64(0); seed < 20; seed++ {
+		h := newHarness(t, seed)
+		l := h.open(h.config("t-0"))
+		stored := fill(t, h, l, 10, 300)
+		h.flush(l)
+		fill(t, h, l, 10, 300)
+		h.crash()
+		l = h.open(h.config("t-0"))
+		end := l.LogEndOffset()
+		if end < 10 || end > 20 {
+			t.Fatalf("seed %d: end %d", seed, end)
+		}
+		bases, batches := splitBatches(t, readAll(t, l, 0))
+		for i, b := range batches[:10] {
+			if !bytes.Equal(b, stored[bases[i]]) {
+				t.Fatalf("seed %d: flushed batch %d changed", seed, bases[i])
+			}
+		}
+		appendLeader(t, l, spec("after").at(0), 0)
+	}
+}
+
+func TestRecoveryRebuildsIndexes(t *testing.T) {
+	for _, damage := range []string{"remove", "garbage", "zeros"} {
+		h := newHarness(t, 1)
+		cfg := h.config("t-0")
+		cfg.SegmentBytes = 2000
+		cfg.IndexIntervalBytes = 100
+		l := h.open(cfg)
+		fill(t, h, l, 30, 100)
+		want := readAll(t, l, 0)
+		h.close(l)
+		for _, name := range []string{"t-0/00000000000000000000.index", "t-0/00000000000000000000.timeindex"} {
+			switch damage {
+			case "remove":
+				must(t, h.fs.Remove(name))
+			case "garbage", "zeros":
+				f, err := h.fs.Open(name)
+				must(t, err)
+				junk := bytes.Repeat([]byte{0x5a}, 40)
+				if damage == "zeros" {
+					junk = make([]byte, 40)
+				}
+				_, err = f.WriteAt(junk, 8)
+				must(t, err)
+				f.Close()
+			}
+		}
+		l = h.open(cfg)
+		if !bytes.Equal(readAll(t, l, 0), want) {
+			t.Fatalf("%s: log changed", damage)
+		}
+		for off := int64(0); off < 30; off++ {
+			recs, err := l.Read(off, 1, 30, true)
+			must(t, err)
+			if recs.Chunks[0].FirstOffset != off {
+				t.Fatalf("%s: read at %d starts at %d", damage, off, recs.Chunks[0].FirstOffset)
+			}
+		}
+		res, ok, err := l.OffsetForTimestamp(0)
+		if err != nil || !ok || res.Offset != 0 {
+			t.Fatalf("%s: timestamp lookup %+v %v %v", damage, res, ok, err)
+		}
+	}
+}
+
+func TestRecoveryWithDamagedCheckpoints(t *testing.T) {
+	for _, name := range []string{partitionCheckpointFile, epochCheckpointFile} {
+		h := newHarness(t, 1)
+		cfg := h.config("t-0")
+		cfg.SegmentBytes = 1000
+		l := h.open(cfg)
+		for i := 0; i < 12; i++ {
+			appendLeader(t, l, spec(values(1, 100, "a")...).at(h.nowMs()), int32(i/3))
+		}
+		all := readAll(t, l, 0)
+		must(t, l.DeleteRecords(2))
+		wantEpochs := l.Epochs()
+		want := readAll(t, l, 2)
+		h.close(l)
+		f, err := h.fs.Open("t-0/" + name)
+		must(t, err)
+		_, err = f.WriteAt([]byte("9"), 3)
+		must(t, err)
+		f.Close()
+		l = h.open(cfg)
+		// A lost checkpoint may bring back the deleted records, no more.
+		start := l.LogStartOffset()
+		if start > 2 || l.LogEndOffset() != 12 || !bytes.Equal(readAll(t, l, start), all[int(start)*len(all)/12:]) {
+			t.Fatalf("%s: log changed: start %d end %d", name, start, l.LogEndOffset())
+		}
+		if name == epochCheckpointFile {
+			if l.LogStartOffset() != 2 || !bytes.Equal(readAll(t, l, 2), want) {
+				t.Fatalf("%s: start %d", name, l.LogStartOffset())
+			}
+		}
+		got := l.Epochs()
+		if len(got) != len(wantEpochs) || got[len(got)-1] != wantEpochs[len(wantEpochs)-1] {
+			t.Fatalf("%s: epochs %v, want %v", name, got, wantEpochs)
+		}
+	}
+}
+
+func TestRecoveryCutsCorruptBatchAfterRecoveryPoint(t *testing.T) {
+	h := newHarness(t, 1)
+	cfg := h.config("t-0")
+	l := h.open(cfg)
+	fill(t, h, l, 5, 100)
+	h.flush(l)
+	must(t, h.wait(l.Checkpoint))
+	fill(t, h, l, 5, 100)
+	h.flush(l)
+	h.crash()
+	// Batch 7 is damaged on the medium: the log ends before it.
+	size := int64(len(spec(values(1, 100, "r")...).build()))
+	must(t, h.disk.FlipBit("t-0/00000000000000000000.log", 7*size+100))
+	l = h.open(cfg)
+	if l.LogEndOffset() != 7 {
+		t.Fatalf("end %d", l.LogEndOffset())
+	}
+	appendLeader(t, l, spec("next").at(0), 0)
+}
