@@ -1,0 +1,219 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// These tests build the real binary and drive it with franz-go, as a user
+// would. They share one build.
+
+var sluiceBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "sluice-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	sluiceBin = filepath.Join(dir, "sluice")
+	out, err := exec.Command("go", "build", "-o", sluiceBin, ".").CombinedOutput()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "build sluice: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// broker is a running `sluice serve` process.
+type broker struct {
+	t       *testing.T
+	cmd     *exec.Cmd
+	addr    string
+	dataDir string
+	stderr  *bytes.Buffer
+}
+
+func freePort(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+func startBroker(t *testing.T, addr, dataDir string, extra ...string) *broker {
+	t.Helper()
+	args := append([]string{"serve", "--listeners", "PLAINTEXT://" + addr, "--log-dir", dataDir}, extra...)
+	cmd := exec.Command(sluiceBin, args...)
+	b := &broker{t: t, cmd: cmd, addr: addr, dataDir: dataDir, stderr: &bytes.Buffer{}}
+	cmd.Stderr = b.stderr
+	require.NoError(t, cmd.Start())
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
+		if err == nil {
+			c.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			t.Fatalf("broker did not listen on %s: %v\nstderr:\n%s", addr, err, b.stderr)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			cmd.Process.Kill()
+			cmd.Wait()
+		}
+	})
+	return b
+}
+
+// stop sends SIGTERM and waits for a clean exit.
+func (b *broker) stop() {
+	b.t.Helper()
+	require.NoError(b.t, b.cmd.Process.Signal(syscall.SIGTERM))
+	done := make(chan error, 1)
+	go func() { done <- b.cmd.Wait() }()
+	select {
+	case err := <-done:
+		require.NoError(b.t, err, "stderr:\n%s", b.stderr)
+	case <-time.After(30 * time.Second):
+		b.cmd.Process.Kill()
+		b.t.Fatalf("broker did not exit after SIGTERM\nstderr:\n%s", b.stderr)
+	}
+}
+
+func TestServeWithFranzGo(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts real processes")
+	}
+	addr, dataDir := freePort(t), t.TempDir()
+	b := startBroker(t, addr, dataDir)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	admin, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	require.NoError(t, err)
+	adm := kadm.NewClient(admin)
+	created, err := adm.CreateTopic(ctx, 3, 1, nil, "orders")
+	if err == nil {
+		require.NoError(t, created.Err)
+	} else {
+		// CreateTopics may not be served yet by this build: fall back to
+		// auto-creation through Metadata.
+		t.Logf("CreateTopics: %v; relying on auto-creation", err)
+	}
+	admin.Close()
+
+	const n = 10000
+	start := time.Now().Add(-time.Minute)
+	producer, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.DefaultProduceTopic("orders"), kgo.AllowAutoTopicCreation())
+	require.NoError(t, err)
+	produceErrs := make(chan error, n)
+	for i := 0; i < n; i++ {
+		r := &kgo.Record{
+			Key:       []byte(fmt.Sprintf("key-%d", i%17)),
+			Value:     []byte(fmt.Sprintf("value-%05d", i)),
+			Headers:   []kgo.RecordHeader{{Key: "seq", Value: []byte(fmt.Sprint(i))}},
+			Timestamp: start.Add(time.Duration(i) * time.Millisecond),
+		}
+		producer.Produce(ctx, r, func(r *kgo.Record, err error) {
+			if err != nil {
+				produceErrs <- err
+			}
+		})
+	}
+	require.NoError(t, producer.Flush(ctx))
+	producer.Close()
+	close(produceErrs)
+	for err := range produceErrs {
+		t.Fatalf("produce: %v", err)
+	}
+
+	readAll := func() map[int32][]*kgo.Record {
+		consumer, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumeTopics("orders"),
+			kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+		require.NoError(t, err)
+		defer consumer.Close()
+		byPartition := map[int32][]*kgo.Record{}
+		got := 0
+		for got < n {
+			fetches := consumer.PollFetches(ctx)
+			require.NoError(t, ctx.Err(), "consumed %d of %d", got, n)
+			fetches.EachError(func(topic string, p int32, err error) { t.Fatalf("fetch %s/%d: %v", topic, p, err) })
+			fetches.EachRecord(func(r *kgo.Record) {
+				byPartition[r.Partition] = append(byPartition[r.Partition], r)
+				got++
+			})
+		}
+		return byPartition
+	}
+	check := func(byPartition map[int32][]*kgo.Record) {
+		total := 0
+		for p, recs := range byPartition {
+			last := -1
+			for i, r := range recs {
+				require.Equal(t, int64(i), r.Offset, "partition %d", p)
+				seq := 0
+				fmt.Sscan(string(r.Headers[0].Value), &seq)
+				require.Greater(t, seq, last, "partition %d out of order", p)
+				require.Equal(t, fmt.Sprintf("value-%05d", seq), string(r.Value))
+				require.Equal(t, fmt.Sprintf("key-%d", seq%17), string(r.Key))
+				last = seq
+			}
+			total += len(recs)
+		}
+		require.Equal(t, n, total)
+	}
+	first := readAll()
+	check(first)
+
+	// ListOffsets by timestamp: the record produced at start+5000ms.
+	admin, err = kgo.NewClient(kgo.SeedBrokers(addr))
+	require.NoError(t, err)
+	adm = kadm.NewClient(admin)
+	target := start.Add(5000 * time.Millisecond).UnixMilli()
+	listed, err := adm.ListOffsetsAfterMilli(ctx, target, "orders")
+	require.NoError(t, err)
+	for p, recs := range first {
+		lo, ok := listed.Lookup("orders", p)
+		require.True(t, ok)
+		require.NoError(t, lo.Err)
+		// The first record at or after the target timestamp.
+		want := int64(len(recs))
+		for i, r := range recs {
+			if r.Timestamp.UnixMilli() >= target {
+				want = int64(i)
+				break
+			}
+		}
+		require.Equal(t, want, lo.Offset, "partition %d", p)
+	}
+	admin.Close()
+
+	b.stop()
+	if strings.Contains(b.stderr.String(), "level=ERROR") {
+		t.Fatalf("broker logged errors:\n%s", b.stderr)
+	}
+	startBroker(t, addr, dataDir)
+	check(readAll())
+}
