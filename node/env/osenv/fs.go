@@ -261,7 +261,10 @@ func (f *file) syncWorker() {
 			release := f.closed
 			f.mu.Unlock()
 			if release {
-				f.release()
+				// Close already returned; its error can only be logged.
+				if err := f.release(); err != nil {
+					f.fs.node.log.Warn("close after sync failed", "file", f.name, "err", err)
+				}
 			}
 			return
 		}
