@@ -31,7 +31,14 @@ const (
 	stSynRcvd                 // accepting end waiting for the ACK
 	stOpen
 	stFinSent // closed locally; the FIN is queued or in flight
-	stGone    // the kernel forgot the connection
+	// stClosed: the connection closed cleanly (this end's FIN arrived, or
+	// the peer's FIN was reported). Late bytes are discarded, as osenv
+	// drains what a peer still sends after a local Close.
+	stClosed
+	// stGone: the kernel forgot the connection (a handshake given up or
+	// refused, a break, a reset). It answers whatever still arrives for
+	// it, except an RST, with an RST.
+	stGone
 )
 
 // end is one end of a connection and the env.Conn its application holds.
@@ -117,6 +124,11 @@ func (e *end) Close() error {
 // stale reports that the end's host rebooted (or crashed) since the end
 // was made: the host no longer knows it.
 func (e *end) stale() bool { return e.incarnation != e.h.incarnation }
+
+// forgotten reports that the end's host keeps no record of the connection:
+// it gave it up, broke or refused it, or rebooted since. Such a host answers
+// any segment of the connection but a SYN or an RST with an RST.
+func (e *end) forgotten() bool { return e.state == stGone || e.stale() }
 
 // live reports that the end is still sending, so it retransmits and can
 // time out.
@@ -204,10 +216,10 @@ func (e *end) announce() {
 
 func (e *end) closeReported(err error) {
 	e.reported = true
-	if e.state != stGone {
+	if e.state == stOpen {
 		// The peer closed: what this end wrote since has nobody to read it.
 		// (A broken end keeps its pipe: it may carry the RST.)
-		e.state = stGone
+		e.state = stClosed
 		e.out.clear()
 	}
 	e.handler.OnClose(err)
@@ -306,7 +318,7 @@ func (e *end) vanish() {
 // finished reports that the end will never act or be told anything again.
 func (e *end) finished() bool {
 	switch {
-	case e.state != stGone && e.state != stIdle:
+	case e.state != stGone && e.state != stClosed && e.state != stIdle:
 		return false
 	case e.stale():
 		return true
@@ -406,7 +418,6 @@ func (c *conn) synArrived() {
 func (c *conn) synAckArrived() {
 	d := c.ends[0]
 	if d.state != stSynSent {
-		d.sendReset() // the dial gave up meanwhile
 		return
 	}
 	d.stopHandshake()
@@ -447,14 +458,14 @@ func (e *end) dataArrived(pieces [][]byte) {
 
 func (e *end) finArrived(from *end) {
 	if from.state == stFinSent {
-		from.state = stGone // its close is complete
+		from.state = stClosed // its close is complete
 	}
 	switch e.state {
 	case stOpen:
 		e.finRcvd = true
 		e.kick()
 	case stFinSent:
-		e.state = stGone // both sides closed
+		e.state = stClosed // both sides closed
 	}
 }
 

@@ -131,9 +131,9 @@ func (p *pipe) arrive(seg segment) {
 	if seg.kind == segData || seg.kind == segFin || seg.kind == segAck {
 		p.acknowledge()
 	}
-	if seg.kind != segSyn && to.stale() {
-		// The host rebooted since: it answers whatever it does not know
-		// with an RST, every time.
+	if seg.kind != segSyn && to.forgotten() {
+		// The host rebooted since, or gave the connection up: it answers
+		// whatever it does not know with an RST, every time.
 		if seg.kind != segRst {
 			to.out.send(segRst, nil)
 		}

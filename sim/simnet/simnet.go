@@ -63,6 +63,13 @@
 // acceptor whose ACK never comes gives up after the same timeout, silently.
 // A listener closed before its accept func ran resets the connection.
 //
+// A host answers every segment but a SYN or an RST of a connection it does
+// not know with an RST, every time, as a kernel does: a connection it gave
+// up during the handshake (so a dialer whose final ACK was held past the
+// acceptor's timeout sees ErrConnReset once it gets through), one it broke
+// or refused, or one from before a reboot. An end that closed cleanly is
+// not forgotten: it discards late bytes silently, as osenv drains them.
+//
 // A clean close wins: an end that received the FIN reports OnClose(nil)
 // after the bytes before it, whatever breaks later. Not modelled: flow
 // control (a Write never waits, a receive buffer never fills), keepalives,

@@ -694,3 +694,29 @@ func TestALocalPortIsNotReusedWhileItsConnectionLives(t *testing.T) {
 		t.Fatalf("the port of a retired connection was not reused: %s then %s", c.conn.LocalAddr(), c3.conn.LocalAddr())
 	}
 }
+
+func TestAHandshakeTheAcceptorGaveUpIsResetWhenTheDialerWrites(t *testing.T) {
+	w := fixedWorld(t)
+	// The acceptor gives up on the ACK well before the dialer's RTO could
+	// break the connection over its held ACK.
+	w.n.SetTimeouts(time.Minute, 5*time.Second)
+	srv := w.listen("n2", ":9092")
+	c := w.dial("n1", "n2:9092")
+	// The SYN arrives at 1ms; the final ACK leaves at 2ms into the cut.
+	w.at(ms+ms/2, func() { w.n.Partition("n1", "n2") })
+	w.run(10 * time.Second)
+	if c.calls != 1 || c.err != nil || c.rec.closed || len(srv.conns) != 0 {
+		t.Fatalf("behind the cut: dial %d calls, %v, %s; %d accepted; want connected, not accepted",
+			c.calls, c.err, describe(c.rec), len(srv.conns))
+	}
+	w.n.Heal("n1", "n2")
+	mustWrite(t, c.conn, []byte("anyone?"))
+	w.runUntil("dialer sees the reset", func() bool { return c.rec.closed })
+	if !errors.Is(c.rec.err, ErrConnReset) || len(c.rec.data) != 0 || len(srv.conns) != 0 {
+		t.Fatalf("dialer of a forgotten handshake: %s, %d accepted; want ErrConnReset", describe(c.rec), len(srv.conns))
+	}
+	w.run(time.Minute)
+	if live := w.n.liveConns(); len(live) != 0 {
+		t.Fatalf("%d connections live after the reset", len(live))
+	}
+}

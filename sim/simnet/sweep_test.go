@@ -81,6 +81,9 @@ type ep struct {
 	sent   []byte
 	closed bool
 	peer   *ep
+	// For a dialed end: the host dialed, and its boot when Dial was called.
+	target    string
+	targetInc int
 }
 
 func (e *ep) open(sw *sweep) bool {
@@ -239,7 +242,7 @@ func (sw *sweep) dial() {
 	if !sw.up[from] {
 		return
 	}
-	inc := sw.inc[from]
+	inc, targetInc := sw.inc[from], sw.inc[to]
 	c := &client{}
 	sw.dials = append(sw.dials, c)
 	sw.dialInc = append(sw.dialInc, inc)
@@ -250,7 +253,9 @@ func (sw *sweep) dial() {
 		if err != nil {
 			return nil
 		}
-		return sw.add(from, inc, conn).rec
+		e := sw.add(from, inc, conn)
+		e.target, e.targetInc = to, targetInc
+		return e.rec
 	})
 }
 
@@ -317,6 +322,13 @@ func (sw *sweep) check() {
 		}
 		p := e.peer
 		if p == nil {
+			// Never accepted: the acceptor refused or gave up on the
+			// handshake, so the dialer must have broken (reset, or timed
+			// out first) once the faults healed.
+			if e.target != "" && sw.alive(e) && sw.inc[e.target] == e.targetInc && !e.closed &&
+				(!e.rec.closed || e.rec.err == nil) {
+				t.Errorf("%s: dialed, never accepted, and not broken: %s", who, describe(e.rec))
+			}
 			continue
 		}
 		if !bytes.HasPrefix(p.sent, e.rec.data) {
