@@ -1,0 +1,168 @@
+package simrun
+
+import (
+	"math"
+	"time"
+
+	"github.com/sluicemq/sluice/sim"
+	"github.com/sluicemq/sluice/sim/rng"
+	"github.com/sluicemq/sluice/sim/sched"
+	"github.com/sluicemq/sluice/sim/simfs"
+)
+
+// nemesis injects the seed's mix of faults during the safety phase, one
+// every FaultEvery on average (exponentially distributed), each undone
+// after a seeded while: a crashed node restarts, a paused one resumes, a cut
+// link heals, a disk's fault rates return to zero. heal undoes at once
+// whatever is still in effect.
+type nemesis struct {
+	r     *run
+	rand  *rng.Rand
+	next  *sched.Event
+	undos []*undo // in the order the faults were injected
+}
+
+type undo struct {
+	ev *sched.Event
+	f  func()
+}
+
+func (n *nemesis) start() {
+	if len(n.r.opts.Faults) > 0 {
+		n.schedule()
+	}
+}
+
+func (n *nemesis) schedule() {
+	mean := float64(n.r.opts.FaultEvery)
+	d := time.Duration(-math.Log(1-n.rand.Float64()) * mean)
+	n.next = n.r.w.After(d, "nemesis.fault", func() {
+		n.inject(n.r.opts.Faults[n.rand.Intn(len(n.r.opts.Faults))])
+		n.schedule()
+	})
+}
+
+// later arranges for f to undo a fault after d.
+func (n *nemesis) later(d time.Duration, f func()) {
+	u := &undo{f: f}
+	u.ev = n.r.w.After(d, "nemesis.heal", func() {
+		u.f = nil
+		f()
+	})
+	n.undos = append(n.undos, u)
+}
+
+// heal stops injecting and undoes every fault still in effect, in order.
+func (n *nemesis) heal() {
+	if n.next != nil {
+		n.next.Cancel()
+		n.next = nil
+	}
+	for _, u := range n.undos {
+		if u.f != nil {
+			u.ev.Cancel()
+			u.f()
+		}
+	}
+	n.undos = nil
+}
+
+// uniform draws a duration in [lo, hi).
+func (n *nemesis) uniform(lo, hi time.Duration) time.Duration {
+	return lo + time.Duration(n.rand.Uint64n(uint64(hi-lo)))
+}
+
+func (n *nemesis) inject(f Fault) {
+	r := n.r
+	if r.cfg.Log != nil {
+		defer func() { r.logf("fault %s", f) }()
+	}
+	w := r.w
+	broker := w.Node(brokerName)
+	switch f {
+	case FaultCrash:
+		if !broker.Up() {
+			return
+		}
+		broker.Crash()
+		n.later(n.uniform(0, 3*time.Second), func() { r.restartIfDown(broker) })
+	case FaultPowerLoss:
+		w.PowerLoss()
+		r.clientsCrashed()
+		n.later(n.uniform(0, 3*time.Second), func() {
+			for _, node := range w.Nodes() {
+				r.restartIfDown(node)
+			}
+		})
+	case FaultPause:
+		target := n.pick(w.Nodes())
+		if !target.Up() || target.Paused() {
+			return
+		}
+		target.Pause()
+		n.later(n.uniform(10*time.Millisecond, 5*time.Second), target.Resume)
+	case FaultReset:
+		w.Net().Reset(brokerName, n.pickClient())
+	case FaultPartition:
+		n.partition(n.pickClient())
+	case FaultStall:
+		a, b := brokerName, n.pickClient()
+		if n.rand.Chance(0.5) {
+			a, b = b, a
+		}
+		w.Net().Stall(a, b, n.uniform(10*time.Millisecond, 3*time.Second))
+	case FaultDisk:
+		rate := 0.002 + 0.02*n.rand.Float64()
+		mustSet(broker.Disk().SetFaults(simfs.Faults{EIORate: rate, NoSpaceRate: rate / 2}))
+		n.later(n.uniform(50*time.Millisecond, 2*time.Second), func() { mustSet(broker.Disk().SetFaults(simfs.Faults{})) })
+	case FaultBitFlip:
+		broker.Disk().FlipNextRead()
+	case FaultClock:
+		// Log-uniform between a millisecond and an hour, either way.
+		d := time.Duration(math.Exp(n.rand.Float64()*math.Log(float64(time.Hour/time.Millisecond)))) * time.Millisecond
+		if n.rand.Chance(0.5) {
+			d = -d
+		}
+		n.pick(w.Nodes()).Clock().Jump(d)
+	default:
+		panic("simrun: unknown fault " + string(f))
+	}
+	r.probes.add("fault." + string(f))
+}
+
+// partition cuts the links between client and the broker, both ways or one
+// way, for up to twenty seconds (past simnet's retransmission timeout, so
+// that connections break on either side).
+func (n *nemesis) partition(client string) {
+	net := n.r.w.Net()
+	var links [][2]string
+	switch n.rand.Intn(3) {
+	case 0:
+		links = [][2]string{{brokerName, client}, {client, brokerName}}
+	case 1:
+		links = [][2]string{{brokerName, client}}
+	default:
+		links = [][2]string{{client, brokerName}}
+	}
+	for _, l := range links {
+		net.Partition(l[0], l[1])
+	}
+	n.later(n.uniform(100*time.Millisecond, 20*time.Second), func() {
+		for _, l := range links {
+			net.Heal(l[0], l[1])
+		}
+	})
+}
+
+func (n *nemesis) pick(nodes []*sim.Node) *sim.Node { return nodes[n.rand.Intn(len(nodes))] }
+
+func (n *nemesis) pickClient() string {
+	names := n.r.clientNames
+	return names[n.rand.Intn(len(names))]
+}
+
+func mustSet(err error) {
+	if err != nil {
+		panic("simrun: " + err.Error()) // the rates are drawn in range
+	}
+}

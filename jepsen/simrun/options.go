@@ -1,0 +1,124 @@
+package simrun
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/sluicemq/sluice/sim/rng"
+)
+
+// Fault is a kind of fault the nemesis injects.
+type Fault string
+
+// The faults a seed may mix. Each is undone (a restart, a resume, a heal)
+// after a seeded while, or at the latest when the liveness phase begins.
+const (
+	// FaultCrash kills the broker's process: memory and unsynced disk state
+	// are lost; it restarts from disk.
+	FaultCrash Fault = "crash"
+	// FaultPowerLoss crashes every node at once, clients included.
+	FaultPowerLoss Fault = "powerloss"
+	// FaultPause freezes a node (the broker or a client), as SIGSTOP does.
+	FaultPause Fault = "pause"
+	// FaultReset breaks every connection between a client and the broker.
+	FaultReset Fault = "reset"
+	// FaultPartition cuts the links between a client and the broker, both
+	// ways or one way.
+	FaultPartition Fault = "partition"
+	// FaultStall delays a link's traffic without breaking it.
+	FaultStall Fault = "stall"
+	// FaultDisk turns on seeded EIO and ENOSPC rates on the broker's disk
+	// for a while, or fails its next operation of one kind.
+	FaultDisk Fault = "disk"
+	// FaultBitFlip flips a bit of what the broker's next disk read returns.
+	FaultBitFlip Fault = "bitflip"
+	// FaultClock steps a node's wall clock forwards or backwards.
+	FaultClock Fault = "clock"
+)
+
+// allFaults lists every fault, in the order a seed considers them.
+var allFaults = []Fault{FaultCrash, FaultPowerLoss, FaultPause, FaultReset, FaultPartition, FaultStall, FaultDisk, FaultBitFlip, FaultClock}
+
+// Options are what a seed chose for a run (swarm testing: each seed picks
+// its own shape and its own mix of faults, so rare combinations get runs of
+// their own).
+type Options struct {
+	// Partitions of the one topic.
+	Partitions int
+	// Producers and Consumers are the client nodes, one client each.
+	Producers, Consumers int
+	// BatchMax is the most values a produce carries (at least 1).
+	BatchMax int
+	// Think is the mean pause between a client's operations.
+	Think time.Duration
+	// ProduceVersion and FetchVersion are the request versions the clients
+	// speak (FetchVersion 13 and above names topics by id).
+	ProduceVersion, FetchVersion int16
+	// SegmentBytes is the broker's log.segment.bytes: small segments make
+	// rolls, and crashes across them, frequent.
+	SegmentBytes int64
+	// Faults is the mix; FaultEvery the mean time between two faults.
+	Faults     []Fault
+	FaultEvery time.Duration
+}
+
+// ChooseOptions returns the options seed decides. They draw from the
+// world's "options" stream only, so a change elsewhere leaves them alone.
+func ChooseOptions(seed uint64) Options {
+	r := rng.New(seed).Fork("options")
+	o := Options{
+		Partitions:     1 + r.Intn(4),
+		Producers:      1 + r.Intn(3),
+		Consumers:      1 + r.Intn(2),
+		BatchMax:       pick(r, []int{1, 1, 3, 8}),
+		Think:          pick(r, []time.Duration{2 * time.Millisecond, 10 * time.Millisecond, 40 * time.Millisecond}),
+		ProduceVersion: pick(r, []int16{3, 7, 9, 11}),
+		FetchVersion:   pick(r, []int16{4, 11, 12, 13, 17}),
+		SegmentBytes:   pick(r, []int64{64 << 10, 1 << 20}),
+		FaultEvery:     pick(r, []time.Duration{200 * time.Millisecond, time.Second, 3 * time.Second}),
+	}
+	if !r.Chance(0.1) { // one seed in ten runs without faults
+		for _, f := range allFaults {
+			if r.Chance(0.5) {
+				o.Faults = append(o.Faults, f)
+			}
+		}
+	}
+	return o
+}
+
+func pick[T any](r *rng.Rand, xs []T) T { return xs[r.Intn(len(xs))] }
+
+// String renders the options as space-separated key=value pairs.
+func (o Options) String() string {
+	faults := "none"
+	if len(o.Faults) > 0 {
+		names := make([]string, len(o.Faults))
+		for i, f := range o.Faults {
+			names[i] = string(f)
+		}
+		faults = strings.Join(names, ",")
+	}
+	return fmt.Sprintf("partitions=%d producers=%d consumers=%d batch=%d think=%s produce=v%d fetch=v%d segment=%d faults=%s every=%s",
+		o.Partitions, o.Producers, o.Consumers, o.BatchMax, o.Think, o.ProduceVersion, o.FetchVersion, o.SegmentBytes, faults, o.FaultEvery)
+}
+
+// validate refuses options a run cannot honour.
+func (o Options) validate() error {
+	switch {
+	case o.Partitions < 1 || o.Partitions > 64:
+		return fmt.Errorf("simrun: partitions must be in [1, 64], got %d", o.Partitions)
+	case o.Producers < 0 || o.Producers > 16 || o.Consumers < 0 || o.Consumers > 16:
+		return fmt.Errorf("simrun: producers and consumers must be in [0, 16], got %d and %d", o.Producers, o.Consumers)
+	case o.BatchMax < 1:
+		return fmt.Errorf("simrun: batch max must be at least 1, got %d", o.BatchMax)
+	case o.Think < 0 || o.FaultEvery <= 0 && len(o.Faults) > 0:
+		return fmt.Errorf("simrun: think time %s and fault interval %s must not be negative or zero", o.Think, o.FaultEvery)
+	case o.ProduceVersion < 3 || o.ProduceVersion > 12 || o.FetchVersion < 4 || o.FetchVersion > 17:
+		return fmt.Errorf("simrun: produce v%d and fetch v%d: the clients speak produce v3-12 and fetch v4-17", o.ProduceVersion, o.FetchVersion)
+	case o.SegmentBytes < 1024:
+		return fmt.Errorf("simrun: segment bytes must be at least 1024, got %d", o.SegmentBytes)
+	}
+	return nil
+}

@@ -1,0 +1,60 @@
+package simrun
+
+import (
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// probes counts how often named things happened in a run: faults injected,
+// rare client paths taken, disk faults that struck. A sweep adds them up
+// across seeds; a probe that never fires marks a part of the system the
+// simulation does not reach.
+type probes struct {
+	counts map[string]int
+}
+
+func (p *probes) add(name string) { p.addN(name, 1) }
+
+func (p *probes) addN(name string, n int) {
+	if n == 0 {
+		return
+	}
+	if p.counts == nil {
+		p.counts = make(map[string]int)
+	}
+	p.counts[name] += n
+}
+
+// Count is one probe's count.
+type Count struct {
+	Name  string
+	Count int
+}
+
+// sorted returns the counts ordered by name.
+func (p *probes) sorted() []Count {
+	out := make([]Count, 0, len(p.counts))
+	for name, n := range p.counts {
+		out = append(out, Count{Name: name, Count: n})
+	}
+	slices.SortFunc(out, func(a, b Count) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+// formatCounts renders counts as "a:1,b:2", or "none".
+func formatCounts(cs []Count) string {
+	if len(cs) == 0 {
+		return "none"
+	}
+	var b strings.Builder
+	for i, c := range cs {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(c.Name)
+		b.WriteByte(':')
+		b.WriteString(strconv.Itoa(c.Count))
+	}
+	return b.String()
+}

@@ -1,0 +1,460 @@
+package simrun
+
+import (
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"log/slog"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/sluicemq/sluice/jepsen"
+	"github.com/sluicemq/sluice/node"
+	"github.com/sluicemq/sluice/node/env"
+	"github.com/sluicemq/sluice/sim"
+	"github.com/sluicemq/sluice/sim/rng"
+	"github.com/sluicemq/sluice/sim/simfs"
+)
+
+const (
+	brokerName = "broker"
+	brokerAddr = "broker:9092"
+	readerName = "reader"
+	topicName  = "jepsen"
+
+	// DefaultDuration is the safety phase of a run that names none.
+	DefaultDuration = 20 * time.Second
+	// livenessLimit bounds each step of the liveness phase in virtual
+	// time: pending operations completing, the produces that must
+	// succeed, the final reads.
+	livenessLimit = 2 * time.Minute
+	// DefaultCheckTimeout is porcupine's budget per partition: far beyond
+	// what a run's history needs, so that it never decides a verdict.
+	DefaultCheckTimeout = 10 * time.Minute
+)
+
+// Sabotage makes the clients lie, for tests that the check catches a
+// broken broker; runs leave it at SabotageNone.
+type Sabotage int
+
+const (
+	SabotageNone Sabotage = iota
+	// SabotageShiftOffset reports some acknowledged produces one offset
+	// further than the broker said.
+	SabotageShiftOffset
+	// SabotageDropFromFinal drops the last record of every final read, as
+	// if the broker had lost an acknowledged write.
+	SabotageDropFromFinal
+)
+
+// Config says what to run.
+type Config struct {
+	Seed uint64
+	// Duration is the safety phase, in virtual time; zero means
+	// DefaultDuration. The liveness phase follows it.
+	Duration time.Duration
+	// Options overrides what the seed would choose (nil: ChooseOptions).
+	Options *Options
+	// CheckTimeout is porcupine's budget per partition; zero means
+	// DefaultCheckTimeout.
+	CheckTimeout time.Duration
+	// Log, if set, receives every node's logs at LogLevel and above.
+	Log      io.Writer
+	LogLevel slog.Level
+	Sabotage Sabotage
+}
+
+// Summary is what a run did and what the check found.
+type Summary struct {
+	Seed     uint64
+	Duration time.Duration // the safety phase asked for
+	Options  Options
+	// Time is the virtual time the run took, both phases; Events the
+	// events delivered; Ops the operations invoked.
+	Time   time.Duration
+	Events uint64
+	Ops    int
+	// Trace is the world's trace hash with the check's verdict folded in:
+	// the same seed and code always give the same trace.
+	Trace string
+	// Check is the history's judgement; Failures what the run itself saw
+	// go wrong (a produce that failed after healing, a final read that
+	// never completed, a panic).
+	Check    jepsen.Result
+	Failures []string
+	// Probes counts faults injected ("fault.crash") and rare paths taken
+	// ("produce.retry", "disk.eio", ...).
+	Probes  []Count
+	History []jepsen.Event
+}
+
+// OK reports whether the run passed: the history checks out and the
+// cluster recovered.
+func (s Summary) OK() bool { return s.Check.OK() && len(s.Failures) == 0 }
+
+// Result is "ok" or "violation".
+func (s Summary) Result() string {
+	if s.OK() {
+		return "ok"
+	}
+	return "violation"
+}
+
+// Line is the one-line summary: seed, virtual time, events, operations,
+// result, trace, then the options the seed chose and the faults injected.
+func (s Summary) Line() string {
+	var faults []Count
+	for _, c := range s.Probes {
+		if name, ok := strings.CutPrefix(c.Name, "fault."); ok {
+			faults = append(faults, Count{Name: name, Count: c.Count})
+		}
+	}
+	return fmt.Sprintf("seed=%d time=%s events=%d ops=%d result=%s trace=%s %s injected=%s",
+		s.Seed, s.Time.Truncate(time.Millisecond), s.Events, s.Ops, s.Result(), s.Trace, s.Options, formatCounts(faults))
+}
+
+// Details explains a failed run: the run's own failures, then the check's
+// report.
+func (s Summary) Details() string {
+	var b strings.Builder
+	for _, f := range s.Failures {
+		fmt.Fprintf(&b, "failure: %s\n", f)
+	}
+	b.WriteString(s.Check.String())
+	return b.String()
+}
+
+// run is one seeded run in progress.
+type run struct {
+	cfg   Config
+	opts  Options
+	w     *sim.World
+	h     *jepsen.History
+	rand  *rng.Rand // for sabotage
+	topic string
+
+	broker    brokerHost
+	producers []*producer
+	consumers []*consumer
+	reader    *finalReader
+	nemesis   *nemesis
+	// clientNames are the client nodes, the targets of network faults.
+	clientNames []string
+
+	// stopping is set when the safety phase ends: clients start nothing
+	// new except the liveness phase's produces.
+	stopping bool
+	probes   probes
+	failures []string
+	// clusterID is the first cluster id a client was told.
+	clusterID string
+}
+
+// brokerHost is the broker's node and what is known of its process.
+type brokerHost struct {
+	node    *sim.Node
+	cfg     node.Config
+	running bool // Start succeeded in the current incarnation
+	// diskErrs is the disk's injected-error count when the current
+	// incarnation booted: more now means the broker saw a disk fail.
+	diskErrs int
+}
+
+// Run runs one seed: the safety phase with faults, the liveness phase
+// without, the final reads, and the check.
+func Run(cfg Config) Summary {
+	if cfg.Duration <= 0 {
+		cfg.Duration = DefaultDuration
+	}
+	if cfg.CheckTimeout <= 0 {
+		cfg.CheckTimeout = DefaultCheckTimeout
+	}
+	opts := ChooseOptions(cfg.Seed)
+	if cfg.Options != nil {
+		opts = *cfg.Options
+	}
+	r := &run{cfg: cfg, opts: opts, w: sim.New(cfg.Seed), h: jepsen.NewHistory(), topic: topicName}
+	r.rand = r.w.Rand("sabotage")
+	if err := opts.validate(); err != nil {
+		r.fail("%v", err)
+		return r.summarize()
+	}
+	if cfg.Log != nil {
+		r.w.SetLog(cfg.Log, cfg.LogLevel)
+	}
+	r.execute()
+	return r.summarize()
+}
+
+// execute runs both phases; a panic anywhere in the simulated world (the
+// broker's code, most likely) ends the run as a failure.
+func (r *run) execute() {
+	defer func() {
+		if p := recover(); p != nil {
+			r.fail("panic at %s: %v", r.w.Now(), p)
+		}
+	}()
+	r.setup()
+	r.nemesis.start()
+	r.w.Run(r.cfg.Duration)
+	r.liveness()
+}
+
+func (r *run) setup() {
+	w := r.w
+	w.Net().SetTimeouts(5*time.Second, 5*time.Second)
+	r.nemesis = &nemesis{r: r, rand: w.Rand("nemesis")}
+	cfg := node.DefaultConfig()
+	cfg.Listeners = []node.Listener{{Name: "PLAINTEXT", Host: brokerName, Port: 9092}}
+	cfg.NumPartitions = int32(r.opts.Partitions)
+	cfg.LogSegmentBytes = r.opts.SegmentBytes
+	cfg.LogRetention = -1 // the checker models no truncation from the front
+	cfg.LogRetentionBytes = -1
+	r.broker.cfg = cfg
+	r.broker.node = w.AddNode(brokerName, r.bootBroker)
+	for i := range r.opts.Producers {
+		p := &producer{w: r.newWorker(1+i, fmt.Sprintf("p%d", 1+i))}
+		r.producers = append(r.producers, p)
+		w.AddNode(p.w.name, p.boot)
+	}
+	for i := range r.opts.Consumers {
+		c := &consumer{w: r.newWorker(101+i, fmt.Sprintf("c%d", 1+i)), pos: make([]int64, r.opts.Partitions)}
+		r.consumers = append(r.consumers, c)
+		w.AddNode(c.w.name, c.boot)
+	}
+	r.reader = &finalReader{w: r.newWorker(200, readerName)}
+	w.AddNode(readerName, nil)
+}
+
+func (r *run) newWorker(id int, name string) *worker {
+	r.clientNames = append(r.clientNames, name)
+	return &worker{r: r, id: id, name: name, rand: r.w.Rand("client/" + name)}
+}
+
+// bootBroker is the broker node's boot: it starts a broker over the disk;
+// a start that fails (a disk error during recovery) is retried by a
+// supervisor restarting the process.
+func (r *run) bootBroker(e env.Env) {
+	bh := &r.broker
+	bh.running = false
+	bh.diskErrs = diskErrors(bh.node.Disk())
+	b, err := node.New(e, bh.cfg)
+	if err != nil {
+		panic(fmt.Sprintf("simrun: broker config refused: %v", err))
+	}
+	inc := bh.node.Incarnation()
+	b.Start(func(err error) {
+		if err == nil {
+			bh.running = true
+			return
+		}
+		r.probes.add("broker.start_failed")
+		r.w.After(500*time.Millisecond, "supervisor.restart", func() {
+			if bh.node.Incarnation() == inc && bh.node.Up() {
+				bh.node.Restart()
+			}
+		})
+	})
+}
+
+func diskErrors(d *simfs.Disk) int {
+	st := d.Stats()
+	return st.InjectedIO + st.InjectedNoSpace + st.InjectedOther + st.SyncsFailed
+}
+
+func (r *run) restartIfDown(n *sim.Node) {
+	if !n.Up() {
+		n.Restart()
+	}
+}
+
+// clientsCrashed tells the clients their nodes died (a power loss).
+func (r *run) clientsCrashed() {
+	for _, p := range r.producers {
+		p.crashed()
+	}
+	for _, c := range r.consumers {
+		c.crashed()
+	}
+}
+
+// liveness ends the faults and requires the cluster to converge: every
+// pending operation completes, a produce to each partition from each
+// producer succeeds, and each partition can be read whole.
+func (r *run) liveness() {
+	w := r.w
+	r.stopping = true
+	r.logf("safety phase over: healing")
+	r.heal()
+	if !w.RunUntil(r.idle, livenessLimit) {
+		r.fail("liveness: operations still pending %s after healing: %s", livenessLimit, r.describeBusy())
+		return
+	}
+	for _, p := range r.producers {
+		p.probes = r.opts.Partitions
+		node := w.Node(p.w.name)
+		node.Post(func() {
+			if p.sess != nil {
+				p.sess.kick()
+			}
+		})
+	}
+	if !w.RunUntil(func() bool { return r.idle() && r.probesDone() }, livenessLimit) {
+		r.fail("liveness: produces after healing did not complete in %s: %s", livenessLimit, r.describeBusy())
+		return
+	}
+	reader := w.Node(readerName)
+	reader.Post(func() { r.reader.start(reader.Env()) })
+	if !w.RunUntil(func() bool { return r.reader.done }, livenessLimit) {
+		r.fail("liveness: the final read of %s-%d did not complete in %s", r.topic, r.reader.next, livenessLimit)
+	}
+}
+
+// heal undoes every fault: links healed, disks well, nodes resumed and
+// restarted, and a broker that saw its disk fail restarted, as an operator
+// would restart a Kafka broker whose log directory went offline.
+func (r *run) heal() {
+	w := r.w
+	r.nemesis.heal()
+	w.Net().HealAll()
+	bh := &r.broker
+	mustSet(bh.node.Disk().SetFaults(simfs.Faults{}))
+	for _, n := range w.Nodes() {
+		n.Resume()
+		r.restartIfDown(n)
+	}
+	if diskErrors(bh.node.Disk()) > bh.diskErrs {
+		r.probes.add("broker.operator_restart")
+		bh.node.Restart()
+	}
+}
+
+func (r *run) idle() bool {
+	for _, p := range r.producers {
+		if p.busy() {
+			return false
+		}
+	}
+	for _, c := range r.consumers {
+		if c.busy() {
+			return false
+		}
+	}
+	return true
+}
+
+func (r *run) probesDone() bool {
+	for _, p := range r.producers {
+		if p.probes > 0 {
+			return false
+		}
+	}
+	return true
+}
+
+func (r *run) describeBusy() string {
+	var busy []string
+	for _, p := range r.producers {
+		if p.busy() || p.probes > 0 {
+			busy = append(busy, fmt.Sprintf("%s (produce in progress: %v, liveness produces left: %d)", p.w.name, p.busy(), p.probes))
+		}
+	}
+	for _, c := range r.consumers {
+		if c.busy() {
+			busy = append(busy, c.w.name+" (fetch in progress)")
+		}
+	}
+	return fmt.Sprintf("%s; broker up=%v running=%v", strings.Join(busy, ", "), r.broker.node.Up(), r.broker.running)
+}
+
+// seeClusterID checks that the cluster id a client was told is the one
+// every client was told before: Kafka's cluster id never changes.
+func (r *run) seeClusterID(id string) {
+	switch {
+	case r.clusterID == "":
+		r.clusterID = id
+	case id != r.clusterID:
+		r.violate("the cluster id changed from %q to %q: the broker forgot its metadata", r.clusterID, id)
+	}
+}
+
+// opEnded hears how every produce ended; a liveness produce must succeed.
+func (r *run) opEnded(mustSucceed bool, kind jepsen.Kind, tp jepsen.TopicPartition, err error) {
+	if mustSucceed && kind != jepsen.KindOk {
+		r.fail("liveness: a produce to %s after healing ended %s: %v", tp, kind, err)
+	}
+}
+
+// recordFetch records how a consumer's fetch ended.
+func (r *run) recordFetch(id jepsen.OpID, records []jepsen.Record, err error) {
+	switch {
+	case err == nil:
+		r.h.FetchOk(id, records)
+	case errors.Is(err, errCorruptBatch):
+		r.probes.add("consumer.corrupt_batch")
+		r.h.Info(id, err)
+	default:
+		r.h.Complete(id, err)
+	}
+}
+
+// logf writes a line about the run itself (a fault, a phase) to the log,
+// stamped with virtual time.
+func (r *run) logf(format string, args ...any) {
+	if r.cfg.Log != nil {
+		fmt.Fprintf(r.cfg.Log, "vt=%s simrun: %s\n", r.w.Now(), fmt.Sprintf(format, args...))
+	}
+}
+
+func (r *run) fail(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	if !slices.Contains(r.failures, msg) {
+		r.failures = append(r.failures, msg)
+	}
+}
+
+// violate records a broken promise the clients saw directly.
+func (r *run) violate(format string, args ...any) { r.fail("violation: "+format, args...) }
+
+func (r *run) summarize() Summary {
+	w := r.w
+	if r.broker.node != nil {
+		r.diskProbes()
+	}
+	check := jepsen.Check(r.h, jepsen.Config{Timeout: r.cfg.CheckTimeout})
+	ops := 0
+	for _, e := range r.h.Events() {
+		if e.Kind == jepsen.KindInvoke {
+			ops++
+		}
+	}
+	s := Summary{
+		Seed: r.cfg.Seed, Duration: r.cfg.Duration, Options: r.opts,
+		Time: w.Now(), Events: w.Events(), Ops: ops,
+		Check: check, Failures: r.failures, Probes: r.probes.sorted(), History: r.h.Events(),
+	}
+	w.Scheduler().Fold("check.verdict", hashString(s.Result()+string(check.Verdict)))
+	w.Scheduler().Fold("check.ops", uint64(ops))
+	s.Trace = w.Trace()
+	return s
+}
+
+// diskProbes adds what the broker's disk went through to the probes.
+func (r *run) diskProbes() {
+	st := r.broker.node.Disk().Stats()
+	r.probes.addN("disk.eio", st.InjectedIO)
+	r.probes.addN("disk.enospc", st.InjectedNoSpace)
+	r.probes.addN("disk.short_write", st.ShortWrites)
+	r.probes.addN("disk.sync_failed", st.SyncsFailed)
+	r.probes.addN("disk.sync_lost", st.SyncsLost)
+	r.probes.addN("disk.write_torn", st.WritesTorn)
+	r.probes.addN("disk.read_flip", st.ReadFlips)
+}
+
+func hashString(s string) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(s))
+	return h.Sum64()
+}
