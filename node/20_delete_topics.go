@@ -1,6 +1,8 @@
 package node
 
 import (
+	"fmt"
+
 	"github.com/sluicemq/sluice/raftmeta"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -17,8 +19,9 @@ import (
 //     Results follow the request's order (Kafka shuffles them).
 //   - The deletions are one metadata change. The answer comes once it is
 //     committed and the topics' partitions are removed from this broker's
-//     disk, so a client can recreate the name at once. Errors removing
-//     files are logged: the topic is deleted all the same.
+//     disk, so a client can recreate the name at once; until then the name
+//     is reserved (TOPIC_ALREADY_EXISTS to another client's CreateTopics).
+//     Errors removing files are logged: the topic is deleted all the same.
 //   - A topic whose deletion another request has in flight is waited for,
 //     and the request is then handled afresh, so it sees the topic gone
 //     (UNKNOWN_TOPIC_OR_PARTITION) and never commits a second deletion. A
@@ -187,12 +190,25 @@ func (b *Broker) deleteTopics(topics []*raftmeta.Topic, done func(error)) {
 			finish(err)
 			return
 		}
+		// Until its partitions are gone from disk, a deleted topic's name
+		// stays reserved as if being created: a new topic of that name would
+		// open the directories the removal is deleting. CreateTopics answers
+		// TOPIC_ALREADY_EXISTS meanwhile, as Kafka did for a topic marked
+		// for deletion, and Metadata LEADER_NOT_AVAILABLE, which clients
+		// retry.
+		for _, t := range topics {
+			if b.creating[t.Name] {
+				panic(fmt.Sprintf("node: topic %q created while it still existed", t.Name))
+			}
+			b.creating[t.Name] = true
+		}
 		left := len(topics)
 		for _, t := range topics {
 			b.removeTopicPartitions(t, func(err error) {
 				if err != nil {
 					b.env.Log.Error("remove partitions of deleted topic", "topic", t.Name, "id", t.ID.String(), "err", err)
 				}
+				delete(b.creating, t.Name)
 				if left--; left == 0 {
 					finish(nil)
 				}

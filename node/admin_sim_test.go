@@ -155,13 +155,13 @@ func answered(resps ...*kmsg.Response) func() bool {
 }
 
 func TestCreateTopicsUsesBrokerDefaultsAndDescribesTheTopic(t *testing.T) {
-	s := newSimBroker(t, 10, func(c *Config) { c.NumPartitions = 3 })
+	s := newSimBroker(t, 10, func(c *Config) { c.NumPartitions = 2 })
 	resp := s.createTopics(7, false, newTopic("orders", -1, -1, "retention.ms", "1000"))
 	require.Len(t, resp.Topics, 1)
 	rt := resp.Topics[0]
 	require.Zero(t, rt.ErrorCode, kerr.ErrorForCode(rt.ErrorCode))
 	require.Nil(t, rt.ErrorMessage)
-	require.Equal(t, int32(3), rt.NumPartitions)
+	require.Equal(t, int32(2), rt.NumPartitions)
 	require.Equal(t, int16(1), rt.ReplicationFactor)
 	require.NotEqual(t, [16]byte{}, rt.TopicID)
 	configs := map[string]kmsg.CreateTopicsResponseTopicConfig{}
@@ -181,7 +181,7 @@ func TestCreateTopicsUsesBrokerDefaultsAndDescribesTheTopic(t *testing.T) {
 	got := s.do(md).(*kmsg.MetadataResponse).Topics
 	require.Len(t, got, 1)
 	require.Equal(t, rt.TopicID, got[0].TopicID)
-	require.Len(t, got[0].Partitions, 3)
+	require.Len(t, got[0].Partitions, 2)
 	require.Equal(t, "1000", *s.topicConfigs("orders")["retention.ms"].Value)
 }
 
@@ -189,7 +189,7 @@ func TestCreateTopicsServesEveryVersion(t *testing.T) {
 	s := newSimBroker(t, 11, nil)
 	for v := int16(0); v <= 7; v++ {
 		name := "v" + strconv.Itoa(int(v))
-		resp := s.createTopics(v, false, newTopic(name, 2, 1), newTopic(name+"-bad", 0, 1))
+		resp := s.createTopics(v, false, newTopic(name, 1, 1), newTopic(name+"-bad", 0, 1))
 		require.Len(t, resp.Topics, 2, "v%d", v)
 		require.Zero(t, resp.Topics[0].ErrorCode, "v%d", v)
 		require.Equal(t, kerr.InvalidPartitions.Code, resp.Topics[1].ErrorCode, "v%d", v)
@@ -220,7 +220,7 @@ func TestCreateTopicsAnswersEachBadTopicAlone(t *testing.T) {
 		{bad, kerr.InvalidConfig},
 		{newTopic("unknown-cfg", 1, 1, "no.such.config", "1"), kerr.InvalidConfig},
 		{newTopic("bad-value", 1, 1, "retention.ms", "soon"), kerr.InvalidConfig},
-		{newTopic("ok", 2, 1, "cleanup.policy", "compact"), nil},
+		{newTopic("ok", 1, 1, "cleanup.policy", "compact"), nil},
 		{func() kmsg.CreateTopicsRequestTopic {
 			t := manualTopic("manual-rf", map[int32][]int32{0: {1}})
 			t.ReplicationFactor = 1
@@ -230,7 +230,7 @@ func TestCreateTopicsAnswersEachBadTopicAlone(t *testing.T) {
 		{manualTopic("manual-empty", map[int32][]int32{0: {}}), kerr.InvalidReplicaAssignment},
 		{manualTopic("manual-unknown-broker", map[int32][]int32{0: {7}}), kerr.InvalidReplicaAssignment},
 		{manualTopic("manual-twice", map[int32][]int32{0: {1, 1}}), kerr.InvalidReplicaAssignment},
-		{manualTopic("manual-ok", map[int32][]int32{0: {1}, 1: {1}}), nil},
+		{manualTopic("manual-ok", map[int32][]int32{0: {1}, 1: {1}}), nil}, // two partitions
 		{func() kmsg.CreateTopicsRequestTopic {
 			t := manualTopic("manual-count", map[int32][]int32{0: {1}})
 			t.NumPartitions = 1
@@ -416,6 +416,23 @@ func TestDeleteRacingCreateAndAlterOfOneTopic(t *testing.T) {
 		(*alter).(*kmsg.IncrementalAlterConfigsResponse).Resources[0].ErrorCode, "the alteration waited for the deletion")
 	s.restart()
 	require.Empty(t, s.topicNames())
+}
+
+func TestDeletedNameIsReservedUntilItsPartitionsAreGone(t *testing.T) {
+	s := newSimBroker(t, 25, nil)
+	s.mustCreate("x")
+	other := s.dialClient()
+	s.slowDisk()
+	del := s.send(s.client, deleteByName(6, "x"))
+	s.runUntil("deletion committed, partitions not yet removed", func() bool {
+		return s.broker.image.TopicByName("x") == nil && s.broker.creating["x"]
+	})
+	create := s.send(other, s.createReq(newTopic("x", 1, 1)))
+	s.runUntil("both answered", answered(del, create))
+	require.Zero(t, (*del).(*kmsg.DeleteTopicsResponse).Topics[0].ErrorCode)
+	require.Equal(t, kerr.TopicAlreadyExists.Code, (*create).(*kmsg.CreateTopicsResponse).Topics[0].ErrorCode)
+	s.mustCreate("x")
+	require.Equal(t, []string{"x"}, s.topicNames())
 }
 
 func TestFailedCommitsAnswerUnknownServerError(t *testing.T) {
