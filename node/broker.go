@@ -47,6 +47,12 @@ type Broker struct {
 	connSeq   uint64
 
 	state brokerState
+
+	// deleting and altering track the topic deletions and config changes
+	// in flight, so that a request that depends on one waits for it
+	// (20_delete_topics.go, alterconfigs.go).
+	deleting inFlight[raftmeta.TopicID]
+	altering inFlight[string]
 }
 
 type brokerState int

@@ -12,7 +12,13 @@ func (b *Broker) apiHandlers() []apiHandler {
 		{key: 2, min: 0, max: 10, handle: b.handleListOffsets},
 		{key: 3, min: 0, max: 12, handle: b.handleMetadata},
 		{key: 18, min: 0, max: 4, handle: b.handleApiVersions},
+		{key: 19, min: 0, max: 7, handle: b.handleCreateTopics},
+		{key: 20, min: 0, max: 6, handle: b.handleDeleteTopics},
 		{key: 21, min: 0, max: 2, handle: b.handleDeleteRecords},
 		{key: 22, min: 0, max: 5, handle: b.handleInitProducerID},
+		{key: 32, min: 0, max: 4, handle: b.handleDescribeConfigs},
+		{key: 33, min: 0, max: 2, handle: b.handleAlterConfigs},
+		{key: 44, min: 0, max: 1, handle: b.handleIncrementalAlterConfigs},
+		{key: 60, min: 0, max: 2, handle: b.handleDescribeCluster},
 	}
 }

@@ -1,0 +1,183 @@
+package node
+
+import (
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Config entries as DescribeConfigs and CreateTopics (v5+) report them.
+//
+// A topic config's value comes from the first of: the topic's own setting
+// (TOPIC_CONFIG), the broker key that supplies its default as the broker's
+// configuration file sets it (STATIC_BROKER_CONFIG), Kafka's default for that
+// key (DEFAULT_CONFIG). Each step that has a value is one of the entry's
+// synonyms, in that order, the one in force first: that is how Kafka
+// answers IncludeSynonyms.
+//
+// Sluice has no dynamic broker configs: the configuration file is read at
+// start and never changed, so every broker entry is read-only, and a broker
+// key counts as set by the file when its value differs from Kafka's default
+// (or Kafka has none). A key set to exactly its default reads as
+// DEFAULT_CONFIG, which tells the client the same value.
+
+// configEntry is one config of a topic or of the broker.
+type configEntry struct {
+	name     string
+	value    string
+	source   kmsg.ConfigSource
+	kind     configKind
+	readOnly bool
+	doc      string
+	// synonyms are the values the key has at each level, the one in force
+	// first.
+	synonyms []configSynonym
+}
+
+// configSynonym is one level's value of a config (Kafka's ConfigSynonym).
+type configSynonym struct {
+	name   string
+	value  string
+	source kmsg.ConfigSource
+}
+
+// brokerConfigDef is one broker config Sluice reports.
+type brokerConfigDef struct {
+	name  string
+	kind  configKind
+	value func(Config) string
+	// kafkaDefault is Kafka's default for the key, nil when Kafka has none
+	// (the key must be configured, or defaults to another key's value).
+	kafkaDefault *string
+	// static reports whether the file set the key, for keys where comparing
+	// with kafkaDefault cannot tell; nil compares.
+	static func(Config) bool
+	doc    string
+}
+
+// brokerConfigDefs lists the broker keys Config holds, with Kafka's names.
+func brokerConfigDefs() []brokerConfigDef {
+	def := func(s string) *string { return &s }
+	return []brokerConfigDef{
+		{name: "node.id", kind: kindInt, value: func(c Config) string { return strconv.Itoa(int(c.NodeID)) },
+			doc: "The node id of this broker."},
+		{name: "listeners", kind: kindString, kafkaDefault: def("PLAINTEXT://:9092"),
+			value: func(c Config) string { return listenersString(c.Listeners) },
+			doc:   "The addresses the broker listens on."},
+		{name: "advertised.listeners", kind: kindString,
+			value:  func(c Config) string { return listenersString(c.Advertised()) },
+			static: func(c Config) bool { return len(c.AdvertisedListeners) > 0 },
+			doc:    "The addresses clients are told to connect to; listeners when not set."},
+		{name: "log.dirs", kind: kindString, value: func(c Config) string { return c.LogDir },
+			doc: "The directory where the broker keeps its data."},
+		{name: "num.partitions", kind: kindInt, kafkaDefault: def("1"),
+			value: func(c Config) string { return strconv.Itoa(int(c.NumPartitions)) },
+			doc:   "The number of partitions of a topic created with the broker's defaults."},
+		{name: "default.replication.factor", kind: kindInt, kafkaDefault: def("1"),
+			value: func(c Config) string { return strconv.Itoa(int(c.DefaultReplicationFactor)) },
+			doc:   "The replication factor of a topic created with the broker's defaults."},
+		{name: "auto.create.topics.enable", kind: kindBoolean, kafkaDefault: def("true"),
+			value: func(c Config) string { return strconv.FormatBool(c.AutoCreateTopics) },
+			doc:   "Whether Metadata requests create the unknown topics they name."},
+		{name: "log.retention.ms", kind: kindLong, kafkaDefault: def("604800000"),
+			value: func(c Config) string { return durationMs(c.LogRetention) },
+			doc:   "How long a segment is kept before deletion; -1 is forever."},
+		{name: "log.retention.bytes", kind: kindLong, kafkaDefault: def("-1"),
+			value: func(c Config) string { return strconv.FormatInt(c.LogRetentionBytes, 10) },
+			doc:   "The most bytes a partition keeps before deleting old segments; -1 is unlimited."},
+		{name: "log.segment.bytes", kind: kindInt, kafkaDefault: def("1073741824"),
+			value: func(c Config) string { return strconv.FormatInt(c.LogSegmentBytes, 10) },
+			doc:   "The size at which a segment is rolled."},
+		{name: "log.roll.ms", kind: kindLong, kafkaDefault: def("604800000"),
+			value: func(c Config) string { return durationMs(c.LogRoll) },
+			doc:   "The age at which a segment is rolled even if not full."},
+		{name: "message.max.bytes", kind: kindInt, kafkaDefault: def("1048588"),
+			value: func(c Config) string { return strconv.Itoa(int(c.MessageMaxBytes)) },
+			doc:   "The largest record batch size allowed."},
+		{name: "socket.request.max.bytes", kind: kindInt, kafkaDefault: def("104857600"),
+			value: func(c Config) string { return strconv.Itoa(int(c.SocketRequestMaxBytes)) },
+			doc:   "The largest request the broker reads; a larger one closes the connection."},
+	}
+}
+
+// brokerConfigEntries returns the broker's configs, sorted by name: the keys
+// Config holds, and the broker keys that supply topic defaults (fixed at
+// Kafka's defaults where Config has no field for them).
+func (c Config) brokerConfigEntries() []configEntry {
+	defs := brokerConfigDefs()
+	known := map[string]bool{}
+	for _, d := range defs {
+		known[d.name] = true
+	}
+	for _, td := range topicConfigDefs() {
+		if known[td.brokerName] {
+			continue
+		}
+		known[td.brokerName] = true
+		kafkaDefault := td.defaultValue(DefaultConfig())
+		defs = append(defs, brokerConfigDef{
+			name: td.brokerName, kind: td.kind, value: td.defaultValue,
+			kafkaDefault: &kafkaDefault, doc: td.doc,
+		})
+	}
+	entries := make([]configEntry, 0, len(defs))
+	for _, d := range defs {
+		entries = append(entries, d.entry(c))
+	}
+	sort.Slice(entries, func(i, j int) bool { return entries[i].name < entries[j].name })
+	return entries
+}
+
+// entry describes the key as c has it.
+func (d brokerConfigDef) entry(c Config) configEntry {
+	e := configEntry{name: d.name, value: d.value(c), kind: d.kind, readOnly: true, doc: d.doc}
+	static := d.kafkaDefault == nil || e.value != *d.kafkaDefault
+	if d.static != nil {
+		static = d.static(c)
+	}
+	if static {
+		e.synonyms = append(e.synonyms, configSynonym{d.name, e.value, kmsg.ConfigSourceStaticBrokerConfig})
+	}
+	if d.kafkaDefault != nil {
+		e.synonyms = append(e.synonyms, configSynonym{d.name, *d.kafkaDefault, kmsg.ConfigSourceDefaultConfig})
+	}
+	e.source = kmsg.ConfigSourceDefaultConfig
+	if len(e.synonyms) > 0 {
+		e.source = e.synonyms[0].source
+	}
+	return e
+}
+
+// topicConfigEntries returns every topic config in force for a topic whose
+// own settings are set, sorted by name.
+func (b *Broker) topicConfigEntries(set map[string]string) []configEntry {
+	broker := map[string]configEntry{}
+	for _, e := range b.cfg.brokerConfigEntries() {
+		broker[e.name] = e
+	}
+	defs := topicConfigDefs()
+	entries := make([]configEntry, 0, len(defs))
+	for _, d := range defs {
+		e := configEntry{name: d.name, kind: d.kind, doc: d.doc}
+		if v, ok := set[d.name]; ok {
+			e.synonyms = append(e.synonyms, configSynonym{d.name, v, kmsg.ConfigSourceDynamicTopicConfig})
+		}
+		e.synonyms = append(e.synonyms, broker[d.brokerName].synonyms...)
+		e.value, e.source = d.defaultValue(b.cfg), kmsg.ConfigSourceDefaultConfig
+		if len(e.synonyms) > 0 {
+			e.value, e.source = e.synonyms[0].value, e.synonyms[0].source
+		}
+		entries = append(entries, e)
+	}
+	return entries
+}
+
+func listenersString(ls []Listener) string {
+	parts := make([]string, len(ls))
+	for i, l := range ls {
+		parts[i] = l.String()
+	}
+	return strings.Join(parts, ",")
+}
