@@ -28,6 +28,7 @@ func newRootCommand() *cobra.Command {
 		SilenceErrors: true,
 	}
 	root.AddCommand(newServeCommand(), newVersionCommand())
+	root.AddCommand(newSimCommand())
 	return root
 }
 

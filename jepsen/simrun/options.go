@@ -72,10 +72,10 @@ func ChooseOptions(seed uint64) Options {
 		Producers:      1 + r.Intn(3),
 		Consumers:      1 + r.Intn(2),
 		BatchMax:       pick(r, []int{1, 1, 3, 8}),
-		Think:          pick(r, []time.Duration{2 * time.Millisecond, 10 * time.Millisecond, 40 * time.Millisecond}),
+		Think:          pick(r, []time.Duration{5 * time.Millisecond, 20 * time.Millisecond, 50 * time.Millisecond}),
 		ProduceVersion: pick(r, []int16{3, 7, 9, 11}),
 		FetchVersion:   pick(r, []int16{4, 11, 12, 13, 17}),
-		SegmentBytes:   pick(r, []int64{64 << 10, 1 << 20}),
+		SegmentBytes:   pick(r, []int64{256 << 10, 1 << 20}),
 		FaultEvery:     pick(r, []time.Duration{200 * time.Millisecond, time.Second, 3 * time.Second}),
 	}
 	if !r.Chance(0.1) { // one seed in ten runs without faults

@@ -14,7 +14,6 @@ import (
 	"github.com/sluicemq/sluice/node"
 	"github.com/sluicemq/sluice/node/env"
 	"github.com/sluicemq/sluice/sim"
-	"github.com/sluicemq/sluice/sim/rng"
 	"github.com/sluicemq/sluice/sim/simfs"
 )
 
@@ -41,11 +40,11 @@ type Sabotage int
 
 const (
 	SabotageNone Sabotage = iota
-	// SabotageShiftOffset reports some acknowledged produces one offset
+	// SabotageShiftOffset reports one acknowledged produce one offset
 	// further than the broker said.
 	SabotageShiftOffset
 	// SabotageDropFromFinal drops the last record of every final read, as
-	// if the broker had lost an acknowledged write.
+	// if the broker had lost the latest acknowledged write.
 	SabotageDropFromFinal
 )
 
@@ -132,8 +131,9 @@ type run struct {
 	opts  Options
 	w     *sim.World
 	h     *jepsen.History
-	rand  *rng.Rand // for sabotage
 	topic string
+	// sabotaged is set once SabotageShiftOffset has lied.
+	sabotaged bool
 
 	broker    brokerHost
 	producers []*producer
@@ -176,7 +176,6 @@ func Run(cfg Config) Summary {
 		opts = *cfg.Options
 	}
 	r := &run{cfg: cfg, opts: opts, w: sim.New(cfg.Seed), h: jepsen.NewHistory(), topic: topicName}
-	r.rand = r.w.Rand("sabotage")
 	if err := opts.validate(); err != nil {
 		r.fail("%v", err)
 		return r.summarize()

@@ -1,0 +1,191 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sluicemq/sluice/jepsen"
+	"github.com/sluicemq/sluice/jepsen/simrun"
+)
+
+// errSimFailed is returned (and so exits 1) when a simulated run fails; the
+// summary and the details have been printed already.
+var errSimFailed = errors.New("simulation found a violation")
+
+func newSimCommand() *cobra.Command {
+	sim := &cobra.Command{
+		Use:   "sim",
+		Short: "Run the broker and its clients through seeded faults in the simulator, and check what the clients saw",
+		Long: `sim runs a single-node broker with deterministic Kafka clients in one simulated
+world: a safety phase with the faults the seed chose, then a liveness phase
+without faults that must converge, then a check of the clients' history
+(porcupine and Kafka's invariants). The same seed always gives the same run,
+byte for byte: the trace hash printed shows it.`,
+	}
+	sim.AddCommand(newSimRunCommand(), newSimSweepCommand())
+	return sim
+}
+
+func newSimRunCommand() *cobra.Command {
+	var (
+		seed     uint64
+		duration time.Duration
+		out      string
+		logNodes bool
+	)
+	cmd := &cobra.Command{
+		Use:   "run --seed N [--duration D] [--out DIR]",
+		Short: "Run one seed and print its summary line; exit 1 on a violation",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkDuration(duration); err != nil {
+				return err
+			}
+			cfg := simrun.Config{Seed: seed, Duration: duration}
+			if logNodes {
+				cfg.Log, cfg.LogLevel = cmd.ErrOrStderr(), slog.LevelDebug
+			}
+			s := simrun.Run(cfg)
+			fmt.Fprintln(cmd.OutOrStdout(), s.Line())
+			if out != "" {
+				if err := writeSimArtifacts(out, s); err != nil {
+					return err
+				}
+			}
+			if !s.OK() {
+				fmt.Fprintln(cmd.ErrOrStderr(), s.Details())
+				return fmt.Errorf("seed %d: %w", seed, errSimFailed)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().Uint64Var(&seed, "seed", 0, "the seed that decides everything in the run")
+	cmd.Flags().DurationVar(&duration, "duration", simrun.DefaultDuration, "virtual time of the safety phase (the liveness phase follows)")
+	cmd.Flags().StringVar(&out, "out", "", "write the history, porcupine's visualization and the summary to this directory")
+	cmd.Flags().BoolVar(&logNodes, "log", false, "write every node's logs and the faults injected, in virtual time, to stderr")
+	_ = cmd.MarkFlagRequired("seed")
+	return cmd
+}
+
+func newSimSweepCommand() *cobra.Command {
+	var (
+		seeds    string
+		duration time.Duration
+		out      string
+		verbose  bool
+	)
+	cmd := &cobra.Command{
+		Use:   "sweep --seeds A-B [--duration D] [--out DIR]",
+		Short: "Run seeds A to B one after another; print how to replay each failure; exit 1 if any failed",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			first, last, err := parseSeedRange(seeds)
+			if err != nil {
+				return err
+			}
+			if err := checkDuration(duration); err != nil {
+				return err
+			}
+			return sweep(cmd.OutOrStdout(), first, last, duration, out, verbose)
+		},
+	}
+	cmd.Flags().StringVar(&seeds, "seeds", "", "the seeds to run, A-B inclusive (or one seed)")
+	cmd.Flags().DurationVar(&duration, "duration", simrun.DefaultDuration, "virtual time of each run's safety phase")
+	cmd.Flags().StringVar(&out, "out", "", "write each failed seed's artifacts to DIR/seed-N")
+	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "print every seed's summary line, not only the failures'")
+	_ = cmd.MarkFlagRequired("seeds")
+	return cmd
+}
+
+// sweep runs the seeds one at a time: each run swaps crypto/rand's reader,
+// so two worlds never run at once in a process.
+func sweep(w io.Writer, first, last uint64, duration time.Duration, out string, verbose bool) error {
+	passed, failed := 0, 0
+	fired := make(map[string]int) // probe -> seeds it fired in
+	for seed := first; ; seed++ {
+		s := simrun.Run(simrun.Config{Seed: seed, Duration: duration})
+		for _, c := range s.Probes {
+			fired[c.Name]++
+		}
+		if s.OK() {
+			passed++
+			if verbose {
+				fmt.Fprintln(w, s.Line())
+			}
+		} else {
+			failed++
+			fmt.Fprintln(w, s.Line())
+			fmt.Fprintf(w, "  replay: sluice sim run --seed %d --duration %s\n", seed, duration)
+			if out != "" {
+				if err := writeSimArtifacts(filepath.Join(out, fmt.Sprintf("seed-%d", seed)), s); err != nil {
+					return err
+				}
+			}
+		}
+		if seed == last {
+			break
+		}
+	}
+	var never []string
+	for _, name := range simrun.KnownProbes() {
+		if fired[name] == 0 {
+			never = append(never, name)
+		}
+	}
+	if len(never) > 0 {
+		fmt.Fprintf(w, "probes that never fired: %s\n", strings.Join(never, ", "))
+	}
+	fmt.Fprintf(w, "%d passed, %d failed\n", passed, failed)
+	if failed > 0 {
+		return fmt.Errorf("%d of %d seeds: %w", failed, passed+failed, errSimFailed)
+	}
+	return nil
+}
+
+// parseSeedRange reads "A-B" (inclusive, A <= B) or a single seed.
+func parseSeedRange(s string) (first, last uint64, err error) {
+	a, b, isRange := strings.Cut(strings.TrimSpace(s), "-")
+	first, err = strconv.ParseUint(a, 10, 64)
+	if err != nil {
+		return 0, 0, fmt.Errorf("--seeds %q: want A-B, two seeds with A <= B", s)
+	}
+	last = first
+	if isRange {
+		last, err = strconv.ParseUint(b, 10, 64)
+		if err != nil || last < first {
+			return 0, 0, fmt.Errorf("--seeds %q: want A-B, two seeds with A <= B", s)
+		}
+	}
+	return first, last, nil
+}
+
+func checkDuration(d time.Duration) error {
+	if d <= 0 || d > 24*time.Hour {
+		return fmt.Errorf("--duration %s: want a virtual time above zero and at most 24h", d)
+	}
+	return nil
+}
+
+// writeSimArtifacts writes a run's history, porcupine's visualization of
+// each partition and the summary to dir.
+func writeSimArtifacts(dir string, s simrun.Summary) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	summary := s.Line() + "\n" + s.Details() + "\n"
+	if err := os.WriteFile(filepath.Join(dir, "summary.txt"), []byte(summary), 0o644); err != nil {
+		return err
+	}
+	return jepsen.WriteArtifacts(s.History, jepsen.Config{Timeout: simrun.DefaultCheckTimeout}, func(name string) (io.Writer, error) {
+		return os.Create(filepath.Join(dir, name))
+	})
+}
