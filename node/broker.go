@@ -113,22 +113,34 @@ func (b *Broker) Start(ready func(error)) {
 		b.env.Loop.Post(func() { ready(err) })
 		return
 	}
+	fail := func(err error) {
+		b.state = stateStopped
+		ready(err)
+	}
 	b.register(func(err error) {
 		if err == nil {
 			err = b.openPartitions()
 		}
-		if err == nil {
-			err = b.listen()
-		}
 		if err != nil {
-			b.state = stateStopped
-			ready(err)
+			fail(err)
 			return
 		}
-		b.state = stateRunning
-		b.env.Log.Info("broker started", "node", b.cfg.NodeID, "cluster", b.image.ClusterID,
-			"listeners", fmt.Sprint(b.cfg.Listeners), "topics", len(b.image.Topics))
-		ready(nil)
+		// Clients connect only once every partition's recovered tail is
+		// durable, so the first fetch after a restart sees every
+		// acknowledged record.
+		b.awaitPartitionsDurable(func(err error) {
+			if err == nil {
+				err = b.listen()
+			}
+			if err != nil {
+				fail(err)
+				return
+			}
+			b.state = stateRunning
+			b.env.Log.Info("broker started", "node", b.cfg.NodeID, "cluster", b.image.ClusterID,
+				"listeners", fmt.Sprint(b.cfg.Listeners), "topics", len(b.image.Topics))
+			ready(nil)
+		})
 	})
 }
 

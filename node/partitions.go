@@ -105,12 +105,35 @@ func (b *Broker) openTopicPartitions(t *raftmeta.Topic) error {
 		}
 		p := &partition{topic: t.Name, topicID: t.ID, index: mp.Index, leaderEpoch: mp.LeaderEpoch, log: l}
 		// What recovery found may sit only in the page cache (a process
-		// crash keeps it there): it is served once a flush proves it durable.
+		// crash keeps it there): it is served once a flush proves it
+		// durable (see awaitPartitionsDurable).
 		p.hw = min(l.DurableOffset(), l.LogEndOffset())
 		b.partitions[key] = p
-		p.flushTo(l.LogEndOffset())
 	}
 	return nil
+}
+
+// awaitPartitionsDurable calls done once every open partition's log is
+// durable to its end (the high watermark has caught up), or with the first
+// error.
+func (b *Broker) awaitPartitionsDurable(done func(error)) {
+	var errs []error
+	pending := 1
+	finish := func(err error) {
+		if err != nil {
+			errs = append(errs, err)
+		}
+		pending--
+		if pending == 0 {
+			done(errors.Join(errs...))
+		}
+	}
+	for _, key := range b.sortedPartitionKeys() {
+		p := b.partitions[key]
+		pending++
+		p.whenDurable(p.log.LogEndOffset(), finish)
+	}
+	finish(nil)
 }
 
 // logConfig maps a topic's configs (over the broker's defaults) to its
