@@ -169,6 +169,10 @@ func (b *Broker) fetchResponse(req *kmsg.FetchRequest, ctx *fetchContext) *kmsg.
 		if code != nil {
 			rp.ErrorCode = code.Code
 		}
+		if rp.RecordBatches == nil {
+			// Empty, never null: librdkafka rejects a null record set.
+			rp.RecordBatches = []byte{}
+		}
 		if !ctx.include(sp, &rp) {
 			continue
 		}

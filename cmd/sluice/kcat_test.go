@@ -1,0 +1,60 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// kcatPath finds kcat. .ci/run installs it, so in CI a missing kcat fails
+// the test rather than skipping it.
+func kcatPath(t *testing.T) string {
+	path, err := exec.LookPath("kcat")
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("kcat is not installed; .ci/run must install it")
+		}
+		t.Skip("kcat is not installed (apt-get install kcat)")
+	}
+	return path
+}
+
+func runKcat(t *testing.T, kcat, stdin string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(kcat, args...)
+	cmd.Stdin = strings.NewReader(stdin)
+	out, err := cmd.Output()
+	var stderr string
+	if ee, ok := err.(*exec.ExitError); ok {
+		stderr = string(ee.Stderr)
+	}
+	require.NoError(t, err, "kcat %v\nstderr:\n%s", args, stderr)
+	return string(out)
+}
+
+func TestKcatMetadataProduceConsume(t *testing.T) {
+	kcat := kcatPath(t)
+	addr := freePort(t)
+	b := startBroker(t, addr, t.TempDir())
+
+	// Produce keyed records (librdkafka auto-creates the topic through
+	// Metadata), acks=all.
+	runKcat(t, kcat, "k1:alpha\nk2:beta\nk3:gamma\n",
+		"-b", addr, "-P", "-t", "kcat-topic", "-K:", "-X", "topic.request.required.acks=-1")
+
+	meta := runKcat(t, kcat, "", "-b", addr, "-L", "-t", "kcat-topic")
+	require.Contains(t, meta, `topic "kcat-topic" with 1 partitions`)
+	require.Contains(t, meta, "leader 1")
+
+	out := runKcat(t, kcat, "", "-b", addr, "-C", "-t", "kcat-topic", "-o", "beginning", "-e", "-q", "-f", "%o %k %s\n")
+	require.Equal(t, "0 k1 alpha\n1 k2 beta\n2 k3 gamma\n", out)
+
+	// From an offset, and after a restart.
+	b.stop()
+	startBroker(t, addr, b.dataDir)
+	out = runKcat(t, kcat, "", "-b", addr, "-C", "-t", "kcat-topic", "-o", "1", "-e", "-q", "-f", "%o %s\n")
+	require.Equal(t, "1 beta\n2 gamma\n", out)
+}
