@@ -1,9 +1,12 @@
 package node
 
 import (
+	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"io/fs"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -188,7 +191,8 @@ func (b *Broker) removeOrphanDirs() error {
 		return fmt.Errorf("node: list data directory: %w", err)
 	}
 	owned := map[string]bool{}
-	for _, p := range b.partitions {
+	for _, key := range b.sortedPartitionKeys() {
+		p := b.partitions[key]
 		owned[partitionDir(p.topic, p.index)] = true
 	}
 	for _, name := range names {
@@ -272,22 +276,13 @@ func (b *Broker) sortedPartitionKeys() []partitionKey {
 	for k := range b.partitions {
 		keys = append(keys, k)
 	}
-	sortPartitionKeys(keys)
+	slices.SortFunc(keys, func(x, y partitionKey) int {
+		if c := bytes.Compare(x.topic[:], y.topic[:]); c != 0 {
+			return c
+		}
+		return cmp.Compare(x.index, y.index)
+	})
 	return keys
-}
-
-func sortPartitionKeys(keys []partitionKey) {
-	less := func(a, b partitionKey) bool {
-		if a.topic != b.topic {
-			return string(a.topic[:]) < string(b.topic[:])
-		}
-		return a.index < b.index
-	}
-	for i := 1; i < len(keys); i++ {
-		for j := i; j > 0 && less(keys[j], keys[j-1]); j-- {
-			keys[j], keys[j-1] = keys[j-1], keys[j]
-		}
-	}
 }
 
 // removeTree removes a directory and the files in it.

@@ -165,15 +165,15 @@ func testFileWriteRead(t *testing.T, w World) {
 		}
 		defer f.Close()
 		if f.Name() != "f" {
-			return fmt.Errorf("Name() = %q, want %q", f.Name(), "f")
+			return fmt.Errorf("envtest: Name() = %q, want %q", f.Name(), "f")
 		}
 		for _, s := range []string{"hello", ", ", "world"} {
 			if n, err := f.Write([]byte(s)); n != len(s) || err != nil {
-				return fmt.Errorf("Write(%q) = %d, %v", s, n, err)
+				return fmt.Errorf("envtest: Write(%q) = %d, %v", s, n, err)
 			}
 		}
 		if size, err := f.Size(); size != 12 || err != nil {
-			return fmt.Errorf("Size() = %d, %v; want 12", size, err)
+			return fmt.Errorf("envtest: Size() = %d, %v; want 12", size, err)
 		}
 		if err := wantContent(f, []byte("hello, world")); err != nil {
 			return err
@@ -181,13 +181,13 @@ func testFileWriteRead(t *testing.T, w World) {
 		// Reads past the end are short and say io.EOF.
 		p := make([]byte, 5)
 		if n, err := f.ReadAt(p, 10); n != 2 || err != io.EOF || string(p[:n]) != "ld" {
-			return fmt.Errorf("ReadAt(5 bytes, 10) = %d %q, %v; want 2 \"ld\", io.EOF", n, p[:n], err)
+			return fmt.Errorf("envtest: ReadAt(5 bytes, 10) = %d %q, %v; want 2 \"ld\", io.EOF", n, p[:n], err)
 		}
 		if n, err := f.ReadAt(p, 12); n != 0 || err != io.EOF {
-			return fmt.Errorf("ReadAt at the end = %d, %v; want 0, io.EOF", n, err)
+			return fmt.Errorf("envtest: ReadAt at the end = %d, %v; want 0, io.EOF", n, err)
 		}
 		if n, err := f.ReadAt(p, 100); n != 0 || err != io.EOF {
-			return fmt.Errorf("ReadAt past the end = %d, %v; want 0, io.EOF", n, err)
+			return fmt.Errorf("envtest: ReadAt past the end = %d, %v; want 0, io.EOF", n, err)
 		}
 		return nil
 	})
@@ -205,7 +205,7 @@ func testFileWriteAtTruncate(t *testing.T, w World) {
 		}
 		// WriteAt overwrites in place and leaves the position alone.
 		if n, err := f.WriteAt([]byte("HELLO"), 0); n != 5 || err != nil {
-			return fmt.Errorf("WriteAt = %d, %v", n, err)
+			return fmt.Errorf("envtest: WriteAt = %d, %v", n, err)
 		}
 		if _, err := f.Write([]byte("!")); err != nil {
 			return err
@@ -262,7 +262,7 @@ func testFileReopen(t *testing.T, w World) {
 		}
 		defer f.Close()
 		if size, err := f.Size(); size != 0 || err != nil {
-			return fmt.Errorf("Size() after Create of an existing file = %d, %v; want 0", size, err)
+			return fmt.Errorf("envtest: Size() after Create of an existing file = %d, %v; want 0", size, err)
 		}
 		return nil
 	})
@@ -274,7 +274,7 @@ func wantList(fsys env.FS, dir string, want ...string) error {
 		return err
 	}
 	if len(got) != len(want) || (len(got) > 0 && !slices.Equal(got, want)) {
-		return fmt.Errorf("List(%q) = %q, want %q", dir, got, want)
+		return fmt.Errorf("envtest: List(%q) = %q, want %q", dir, got, want)
 	}
 	return nil
 }
@@ -289,7 +289,7 @@ func testDirectories(t *testing.T, w World) {
 			return err
 		}
 		if err := fsys.MkdirAll("d/e"); err != nil {
-			return fmt.Errorf("MkdirAll of an existing directory: %w", err)
+			return fmt.Errorf("envtest: MkdirAll of an existing directory: %w", err)
 		}
 		for _, name := range []string{"d/z", "d/b", "d/e/y"} {
 			if err := writeFile(fsys, name, []byte(name)); err != nil {
@@ -307,11 +307,11 @@ func testDirectories(t *testing.T, w World) {
 		}
 		fi, err := fsys.Stat("d/e/y")
 		if want := (env.FileInfo{Name: "y", Size: 5}); fi != want || err != nil {
-			return fmt.Errorf("Stat(d/e/y) = %+v, %v; want %+v", fi, err, want)
+			return fmt.Errorf("envtest: Stat(d/e/y) = %+v, %v; want %+v", fi, err, want)
 		}
 		fi, err = fsys.Stat("d/e")
 		if fi.Name != "e" || !fi.IsDir || err != nil {
-			return fmt.Errorf("Stat(d/e) = %+v, %v; want a directory named e", fi, err)
+			return fmt.Errorf("envtest: Stat(d/e) = %+v, %v; want a directory named e", fi, err)
 		}
 		// Rename moves across directories.
 		if err := fsys.Rename("d/z", "d/e/f/z"); err != nil {
@@ -325,7 +325,7 @@ func testDirectories(t *testing.T, w World) {
 		}
 		// Remove takes files and empty directories, not full ones.
 		if err := fsys.Remove("d/e"); err == nil {
-			return errors.New("Remove of a non-empty directory succeeded")
+			return errors.New("envtest: Remove of a non-empty directory succeeded")
 		}
 		for _, name := range []string{"d/e/f/z", "d/e/f", "d/e/y"} {
 			if err := fsys.Remove(name); err != nil {
@@ -427,14 +427,14 @@ func testClosedFile(t *testing.T, w World) {
 		}
 		f.Sync(func(err error) { syncCalled, syncErr = true, err })
 		if syncCalled {
-			return errors.New("Sync ran its callback before returning")
+			return errors.New("envtest: Sync ran its callback before returning")
 		}
 		return nil
 	})
 	w.RunUntil(func() bool { return syncCalled })
 	on(t, w, "a", func(env.Env) error {
 		if !errors.Is(syncErr, env.ErrClosed) {
-			return fmt.Errorf("Sync of a closed file reported %v, want env.ErrClosed", syncErr)
+			return fmt.Errorf("envtest: Sync of a closed file reported %v, want env.ErrClosed", syncErr)
 		}
 		return nil
 	})
@@ -527,7 +527,7 @@ func testSyncDir(t *testing.T, w World) {
 			return err
 		}
 		if !errors.Is(missingErr, fs.ErrNotExist) {
-			return fmt.Errorf("SyncDir of a missing directory reported %v, want fs.ErrNotExist", missingErr)
+			return fmt.Errorf("envtest: SyncDir of a missing directory reported %v, want fs.ErrNotExist", missingErr)
 		}
 		return nil
 	})
@@ -616,10 +616,10 @@ func testTimerStop(t *testing.T, w World) {
 		keep = e.Clock.AfterFunc(10*time.Millisecond, rec("keep"))
 		zero := e.Clock.AfterFunc(0, rec("zero"))
 		if !zero.Stop() {
-			return errors.New("Stop of a pending d=0 timer returned false")
+			return errors.New("envtest: Stop of a pending d=0 timer returned false")
 		}
 		if !stopped.Stop() {
-			return errors.New("Stop of a pending timer returned false")
+			return errors.New("envtest: Stop of a pending timer returned false")
 		}
 		if stopped.Stop() {
 			return errors.New("second Stop of a timer returned true")
@@ -632,7 +632,7 @@ func testTimerStop(t *testing.T, w World) {
 			return fmt.Errorf("fired %v, want %v", fired, want)
 		}
 		if early.Stop() || keep.Stop() {
-			return errors.New("Stop of a timer that already fired returned true")
+			return errors.New("envtest: Stop of a timer that already fired returned true")
 		}
 		return nil
 	})
@@ -652,7 +652,7 @@ func testPostOrder(t *testing.T, w World) {
 			})
 		}
 		if len(ran) != 0 {
-			return fmt.Errorf("Post ran %d functions before returning", len(ran))
+			return fmt.Errorf("envtest: Post ran %d functions before returning", len(ran))
 		}
 		return nil
 	})
@@ -768,7 +768,7 @@ func connect(t *testing.T, w World, node string, s *server) *client {
 	w.RunUntil(func() bool { return c.done && len(s.conns) >= want })
 	on(t, w, node, func(env.Env) error {
 		if c.early {
-			return errors.New("Dial ran its callback before returning")
+			return errors.New("envtest: Dial ran its callback before returning")
 		}
 		if c.dialErr != nil || c.conn == nil {
 			return fmt.Errorf("dial %s: conn %v, err %v", addr, c.conn, c.dialErr)
@@ -914,13 +914,13 @@ func testPeerSeesClose(t *testing.T, w World) {
 			return fmt.Errorf("before the close the client got %d bytes that differ from the %d sent", len(c.rec.data), len(data))
 		}
 		if err := c.conn.Write([]byte("x")); !errors.Is(err, env.ErrClosed) {
-			return fmt.Errorf("Write after OnClose: err = %v, want env.ErrClosed", err)
+			return fmt.Errorf("envtest: Write after OnClose: err = %v, want env.ErrClosed", err)
 		}
 		return nil
 	})
 	on(t, w, "a", func(env.Env) error {
 		if s.recs[0].closed {
-			return errors.New("OnClose was called for a local Close")
+			return errors.New("envtest: OnClose was called for a local Close")
 		}
 		return nil
 	})
@@ -968,7 +968,7 @@ func testDialRefused(t *testing.T, w World) {
 	w.RunUntil(func() bool { return c.done })
 	on(t, w, "b", func(env.Env) error {
 		if c.early {
-			return errors.New("Dial ran its callback before returning")
+			return errors.New("envtest: Dial ran its callback before returning")
 		}
 		if c.conn != nil || c.dialErr == nil {
 			return fmt.Errorf("dial to a closed listener %s gave conn %v, err %v; want nil and an error",
@@ -1015,7 +1015,7 @@ func testWriteAfterClose(t *testing.T, w World) {
 			return err
 		}
 		if err := c.conn.Write([]byte("x")); !errors.Is(err, env.ErrClosed) {
-			return fmt.Errorf("Write after Close: err = %v, want env.ErrClosed", err)
+			return fmt.Errorf("envtest: Write after Close: err = %v, want env.ErrClosed", err)
 		}
 		if err := c.conn.Close(); !errors.Is(err, env.ErrClosed) {
 			return fmt.Errorf("second Close: err = %v, want env.ErrClosed", err)
@@ -1029,7 +1029,7 @@ func testWriteAfterClose(t *testing.T, w World) {
 			return fmt.Errorf("server saw data %q and close %v; want nothing and a clean close", r.data, r.closeErr)
 		}
 		if err := s.conns[0].Write([]byte("x")); !errors.Is(err, env.ErrClosed) {
-			return fmt.Errorf("Write after OnClose: err = %v, want env.ErrClosed", err)
+			return fmt.Errorf("envtest: Write after OnClose: err = %v, want env.ErrClosed", err)
 		}
 		return nil
 	})
