@@ -1,0 +1,135 @@
+package raftmeta
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/sluicemq/sluice/sim/rng"
+	"github.com/sluicemq/sluice/sim/sched"
+	"github.com/sluicemq/sluice/sim/simfs"
+	"github.com/stretchr/testify/require"
+)
+
+// loop runs posted functions on the scheduler, as a node's loop would.
+type loop struct{ s *sched.Scheduler }
+
+func (l loop) Post(f func()) { l.s.After(0, sched.Label{Kind: "post"}, f) }
+
+func topicRecord(name string, id byte) CreateTopicRecord {
+	return CreateTopicRecord{Topic: Topic{Name: name, ID: TopicID{id}, Partitions: []Partition{{Index: 0, Replicas: []int32{1}, ISR: []int32{1}, Leader: 1}}}}
+}
+
+func TestJournalReplaysDurableRecordsAfterCrash(t *testing.T) {
+	for seed := uint64(0); seed < 50; seed++ {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			s := sched.New()
+			disk := simfs.New(rng.New(seed), sched.Direct(s, "n1"))
+			j, records, err := OpenJournal(loop{s}, disk)
+			require.NoError(t, err)
+			require.Empty(t, records)
+			durable := 0
+			for i := 0; i < 10; i++ {
+				i := i
+				j.Append([]Record{topicRecord(fmt.Sprintf("t%d", i), byte(i+1))}, func(err error) {
+					require.NoError(t, err)
+					durable = i + 1
+				})
+				if i%3 == 0 {
+					for s.Step() {
+					}
+				}
+			}
+			// Crash with some appends possibly unsynced.
+			for n := int(seed % 7); n > 0 && s.Step(); n-- {
+			}
+			disk.Crash()
+			j2, replayed, err := OpenJournal(loop{s}, disk)
+			require.NoError(t, err)
+			require.GreaterOrEqual(t, len(replayed), durable, "an acknowledged record was lost")
+			image := NewImage()
+			for i, r := range replayed {
+				require.NoError(t, image.Apply(r))
+				require.Equal(t, fmt.Sprintf("t%d", i), r.(CreateTopicRecord).Topic.Name, "records replay in order, with no gap")
+			}
+			// The journal goes on after its replayed tail.
+			done := false
+			j2.Append([]Record{topicRecord("after", 99)}, func(err error) { require.NoError(t, err); done = true })
+			for s.Step() {
+			}
+			require.True(t, done)
+			disk.Crash()
+			_, again, err := OpenJournal(loop{s}, disk)
+			require.NoError(t, err)
+			require.Equal(t, len(replayed)+1, len(again))
+		})
+	}
+}
+
+func TestJournalCutsCorruptTail(t *testing.T) {
+	s := sched.New()
+	disk := simfs.New(rng.New(1), sched.Direct(s, "n1"))
+	j, _, err := OpenJournal(loop{s}, disk)
+	require.NoError(t, err)
+	j.Append([]Record{ClusterIDRecord{ClusterID: "c"}, topicRecord("a", 1)}, func(err error) { require.NoError(t, err) })
+	for s.Step() {
+	}
+	f, err := disk.Open(journalName)
+	require.NoError(t, err)
+	size, _ := f.Size()
+	_, err = f.WriteAt([]byte{0, 0, 0, 9, 1, 2, 3}, size) // a torn frame header
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+	_, records, err := OpenJournal(loop{s}, disk)
+	require.NoError(t, err)
+	require.Len(t, records, 2)
+	f, _ = disk.Open(journalName)
+	after, _ := f.Size()
+	require.Equal(t, size, after, "the torn tail is cut off")
+}
+
+func TestImageApplyRejectsWhatDoesNotFit(t *testing.T) {
+	im := NewImage()
+	require.NoError(t, im.Apply(ClusterIDRecord{ClusterID: "x"}))
+	require.Error(t, im.Apply(ClusterIDRecord{ClusterID: "y"}))
+	require.NoError(t, im.Apply(RegisterBrokerRecord{Broker: Broker{ID: 1, Epoch: 1}}))
+	require.Error(t, im.Apply(RegisterBrokerRecord{Broker: Broker{ID: 1, Epoch: 1}}), "epoch must grow")
+	require.NoError(t, im.Apply(topicRecord("a", 1)))
+	require.Error(t, im.Apply(topicRecord("a", 2)), "name taken")
+	require.Error(t, im.Apply(topicRecord("b", 1)), "id taken")
+	v := "1000"
+	require.NoError(t, im.Apply(ConfigRecord{Resource: ConfigTopic, Name: "a", Key: "retention.ms", Value: &v}))
+	require.Equal(t, "1000", im.TopicByName("a").Configs["retention.ms"])
+	require.NoError(t, im.Apply(ConfigRecord{Resource: ConfigTopic, Name: "a", Key: "retention.ms"}))
+	require.Empty(t, im.TopicByName("a").Configs)
+	require.Error(t, im.Apply(ProducerIDsRecord{First: 5, Count: 10}), "blocks must be contiguous")
+	require.NoError(t, im.Apply(ProducerIDsRecord{First: 0, Count: 10}))
+	require.Equal(t, int64(10), im.NextProducerID)
+	require.NoError(t, im.Apply(DeleteTopicRecord{ID: TopicID{1}}))
+	require.Nil(t, im.TopicByName("a"))
+	require.Error(t, im.Apply(DeleteTopicRecord{ID: TopicID{1}}))
+}
+
+func TestRecordsRoundTrip(t *testing.T) {
+	v := "x"
+	for _, r := range []Record{
+		ClusterIDRecord{ClusterID: "c"},
+		RegisterBrokerRecord{Broker: Broker{ID: 3, Host: "h", Port: 9092, Epoch: 2}},
+		topicRecord("t", 7),
+		DeleteTopicRecord{ID: TopicID{7, 1}},
+		ConfigRecord{Resource: ConfigBroker, Name: "", Key: "k", Value: &v},
+		ProducerIDsRecord{First: 1000, Count: 1000},
+	} {
+		p, err := EncodeRecord(r)
+		require.NoError(t, err)
+		back, err := DecodeRecord(p)
+		require.NoError(t, err)
+		require.Equal(t, r, back)
+	}
+	_, err := DecodeRecord([]byte(`{"type":"nope","body":{}}`))
+	require.Error(t, err)
+	id, err := ParseTopicID(TopicID{0xde, 0xad, 0xbe, 0xef}.String())
+	require.NoError(t, err)
+	require.Equal(t, TopicID{0xde, 0xad, 0xbe, 0xef}, id)
+	_, err = ParseTopicID("not-a-uuid")
+	require.Error(t, err)
+}
