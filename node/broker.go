@@ -47,6 +47,8 @@ type Broker struct {
 	connSeq   uint64
 
 	state brokerState
+	// maintenance is the timer of the next retention pass.
+	maintenance env.Timer
 
 	// deleting and altering track the topic deletions and config changes
 	// in flight, so that a request that depends on one waits for it
@@ -137,6 +139,7 @@ func (b *Broker) Start(ready func(error)) {
 				return
 			}
 			b.state = stateRunning
+			b.scheduleMaintenance()
 			b.env.Log.Info("broker started", "node", b.cfg.NodeID, "cluster", b.image.ClusterID,
 				"listeners", fmt.Sprint(b.cfg.Listeners), "topics", len(b.image.Topics))
 			ready(nil)
@@ -236,6 +239,9 @@ func (b *Broker) Shutdown(done func(error)) {
 		return
 	}
 	b.state = stateStopping
+	if b.maintenance != nil {
+		b.maintenance.Stop()
+	}
 	b.closeListeners()
 	for _, id := range sortedKeys(b.conns) {
 		b.conns[id].close()

@@ -40,6 +40,9 @@ type Config struct {
 	LogSegmentBytes int64
 	// LogRoll is log.roll.ms (or .hours).
 	LogRoll time.Duration
+	// LogRetentionCheckInterval is log.retention.check.interval.ms: how
+	// often old segments are deleted and idle producer ids expired.
+	LogRetentionCheckInterval time.Duration
 	// MessageMaxBytes is message.max.bytes: the largest record batch.
 	MessageMaxBytes int32
 	// SocketRequestMaxBytes is socket.request.max.bytes: the largest request
@@ -63,18 +66,19 @@ func (l Listener) String() string { return l.Name + "://" + l.Addr() }
 // node listening on 127.0.0.1:9092 and data in ./data.
 func DefaultConfig() Config {
 	return Config{
-		NodeID:                   1,
-		Listeners:                []Listener{{Name: "PLAINTEXT", Host: "127.0.0.1", Port: 9092}},
-		LogDir:                   "data",
-		NumPartitions:            1,
-		DefaultReplicationFactor: 1,
-		AutoCreateTopics:         true,
-		LogRetention:             7 * 24 * time.Hour,
-		LogRetentionBytes:        -1,
-		LogSegmentBytes:          1 << 30,
-		LogRoll:                  7 * 24 * time.Hour,
-		MessageMaxBytes:          1048588,
-		SocketRequestMaxBytes:    100 << 20,
+		NodeID:                    1,
+		Listeners:                 []Listener{{Name: "PLAINTEXT", Host: "127.0.0.1", Port: 9092}},
+		LogDir:                    "data",
+		NumPartitions:             1,
+		DefaultReplicationFactor:  1,
+		AutoCreateTopics:          true,
+		LogRetention:              7 * 24 * time.Hour,
+		LogRetentionBytes:         -1,
+		LogSegmentBytes:           1 << 30,
+		LogRoll:                   7 * 24 * time.Hour,
+		LogRetentionCheckInterval: 5 * time.Minute,
+		MessageMaxBytes:           1048588,
+		SocketRequestMaxBytes:     100 << 20,
 	}
 }
 
@@ -172,6 +176,12 @@ func (c *Config) set(key, value string) (known bool, err error) {
 		return true, parseInt64(value, 14, &c.LogSegmentBytes)
 	case "log.roll.ms", "log.roll.hours":
 		return true, parseDuration(value, unitOf(key), &c.LogRoll)
+	case "log.retention.check.interval.ms":
+		err := parseDuration(value, time.Millisecond, &c.LogRetentionCheckInterval)
+		if err == nil && c.LogRetentionCheckInterval <= 0 {
+			err = fmt.Errorf("must be positive")
+		}
+		return true, err
 	case "message.max.bytes":
 		return true, parseInt32(value, 0, &c.MessageMaxBytes)
 	case "socket.request.max.bytes":

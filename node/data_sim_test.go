@@ -229,3 +229,25 @@ func TestDeleteRecordsMovesLogStart(t *testing.T) {
 	req.Topics[0].Partitions[0] = rp
 	require.Equal(t, kerr.OffsetOutOfRange.Code, s.do(req).(*kmsg.DeleteRecordsResponse).Topics[0].Partitions[0].ErrorCode)
 }
+
+func TestRetentionDeletesOldSegments(t *testing.T) {
+	s := newSimBroker(t, 17, func(c *Config) {
+		c.LogSegmentBytes = 1024
+		c.LogRetention = time.Hour
+		c.LogRetentionCheckInterval = time.Minute
+	})
+	s.createTopic("t", 1)
+	// Old records (timestamps two hours back), enough for several segments.
+	old := s.world.Node("n1").Clock().Now().Add(-2 * time.Hour).UnixMilli()
+	for i := 0; i < 40; i++ {
+		require.Zero(t, s.produce("t", 0, -1, valueBatch(wire.NoProducer, old, fmt.Sprintf("%0100d", i))).ErrorCode)
+	}
+	require.Zero(t, s.produce("t", 0, -1, valueBatch(wire.NoProducer, old+2*3600_000, "fresh")).ErrorCode)
+	s.world.Run(2 * time.Minute)
+	p, recs := s.fetch("t", 0, 40)
+	require.Zero(t, p.ErrorCode)
+	require.Greater(t, p.LogStartOffset, int64(0), "no segment was deleted")
+	require.Len(t, recs, 1)
+	first, _ := s.fetch("t", 0, 0)
+	require.Equal(t, kerr.OffsetOutOfRange.Code, first.ErrorCode)
+}

@@ -139,6 +139,37 @@ func (b *Broker) awaitPartitionsDurable(done func(error)) {
 	finish(nil)
 }
 
+// scheduleMaintenance arms the next retention pass.
+func (b *Broker) scheduleMaintenance() {
+	b.maintenance = b.env.Clock.AfterFunc(b.cfg.LogRetentionCheckInterval, func() {
+		if b.state != stateRunning {
+			return
+		}
+		b.enforceRetention()
+		b.scheduleMaintenance()
+	})
+}
+
+// enforceRetention deletes each partition's segments that retention.ms and
+// retention.bytes no longer keep (never beyond the high watermark, never
+// the active segment), and forgets producers idle past
+// producer.id.expiration.ms.
+func (b *Broker) enforceRetention() {
+	for _, key := range b.sortedPartitionKeys() {
+		p := b.partitions[key]
+		deleted, err := p.log.EnforceRetention(p.highWatermark())
+		if err != nil {
+			b.env.Log.Error("retention failed", "topic", p.topic, "partition", p.index, "err", err)
+			continue
+		}
+		if deleted > 0 {
+			b.env.Log.Info("deleted segments by retention", "topic", p.topic, "partition", p.index,
+				"segments", deleted, "log_start_offset", p.log.LogStartOffset())
+		}
+		p.log.RemoveExpiredProducers()
+	}
+}
+
 // logConfig maps a topic's configs (over the broker's defaults) to its
 // partition log's.
 func (b *Broker) logConfig(t *raftmeta.Topic, index int32) (log.Config, error) {
