@@ -67,8 +67,69 @@ func (cs *consumerSession) step() {
 		if c.sess != cs || c.w.r.stopping {
 			return
 		}
-		c.w.ensureTopic(cs.e, cs.s, cs.fetch)
+		c.w.ensureTopic(cs.e, cs.s, func(topic *topicInfo) {
+			if c.w.rand.Chance(0.02) {
+				cs.listOffsets(topic)
+				return
+			}
+			cs.fetch(topic)
+		})
 	})
+}
+
+// listOffsets moves the consumer's position in a partition to its earliest
+// or latest offset, as a consumer with auto.offset.reset does. The latest
+// offset is the high watermark, which must have reached the end of every
+// produce acknowledged before the question was asked.
+func (cs *consumerSession) listOffsets(topic *topicInfo) {
+	c := cs.c
+	w := c.w
+	r := w.r
+	partition := int32(w.rand.Intn(len(c.pos)))
+	timestamp := int64(-1 - w.rand.Intn(2)) // -1 latest, -2 earliest
+	ackedEnd := r.ackedEnd[partition]
+	req := kmsg.NewPtrListOffsetsRequest()
+	req.Version = pick(w.rand, []int16{1, 4, 7, 10})
+	req.ReplicaID = -1
+	rt := kmsg.NewListOffsetsRequestTopic()
+	rt.Topic = r.topic
+	rp := kmsg.NewListOffsetsRequestTopicPartition()
+	rp.Partition = partition
+	rp.CurrentLeaderEpoch = -1
+	rp.Timestamp = timestamp
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	r.probes.add("consumer.list_offsets")
+	cs.s.do(req, fetchRequestTimeout, func(resp kmsg.Response, err error) {
+		if c.sess != cs {
+			return
+		}
+		offset, ok := listedOffset(resp, err, r.topic, partition)
+		if !ok {
+			w.backoff(cs.e, cs.step)
+			return
+		}
+		if timestamp == -1 && offset < ackedEnd {
+			r.violate("ListOffsets latest of %s-%d answered %d, below %d, the end of a produce acknowledged before it was asked", r.topic, partition, offset, ackedEnd)
+		}
+		c.pos[partition] = offset
+		cs.step()
+	})
+}
+
+// listedOffset finds the partition's offset in a ListOffsets answer.
+func listedOffset(resp kmsg.Response, err error, topic string, partition int32) (int64, bool) {
+	if err != nil {
+		return 0, false
+	}
+	for _, t := range resp.(*kmsg.ListOffsetsResponse).Topics {
+		for _, p := range t.Partitions {
+			if t.Topic == topic && p.Partition == partition && p.ErrorCode == 0 {
+				return p.Offset, true
+			}
+		}
+	}
+	return 0, false
 }
 
 // fetch reads one partition, chosen at random, from the consumer's

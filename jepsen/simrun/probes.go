@@ -65,8 +65,8 @@ func KnownProbes() []string {
 	return []string{
 		"fault.crash", "fault.powerloss", "fault.pause", "fault.reset", "fault.partition", "fault.stall",
 		"fault.disk", "fault.bitflip", "fault.clock",
-		"produce.retry", "produce.ok_after_retry", "produce.info", "produce.fail", "producer.reset",
-		"consumer.seek", "consumer.out_of_range",
+		"produce.multi_partition", "produce.retry", "produce.ok_after_retry", "produce.info", "produce.fail", "producer.reset",
+		"consumer.seek", "consumer.list_offsets", "consumer.out_of_range",
 		"disk.eio", "disk.enospc", "disk.sync_lost", "disk.write_torn", "disk.read_flip",
 		"broker.start_failed", "broker.operator_restart",
 	}

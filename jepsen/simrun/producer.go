@@ -3,6 +3,7 @@ package simrun
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/sluicemq/sluice/jepsen"
@@ -18,50 +19,66 @@ const (
 	// within produceBrokerTimeout, a little sooner.
 	produceRequestTimeout = 3 * time.Second
 	produceBrokerTimeout  = 2 * time.Second
-	// produceOpTimeout is how long one operation retries before it is
-	// given up with an unknown outcome (unless every attempt failed
-	// definitely).
+	// produceOpTimeout is how long a round of produces retries before the
+	// operations still open are given up with an unknown outcome (unless
+	// every attempt of one failed definitely).
 	produceOpTimeout = 10 * time.Second
 	// probeOpTimeout is the same for the liveness phase's produces, which
 	// must succeed.
 	probeOpTimeout = 60 * time.Second
+	// partitionsPerRequestMax bounds how many partitions one request
+	// carries a batch for.
+	partitionsPerRequestMax = 3
 )
 
 // producer is one idempotent producer client. The struct lives outside the
 // simulated node, as a Jepsen worker does: it owns the value counter and
-// the operation in progress, which outlive a crash of the client's node;
+// the round in progress, which outlive a crash of the client's node;
 // everything that lives in the node's memory (the connection, the producer
 // id, the sequence numbers) is in the producerSession of the current
 // incarnation.
 type producer struct {
-	w    *worker
-	next int // values drawn so far: "p<id>-<n>"
-	op   *produceOp
-	sess *producerSession
-	// probes is how many liveness produces are still to make (one per
-	// partition, in partition order), once the safety phase is over.
-	probes int
+	w     *worker
+	next  int // values drawn so far: "p<id>-<n>"
+	round *produceRound
+	sess  *producerSession
+	// probes is set when the safety phase is over: one more round, to every
+	// partition, must succeed.
+	probes bool
 }
 
-// produceOp is an operation in progress: one batch, retried with the same
-// sequence numbers until an answer is definite or it runs out of time.
+// produceRound is one Produce request in progress, as Kafka producers send
+// them: a batch for each of a few partitions, each batch its own operation
+// in the history. The request is sent again, with the very same batches
+// (so the broker can tell a retry by its sequence numbers), for the
+// partitions not yet answered definitely, until every one is or the round
+// runs out of time.
+type produceRound struct {
+	ops     []*produceOp
+	expired bool
+	timer   env.Timer
+	// mustSucceed marks the liveness phase's round: anything but ok is a
+	// failure of the run.
+	mustSucceed bool
+	// pid and epoch stamp every batch of the round.
+	pid   int64
+	epoch int16
+	// reset says the producer's state on the broker is no longer known
+	// (an unknown outcome, a refused sequence): the session starts over
+	// with a new producer id once the round ends.
+	reset bool
+}
+
+// produceOp is one partition's batch in a round.
 type produceOp struct {
 	id       jepsen.OpID
 	tp       jepsen.TopicPartition
 	values   []string
+	seq      int32
+	batch    []byte
 	attempts []jepsen.Outcome
 	lastErr  error
-	expired  bool
-	timer    env.Timer
-	// mustSucceed marks a liveness produce: anything but ok is a failure
-	// of the run.
-	mustSucceed bool
-	// seq and pid are the sequence and producer the batch was stamped
-	// with; a retry sends the very same batch.
-	pid   int64
-	epoch int16
-	seq   int32
-	batch []byte
+	done     bool
 }
 
 // producerSession is one incarnation of the producer's process.
@@ -72,7 +89,7 @@ type producerSession struct {
 	pid   int64 // -1 until InitProducerId answers
 	epoch int16
 	seq   []int32 // next sequence, per partition
-	// running says the chain of operations (see step) is alive.
+	// running says the chain of rounds (see step) is alive.
 	running bool
 }
 
@@ -83,21 +100,28 @@ func (p *producer) boot(e env.Env) {
 	ps.kick()
 }
 
-// crashed records what the client's death leaves: the operation in
-// progress has an unknown outcome.
+// crashed records what the client's death leaves: the operations in
+// progress have unknown outcomes.
 func (p *producer) crashed() {
-	if p.op != nil {
-		p.w.r.h.Info(p.op.id, errors.New("client crashed"))
-		p.w.r.opEnded(p.op.mustSucceed, jepsen.KindInfo, p.op.tp, p.op.lastErr)
-		p.op = nil
+	if rd := p.round; rd != nil {
+		for _, op := range rd.ops {
+			if !op.done {
+				op.lastErr = errors.New("client crashed")
+				p.w.r.h.Info(op.id, op.lastErr)
+				p.w.r.opEnded(rd.mustSucceed, jepsen.KindInfo, op.tp, op.lastErr)
+			}
+		}
+		rd.timer.Stop()
+		p.round = nil
+		p.probes = false
 	}
 	p.sess = nil
 }
 
-// busy reports whether the producer has an operation in progress.
-func (p *producer) busy() bool { return p.op != nil }
+// busy reports whether the producer has a round in progress.
+func (p *producer) busy() bool { return p.round != nil }
 
-// kick starts the session's chain of operations unless it is running.
+// kick starts the session's chain of rounds unless it is running.
 func (ps *producerSession) kick() {
 	if !ps.running {
 		ps.running = true
@@ -105,17 +129,17 @@ func (ps *producerSession) kick() {
 	}
 }
 
-// step decides what the session does next: stop, make a liveness produce,
-// or start an operation after a pause to think. Every path of the chain
-// comes back here, so one operation at most is in progress.
+// step decides what the session does next: stop, make the liveness round,
+// or start a round after a pause to think. Every path of the chain comes
+// back here, so one round at most is in progress.
 func (ps *producerSession) step() {
 	p := ps.p
 	r := p.w.r
 	switch {
 	case p.sess != ps:
 		return // a dead incarnation
-	case p.probes > 0:
-		ps.prepare(func() { ps.startOp(int32(r.opts.Partitions-p.probes), true) })
+	case p.probes:
+		ps.prepare(func() { ps.startRound(allPartitions(r.opts.Partitions), true) })
 	case r.stopping:
 		ps.running = false
 	default:
@@ -128,10 +152,36 @@ func (ps *producerSession) step() {
 					ps.step()
 					return
 				}
-				ps.startOp(int32(p.w.rand.Intn(r.opts.Partitions)), false)
+				ps.startRound(p.w.choosePartitions(), false)
 			})
 		})
 	}
+}
+
+func allPartitions(n int) []int32 {
+	ps := make([]int32, n)
+	for i := range ps {
+		ps[i] = int32(i)
+	}
+	return ps
+}
+
+// choosePartitions draws the partitions of a round: usually one, sometimes
+// a few, in increasing order.
+func (w *worker) choosePartitions() []int32 {
+	n := w.r.opts.Partitions
+	k := 1
+	if n > 1 && w.rand.Chance(0.3) {
+		k = 2 + w.rand.Intn(min(n, partitionsPerRequestMax)-1)
+	}
+	perm := allPartitions(n)
+	for i := 0; i < k; i++ {
+		j := i + w.rand.Intn(n-i)
+		perm[i], perm[j] = perm[j], perm[i]
+	}
+	chosen := perm[:k]
+	slices.Sort(chosen)
+	return chosen
 }
 
 // prepare makes sure the session has a producer id and the topic exists,
@@ -155,7 +205,6 @@ func (ps *producerSession) prepare(ready func()) {
 					ready()
 					return
 				}
-				err = kerr.ErrorForCode(ip.ErrorCode)
 			}
 			w.r.probes.add("producer.init_retry")
 			w.backoff(ps.e, func() {
@@ -167,63 +216,82 @@ func (ps *producerSession) prepare(ready func()) {
 	})
 }
 
-// startOp invokes a produce of a fresh batch to partition.
-func (ps *producerSession) startOp(partition int32, mustSucceed bool) {
+// startRound invokes a produce of a fresh batch to each partition.
+func (ps *producerSession) startRound(partitions []int32, mustSucceed bool) {
 	p := ps.p
 	w := p.w
-	n := 1 + w.rand.Intn(w.r.opts.BatchMax)
-	values := make([]string, n)
-	for i := range values {
-		values[i] = fmt.Sprintf("p%d-%d", w.id, p.next)
-		p.next++
+	rd := &produceRound{mustSucceed: mustSucceed, pid: ps.pid, epoch: ps.epoch}
+	now := ps.e.Clock.Now().UnixMilli()
+	for _, partition := range partitions {
+		values := make([]string, 1+w.rand.Intn(w.r.opts.BatchMax))
+		for i := range values {
+			values[i] = fmt.Sprintf("p%d-%d", w.id, p.next)
+			p.next++
+		}
+		op := &produceOp{tp: jepsen.TopicPartition{Topic: w.r.topic, Partition: partition}, values: values, seq: ps.seq[partition]}
+		op.batch = buildBatch(producerBatch{ProducerID: rd.pid, ProducerEpoch: rd.epoch, BaseSequence: op.seq, TimestampMs: now}, values)
+		op.id = w.r.h.InvokeProduce(w.id, op.tp, true, values...)
+		rd.ops = append(rd.ops, op)
 	}
-	tp := jepsen.TopicPartition{Topic: w.r.topic, Partition: partition}
-	op := &produceOp{tp: tp, values: values, mustSucceed: mustSucceed, pid: ps.pid, epoch: ps.epoch, seq: ps.seq[partition]}
-	op.batch = buildBatch(producerBatch{ProducerID: op.pid, ProducerEpoch: op.epoch, BaseSequence: op.seq,
-		TimestampMs: ps.e.Clock.Now().UnixMilli()}, values)
-	op.id = w.r.h.InvokeProduce(w.id, tp, true, values...)
+	if len(partitions) > 1 {
+		w.r.probes.add("produce.multi_partition")
+	}
 	timeout := produceOpTimeout
 	if mustSucceed {
 		timeout = probeOpTimeout
 	}
-	op.timer = ps.e.Clock.AfterFunc(timeout, func() { op.expired = true })
-	p.op = op
-	ps.attempt(op)
+	rd.timer = ps.e.Clock.AfterFunc(timeout, func() { rd.expired = true })
+	p.round = rd
+	ps.attempt(rd)
 }
 
-func (ps *producerSession) attempt(op *produceOp) {
+// attempt sends the batches of the round still open, in one request.
+func (ps *producerSession) attempt(rd *produceRound) {
 	w := ps.p.w
 	req := kmsg.NewPtrProduceRequest()
 	req.Version = w.r.opts.ProduceVersion
 	req.Acks = -1
 	req.TimeoutMillis = int32(produceBrokerTimeout / time.Millisecond)
 	rt := kmsg.NewProduceRequestTopic()
-	rt.Topic = op.tp.Topic
-	rp := kmsg.NewProduceRequestTopicPartition()
-	rp.Partition = op.tp.Partition
-	rp.Records = op.batch
-	rt.Partitions = append(rt.Partitions, rp)
+	rt.Topic = w.r.topic
+	var open []*produceOp
+	for _, op := range rd.ops {
+		if !op.done {
+			rp := kmsg.NewProduceRequestTopicPartition()
+			rp.Partition = op.tp.Partition
+			rp.Records = op.batch
+			rt.Partitions = append(rt.Partitions, rp)
+			open = append(open, op)
+		}
+	}
 	req.Topics = append(req.Topics, rt)
 	ps.s.do(req, produceRequestTimeout, func(resp kmsg.Response, err error) {
 		if ps.p.sess != ps {
 			return
 		}
-		if err != nil {
-			ps.failedAttempt(op, jepsen.Classify(err), err, false)
-			return
+		for _, op := range open {
+			ps.answered(rd, op, resp, err)
 		}
-		code, base, ok := producePartitionResult(resp.(*kmsg.ProduceResponse), op.tp)
-		if !ok {
-			ps.failedAttempt(op, jepsen.Unknown, fmt.Errorf("produce response has no partition %s", op.tp), false)
-			return
-		}
-		if code == 0 {
-			ps.succeeded(op, base)
-			return
-		}
-		err = kerr.ErrorForCode(code)
-		ps.failedAttempt(op, jepsen.ClassifyCode(code), err, fatalProduceCode(code))
+		ps.afterAttempt(rd)
 	})
+}
+
+// answered takes one partition's part of the answer: its offset, or an
+// attempt that failed.
+func (ps *producerSession) answered(rd *produceRound, op *produceOp, resp kmsg.Response, err error) {
+	if err != nil {
+		ps.failedAttempt(rd, op, jepsen.Classify(err), err, false)
+		return
+	}
+	code, base, ok := producePartitionResult(resp.(*kmsg.ProduceResponse), op.tp)
+	switch {
+	case !ok:
+		ps.failedAttempt(rd, op, jepsen.Unknown, fmt.Errorf("produce response has no partition %s", op.tp), false)
+	case code == 0:
+		ps.succeeded(rd, op, base)
+	default:
+		ps.failedAttempt(rd, op, jepsen.ClassifyCode(code), kerr.ErrorForCode(code), fatalProduceCode(code))
+	}
 }
 
 func producePartitionResult(resp *kmsg.ProduceResponse, tp jepsen.TopicPartition) (code int16, base int64, ok bool) {
@@ -254,72 +322,81 @@ func fatalProduceCode(code int16) bool {
 	return false
 }
 
-func (ps *producerSession) succeeded(op *produceOp, base int64) {
-	p := ps.p
-	r := p.w.r
+func (ps *producerSession) succeeded(rd *produceRound, op *produceOp, base int64) {
+	r := ps.p.w.r
 	if r.cfg.Sabotage == SabotageShiftOffset && base >= 10 && !r.sabotaged {
 		base++ // a test-only lie, once, so that the check has something to find
 		r.sabotaged = true
 	}
-	op.timer.Stop()
-	if op.pid == ps.pid && op.epoch == ps.epoch {
+	if rd.pid == ps.pid && rd.epoch == ps.epoch {
 		ps.seq[op.tp.Partition] = op.seq + int32(len(op.values))
 	}
+	op.done = true
 	r.h.ProduceOk(op.id, base)
+	r.ackedEnd[op.tp.Partition] = max(r.ackedEnd[op.tp.Partition], base+int64(len(op.values)))
 	if len(op.attempts) > 0 {
 		r.probes.add("produce.ok_after_retry")
 	}
-	r.opEnded(op.mustSucceed, jepsen.KindOk, op.tp, nil)
-	p.finish(op)
-	ps.step()
+	r.opEnded(rd.mustSucceed, jepsen.KindOk, op.tp, nil)
 }
 
-// failedAttempt retries op after a backoff, unless the error is fatal or
-// the operation has run out of time; then it ends the operation with what
-// its attempts together say.
-func (ps *producerSession) failedAttempt(op *produceOp, outcome jepsen.Outcome, err error, fatal bool) {
-	p := ps.p
-	r := p.w.r
+// failedAttempt notes an attempt of op that failed; a fatal error, or one
+// after the round has run out of time, ends the operation with what its
+// attempts together say.
+func (ps *producerSession) failedAttempt(rd *produceRound, op *produceOp, outcome jepsen.Outcome, err error, fatal bool) {
 	op.attempts = append(op.attempts, outcome)
 	op.lastErr = err
 	if staleTopicCode(err) {
 		ps.s.topic = nil
 	}
-	if !fatal && !op.expired {
+	if fatal || rd.expired {
+		ps.endOp(rd, op)
+		rd.reset = rd.reset || fatal
+	}
+}
+
+// endOp ends an operation that did not succeed: failed if every attempt
+// failed definitely, unknown otherwise.
+func (ps *producerSession) endOp(rd *produceRound, op *produceOp) {
+	r := ps.p.w.r
+	op.done = true
+	kind := jepsen.KindInfo
+	if jepsen.AfterRetries(op.attempts...) == jepsen.Failed {
+		kind = jepsen.KindFail
+		r.h.Fail(op.id, op.lastErr)
+	} else {
+		r.h.Info(op.id, op.lastErr)
+		rd.reset = true
+	}
+	r.probes.add("produce." + string(kind))
+	r.opEnded(rd.mustSucceed, kind, op.tp, op.lastErr)
+}
+
+// afterAttempt retries what is still open after a backoff, or ends the
+// round.
+func (ps *producerSession) afterAttempt(rd *produceRound) {
+	p := ps.p
+	r := p.w.r
+	if slices.ContainsFunc(rd.ops, func(op *produceOp) bool { return !op.done }) {
 		r.probes.add("produce.retry")
 		p.w.backoff(ps.e, func() {
 			if p.sess == ps {
-				p.w.ensureTopic(ps.e, ps.s, func(*topicInfo) { ps.attempt(op) })
+				p.w.ensureTopic(ps.e, ps.s, func(*topicInfo) { ps.attempt(rd) })
 			}
 		})
 		return
 	}
-	op.timer.Stop()
-	kind := jepsen.KindInfo
-	if jepsen.AfterRetries(op.attempts...) == jepsen.Failed {
-		kind = jepsen.KindFail
-		r.h.Fail(op.id, err)
-	} else {
-		r.h.Info(op.id, err)
-	}
-	r.probes.add("produce." + string(kind))
-	r.opEnded(op.mustSucceed, kind, op.tp, err)
-	if kind == jepsen.KindInfo || fatal {
-		// The batch's fate, or the producer's state on the broker, is
+	rd.timer.Stop()
+	if rd.reset {
+		// A batch's fate, or the producer's state on the broker, is
 		// unknown: a Kafka producer would bump its epoch; this one starts
 		// over with a new producer id.
 		ps.pid = -1
 		r.probes.add("producer.reset")
 	}
-	p.finish(op)
+	p.round = nil
+	if rd.mustSucceed {
+		p.probes = false
+	}
 	ps.step()
-}
-
-func (p *producer) finish(op *produceOp) {
-	if p.op == op {
-		p.op = nil
-	}
-	if op.mustSucceed && p.probes > 0 {
-		p.probes--
-	}
 }

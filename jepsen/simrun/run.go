@@ -150,6 +150,9 @@ type run struct {
 	failures []string
 	// clusterID is the first cluster id a client was told.
 	clusterID string
+	// ackedEnd is, per partition, the end of the furthest acknowledged
+	// produce: the high watermark may never be found below it after.
+	ackedEnd []int64
 }
 
 // brokerHost is the broker's node and what is known of its process.
@@ -176,6 +179,7 @@ func Run(cfg Config) Summary {
 		opts = *cfg.Options
 	}
 	r := &run{cfg: cfg, opts: opts, w: sim.New(cfg.Seed), h: jepsen.NewHistory(), topic: topicName}
+	r.ackedEnd = make([]int64, max(opts.Partitions, 0))
 	if err := opts.validate(); err != nil {
 		r.fail("%v", err)
 		return r.summarize()
@@ -292,7 +296,7 @@ func (r *run) liveness() {
 		return
 	}
 	for _, p := range r.producers {
-		p.probes = r.opts.Partitions
+		p.probes = true
 		node := w.Node(p.w.name)
 		node.Post(func() {
 			if p.sess != nil {
@@ -346,7 +350,7 @@ func (r *run) idle() bool {
 
 func (r *run) probesDone() bool {
 	for _, p := range r.producers {
-		if p.probes > 0 {
+		if p.probes {
 			return false
 		}
 	}
@@ -356,8 +360,8 @@ func (r *run) probesDone() bool {
 func (r *run) describeBusy() string {
 	var busy []string
 	for _, p := range r.producers {
-		if p.busy() || p.probes > 0 {
-			busy = append(busy, fmt.Sprintf("%s (produce in progress: %v, liveness produces left: %d)", p.w.name, p.busy(), p.probes))
+		if p.busy() || p.probes {
+			busy = append(busy, fmt.Sprintf("%s (produce in progress: %v, liveness round to make: %v)", p.w.name, p.busy(), p.probes))
 		}
 	}
 	for _, c := range r.consumers {
