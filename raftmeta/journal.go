@@ -66,7 +66,14 @@ func OpenJournal(loop env.Loop, fsys env.FS) (j *Journal, records []Record, err 
 	return j, records, nil
 }
 
-// replay reads every whole, valid frame and cuts off whatever follows.
+// replay reads every whole, valid frame and cuts off a torn tail.
+//
+// Appends only ever extend the file, and a crash keeps a prefix of what was
+// written, so a frame that is cut short by the end of the file, or whose
+// checksum fails and that reaches the end, is a torn tail: it was never
+// acknowledged, and it is cut. A frame whose checksum fails even when read
+// again, with whole frames after it, is corruption of acknowledged records:
+// replay stops with an error rather than silently dropping them.
 func (j *Journal) replay() ([]Record, error) {
 	total, err := j.file.Size()
 	if err != nil {
@@ -74,28 +81,20 @@ func (j *Journal) replay() ([]Record, error) {
 	}
 	var records []Record
 	var off int64
-	var header [8]byte
 	for off+8 <= total {
-		if _, err := j.file.ReadAt(header[:], off); err != nil {
-			return nil, fmt.Errorf("replay metadata journal at %d: %w", off, err)
+		body, ok, err := j.readFrame(off, total)
+		if err != nil {
+			return nil, err
 		}
-		length := int64(binary.BigEndian.Uint32(header[0:4]))
-		if length > frameMax || off+8+length > total {
+		if !ok {
 			break // torn tail
-		}
-		body := make([]byte, length)
-		if _, err := j.file.ReadAt(body, off+8); err != nil && !errors.Is(err, io.EOF) {
-			return nil, fmt.Errorf("replay metadata journal at %d: %w", off, err)
-		}
-		if crc32.Checksum(body, castagnoli) != binary.BigEndian.Uint32(header[4:8]) {
-			break // torn or corrupt tail
 		}
 		r, err := DecodeRecord(body)
 		if err != nil {
 			return nil, fmt.Errorf("replay metadata journal at %d: %w", off, err)
 		}
 		records = append(records, r)
-		off += 8 + length
+		off += 8 + int64(len(body))
 	}
 	if off < total {
 		if err := j.file.Truncate(off); err != nil {
@@ -104,6 +103,39 @@ func (j *Journal) replay() ([]Record, error) {
 	}
 	j.size = off
 	return records, nil
+}
+
+// readAttempts is how often a frame is read before its checksum failure is
+// believed: a bit can flip on the way from the disk and not on it.
+const readAttempts = 3
+
+// readFrame reads the frame at off. ok is false for a torn tail.
+func (j *Journal) readFrame(off, total int64) (body []byte, ok bool, err error) {
+	var header [8]byte
+	for attempt := 0; attempt < readAttempts; attempt++ {
+		if _, err := j.file.ReadAt(header[:], off); err != nil {
+			return nil, false, fmt.Errorf("replay metadata journal at %d: %w", off, err)
+		}
+		length := int64(binary.BigEndian.Uint32(header[0:4]))
+		if length > frameMax || off+8+length > total {
+			continue // a short frame, or a length read wrongly: read again
+		}
+		body = make([]byte, length)
+		if _, err := j.file.ReadAt(body, off+8); err != nil && !errors.Is(err, io.EOF) {
+			return nil, false, fmt.Errorf("replay metadata journal at %d: %w", off, err)
+		}
+		if crc32.Checksum(body, castagnoli) == binary.BigEndian.Uint32(header[4:8]) {
+			return body, true, nil
+		}
+		if off+8+length == total {
+			return nil, false, nil // the last frame, torn
+		}
+	}
+	length := int64(binary.BigEndian.Uint32(header[0:4]))
+	if length > frameMax || off+8+length >= total {
+		return nil, false, nil // torn tail
+	}
+	return nil, false, fmt.Errorf("replay metadata journal: the frame at %d fails its checksum with %d bytes after it: the journal is corrupt", off, total-off-8-length)
 }
 
 // Append writes records and calls done on the loop once they are durable (or
