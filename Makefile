@@ -17,8 +17,14 @@ test:
 sim:
 	SLUICE_SEEDS=10000 $(GO) test -count=1 -tags invariants -run 'Sim|Crash|Determinism|Sweep' -timeout 80m ./...
 
+# Package benchmarks one package at a time (-p 1), so that none competes
+# with another for the CPU; then BenchmarkBroker (cmd/sluice), which starts
+# sluice serve, kfake and a sink server and prints its table of figures and
+# ratios. See its doc comment for SLUICE_BENCH_MB, SLUICE_BENCH_LATENCY and
+# SLUICE_BENCH_PERF.
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem ./...
+	$(GO) test -p 1 -run '^$$' -bench . -benchmem $$($(GO) list ./... | grep -v '/cmd/sluice$$')
+	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m ./cmd/sluice
 
 # Every fuzz target in the tree, one at a time (go test -fuzz takes one), each
 # for FUZZTIME. Targets are found by name in the test files; a failing input

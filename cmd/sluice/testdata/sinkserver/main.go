@@ -1,0 +1,217 @@
+// Command sinkserver is the client's ceiling in BenchmarkBroker: a Kafka
+// broker that speaks just enough of the protocol for a franz-go producer
+// (ApiVersions, Metadata, InitProducerId, Produce), acknowledges every batch
+// at once with the offset it would have had, and stores nothing. Whatever
+// produce rate a client reaches against it, no real broker can beat.
+//
+// It listens on -addr (port 0 picks one), prints "listening <host:port>" on
+// stdout, and serves until killed. Every topic a client asks about exists,
+// with -partitions partitions led by node 0, the sink itself.
+package main
+
+import (
+	"bufio"
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"strconv"
+	"sync"
+
+	"github.com/sluicemq/sluice/wire"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func main() {
+	addr := flag.String("addr", "127.0.0.1:0", "listen address")
+	partitions := flag.Int("partitions", 6, "partitions of every topic")
+	flag.Parse()
+	if err := run(*addr, int32(*partitions)); err != nil {
+		fmt.Fprintln(os.Stderr, "sinkserver:", err)
+		os.Exit(1)
+	}
+}
+
+func run(addr string, partitions int32) error {
+	table, err := wire.NewTable([]wire.APIRange{
+		{Key: 0, Min: 3, Max: (&kmsg.ProduceRequest{}).MaxVersion()},
+		{Key: 3, Min: 0, Max: (&kmsg.MetadataRequest{}).MaxVersion()},
+		{Key: 18, Min: 0, Max: 4},
+		{Key: 22, Min: 0, Max: (&kmsg.InitProducerIDRequest{}).MaxVersion()},
+	})
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	host, portText, _ := net.SplitHostPort(ln.Addr().String())
+	port, _ := strconv.Atoi(portText)
+	fmt.Printf("listening %s\n", ln.Addr())
+	s := &sink{table: table, host: host, port: int32(port), partitions: partitions, offsets: map[string]int64{}}
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			return err
+		}
+		go s.serve(c)
+	}
+}
+
+// sink holds what every connection shares: only the next offset of each
+// partition, so that acknowledgements look like a real log's.
+type sink struct {
+	table      *wire.Table
+	host       string
+	port       int32
+	partitions int32
+
+	mu         sync.Mutex
+	offsets    map[string]int64 // "topic/partition" -> next offset
+	producerID int64
+}
+
+// serve answers one connection's requests in order until it closes.
+func (s *sink) serve(c net.Conn) {
+	defer c.Close()
+	r := bufio.NewReaderSize(c, 1<<20)
+	var frame, out []byte
+	var size [4]byte
+	for {
+		if _, err := io.ReadFull(r, size[:]); err != nil {
+			return
+		}
+		n := int32(binary.BigEndian.Uint32(size[:]))
+		if n < 0 || n > wire.DefaultMaxRequestBytes {
+			fmt.Fprintf(os.Stderr, "sinkserver: frame size %d\n", n)
+			return
+		}
+		if cap(frame) < int(n) {
+			frame = make([]byte, n)
+		}
+		frame = frame[:n]
+		if _, err := io.ReadFull(r, frame); err != nil {
+			return
+		}
+		req, err := s.table.ParseRequest(frame)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "sinkserver: %v\n", err)
+			return
+		}
+		resp := s.answer(req.Body)
+		if resp == nil {
+			continue // acks=0
+		}
+		out = wire.AppendResponse(out[:0], req.Header.CorrelationID, resp)
+		if _, err := c.Write(out); err != nil {
+			return
+		}
+	}
+}
+
+func (s *sink) answer(body kmsg.Request) kmsg.Response {
+	switch req := body.(type) {
+	case *kmsg.ApiVersionsRequest:
+		return s.table.ApiVersionsResponse(req)
+	case *kmsg.MetadataRequest:
+		return s.metadata(req)
+	case *kmsg.InitProducerIDRequest:
+		resp := req.ResponseKind().(*kmsg.InitProducerIDResponse)
+		s.mu.Lock()
+		s.producerID++
+		resp.ProducerID = s.producerID
+		s.mu.Unlock()
+		return resp
+	case *kmsg.ProduceRequest:
+		return s.produce(req)
+	}
+	panic(fmt.Sprintf("sinkserver: the table serves %T but answer does not", body))
+}
+
+func (s *sink) metadata(req *kmsg.MetadataRequest) kmsg.Response {
+	resp := req.ResponseKind().(*kmsg.MetadataResponse)
+	broker := kmsg.NewMetadataResponseBroker()
+	broker.NodeID, broker.Host, broker.Port = 0, s.host, s.port
+	resp.Brokers = []kmsg.MetadataResponseBroker{broker}
+	clusterID := "sink"
+	resp.ClusterID = &clusterID
+	resp.ControllerID = 0
+	for _, rt := range req.Topics {
+		if rt.Topic == nil {
+			continue // by id only: not served
+		}
+		t := kmsg.NewMetadataResponseTopic()
+		t.Topic = rt.Topic
+		t.TopicID = topicID(*rt.Topic)
+		for p := range s.partitions {
+			mp := kmsg.NewMetadataResponseTopicPartition()
+			mp.Partition, mp.Leader, mp.Replicas, mp.ISR = p, 0, []int32{0}, []int32{0}
+			t.Partitions = append(t.Partitions, mp)
+		}
+		resp.Topics = append(resp.Topics, t)
+	}
+	return resp
+}
+
+func topicID(name string) [16]byte {
+	sum := sha256.Sum256([]byte(name))
+	var id [16]byte
+	copy(id[:], sum[:])
+	return id
+}
+
+// produce acknowledges every batch with the offsets it would have taken.
+func (s *sink) produce(req *kmsg.ProduceRequest) kmsg.Response {
+	resp := req.ResponseKind().(*kmsg.ProduceResponse)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, rt := range req.Topics {
+		t := kmsg.NewProduceResponseTopic()
+		t.Topic, t.TopicID = rt.Topic, rt.TopicID
+		name := rt.Topic
+		if name == "" {
+			name = fmt.Sprintf("%x", rt.TopicID)
+		}
+		for _, rp := range rt.Partitions {
+			p := kmsg.NewProduceResponseTopicPartition()
+			p.Partition = rp.Partition
+			n, err := countRecords(rp.Records)
+			if err != nil {
+				p.ErrorCode = 2 // CORRUPT_MESSAGE
+			} else {
+				key := name + "/" + strconv.Itoa(int(rp.Partition))
+				p.BaseOffset = s.offsets[key]
+				s.offsets[key] += n
+			}
+			t.Partitions = append(t.Partitions, p)
+		}
+		resp.Topics = append(resp.Topics, t)
+	}
+	if req.Acks == 0 {
+		return nil
+	}
+	return resp
+}
+
+// countRecords returns the offsets the v2 batches in p take: the sum of each
+// batch's last offset delta plus one.
+func countRecords(p []byte) (int64, error) {
+	var n int64
+	for len(p) > 0 {
+		if len(p) < 61 {
+			return 0, errors.New("truncated batch header")
+		}
+		length := int(int32(binary.BigEndian.Uint32(p[8:12])))
+		if length < 49 || 12+length > len(p) {
+			return 0, fmt.Errorf("batch length %d with %d bytes left", length, len(p))
+		}
+		n += int64(int32(binary.BigEndian.Uint32(p[23:27]))) + 1
+		p = p[12+length:]
+	}
+	return n, nil
+}
