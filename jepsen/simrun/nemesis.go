@@ -86,6 +86,11 @@ func (n *nemesis) inject(f Fault) {
 		}
 		broker.Crash()
 		n.later(n.uniform(0, 3*time.Second), func() { r.restartIfDown(broker) })
+	case FaultRestart:
+		if !r.broker.running || broker.Paused() {
+			return
+		}
+		n.restart(broker)
 	case FaultPowerLoss:
 		w.PowerLoss()
 		r.clientsCrashed()
@@ -128,6 +133,27 @@ func (n *nemesis) inject(f Fault) {
 		panic("simrun: unknown fault " + string(f))
 	}
 	r.probes.add("fault." + string(f))
+}
+
+// restart asks the running broker to shut down cleanly, as SIGTERM does,
+// and once it has, crashes the process (which a clean shutdown must leave
+// nothing to lose to) and boots it again after a while.
+func (n *nemesis) restart(node *sim.Node) {
+	r := n.r
+	b, inc := r.broker.b, node.Incarnation()
+	delay := n.uniform(0, 2*time.Second)
+	node.Post(func() {
+		b.Shutdown(func(err error) {
+			if err != nil {
+				r.probes.add("broker.shutdown_error")
+			}
+			r.w.After(delay, "nemesis.restart", func() {
+				if node.Incarnation() == inc && node.Up() {
+					node.Restart()
+				}
+			})
+		})
+	})
 }
 
 // partition cuts the links between client and the broker, both ways or one

@@ -17,6 +17,9 @@ const (
 	// FaultCrash kills the broker's process: memory and unsynced disk state
 	// are lost; it restarts from disk.
 	FaultCrash Fault = "crash"
+	// FaultRestart shuts the broker down cleanly (SIGTERM) and starts it
+	// again.
+	FaultRestart Fault = "restart"
 	// FaultPowerLoss crashes every node at once, clients included.
 	FaultPowerLoss Fault = "powerloss"
 	// FaultPause freezes a node (the broker or a client), as SIGSTOP does.
@@ -38,7 +41,7 @@ const (
 )
 
 // allFaults lists every fault, in the order a seed considers them.
-var allFaults = []Fault{FaultCrash, FaultPowerLoss, FaultPause, FaultReset, FaultPartition, FaultStall, FaultDisk, FaultBitFlip, FaultClock}
+var allFaults = []Fault{FaultCrash, FaultRestart, FaultPowerLoss, FaultPause, FaultReset, FaultPartition, FaultStall, FaultDisk, FaultBitFlip, FaultClock}
 
 // Options are what a seed chose for a run (swarm testing: each seed picks
 // its own shape and its own mix of faults, so rare combinations get runs of

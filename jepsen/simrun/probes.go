@@ -63,7 +63,7 @@ func formatCounts(cs []Count) string {
 // fault, and the client and disk paths they are meant to reach.
 func KnownProbes() []string {
 	return []string{
-		"fault.crash", "fault.powerloss", "fault.pause", "fault.reset", "fault.partition", "fault.stall",
+		"fault.crash", "fault.restart", "fault.powerloss", "fault.pause", "fault.reset", "fault.partition", "fault.stall",
 		"fault.disk", "fault.bitflip", "fault.clock",
 		"produce.multi_partition", "produce.retry", "produce.ok_after_retry", "produce.info", "produce.fail", "producer.reset",
 		"consumer.seek", "consumer.list_offsets", "consumer.out_of_range",

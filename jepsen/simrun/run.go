@@ -159,7 +159,8 @@ type run struct {
 type brokerHost struct {
 	node    *sim.Node
 	cfg     node.Config
-	running bool // Start succeeded in the current incarnation
+	b       *node.Broker // of the current incarnation
+	running bool         // Start succeeded in the current incarnation
 	// diskErrs is the disk's injected-error count when the current
 	// incarnation booted: more now means the broker saw a disk fail.
 	diskErrs int
@@ -247,6 +248,7 @@ func (r *run) bootBroker(e env.Env) {
 	if err != nil {
 		panic(fmt.Sprintf("simrun: broker config refused: %v", err))
 	}
+	bh.b = b
 	inc := bh.node.Incarnation()
 	b.Start(func(err error) {
 		if err == nil {

@@ -1,0 +1,59 @@
+// Package simrun runs a Sluice broker and deterministic Kafka clients in one
+// simulated world, through seeded faults, and checks what the clients saw.
+//
+// # A run
+//
+// One seed decides everything (swarm testing: ChooseOptions draws the
+// topic's partition count, the number of producers and consumers, batch
+// sizes, request versions, segment size, and which faults this seed mixes).
+// A run has two phases, as DESIGN.md section 3 describes:
+//
+//	safety     Duration of virtual time: the clients work while the nemesis
+//	           injects the seed's faults, each undone after a seeded while.
+//	liveness   every fault undone at once (links healed, nodes resumed and
+//	           restarted, a broker that saw its disk fail restarted by the
+//	           operator); then every pending operation must complete, one
+//	           produce round to every partition per producer must succeed,
+//	           and every partition must be read whole (the final reads).
+//
+// The history is then judged by jepsen.Check (porcupine per partition and
+// Kafka's invariants), and the verdict is folded into the trace hash, so
+// that two runs of a seed print the same line only if they did the same
+// things and reached the same judgement.
+//
+//	       +--------+   Produce (acks=-1, idempotent)   +--------+
+//	p1..p3 | client | --------------------------------> |        |
+//	       +--------+                                   | broker |  node.Broker
+//	c1..c2 | client | <-------------------------------- |        |  on its own
+//	       +--------+   Fetch, ListOffsets, Metadata    +--------+  sim.Node
+//	reader   final reads, once the cluster is quiet
+//
+// # The clients
+//
+// Every client speaks the real wire protocol (package wire, kmsg bodies)
+// over a simulated connection from its own node, and builds and reads
+// record batches itself (batch.go), checking each CRC. A producer sends one
+// batch per partition per request, to one partition or a few, with a
+// producer id and sequence numbers, and retries the very same batches after
+// a lost connection, a timeout or a retriable error, so the broker can tell
+// retries apart; once a batch's fate is unknown it starts over with a new
+// producer id, as a Kafka producer bumps its epoch. A consumer fetches one
+// partition at a time from its position, follows what it got, now and then
+// seeks back or resets its position by ListOffsets. Each call is an
+// operation in the history, recorded as jepsen classifies its answer: a
+// timeout or a lost connection leaves it unknown (info).
+//
+// The clients' own state that would survive a Kafka client's crash in a
+// Jepsen test (the value counter, the operation in progress) lives outside
+// the simulated node; a power loss that kills a client's node records its
+// pending operations as unknown, and the node boots a fresh client.
+//
+// # What a run reports
+//
+// Summary.Line is one line: the seed, virtual time, events, operations,
+// the result, the trace, the options and the faults injected. Probes count
+// faults and rare paths (a retried produce that succeeded, a failed broker
+// start, an EIO that struck); a sweep reports those that never fired.
+// Sabotage makes the clients lie about what the broker said, for the tests
+// that prove the check would catch a broken broker.
+package simrun
