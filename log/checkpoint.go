@@ -48,16 +48,21 @@ func checkedLines(p []byte) ([]string, error) {
 //	recovery-point <offset>
 //	log-start-offset <offset>
 //	clean <0|1>
+//	epochs-crc32c <8 hex digits>
 //	crc32c <8 hex digits>
 //
 // The recovery point is the offset below which everything is durable and
 // needs no scan on open. Clean is written only by Close: it says that the
 // index files of the segment holding the recovery point are complete up to
 // it (they were trimmed and synced), so even that segment is not walked.
+// Epochs-crc32c is the checksum of the leader-epoch checkpoint written with
+// it: the two files are renamed one after the other, a crash may keep one
+// rename and lose the other, and a pair that does not match is not trusted.
 type partitionCheckpoint struct {
 	RecoveryPoint  int64
 	LogStartOffset int64
 	Clean          bool
+	EpochsCRC      uint32
 }
 
 const partitionCheckpointVersion = 1
@@ -67,8 +72,8 @@ func (c partitionCheckpoint) encode() []byte {
 	if c.Clean {
 		clean = 1
 	}
-	p := fmt.Appendf(nil, "%d\nrecovery-point %d\nlog-start-offset %d\nclean %d\n",
-		partitionCheckpointVersion, c.RecoveryPoint, c.LogStartOffset, clean)
+	p := fmt.Appendf(nil, "%d\nrecovery-point %d\nlog-start-offset %d\nclean %d\nepochs-crc32c %08x\n",
+		partitionCheckpointVersion, c.RecoveryPoint, c.LogStartOffset, clean, c.EpochsCRC)
 	return appendChecksumLine(p)
 }
 
@@ -78,15 +83,16 @@ func decodePartitionCheckpoint(p []byte) (partitionCheckpoint, error) {
 	if err != nil {
 		return c, fmt.Errorf("recovery-point checkpoint: %w", err)
 	}
-	if len(lines) != 4 || lines[0] != strconv.Itoa(partitionCheckpointVersion) {
+	if len(lines) != 5 || lines[0] != strconv.Itoa(partitionCheckpointVersion) {
 		return c, fmt.Errorf("recovery-point checkpoint: unexpected layout (%d lines)", len(lines))
 	}
 	var clean int
 	_, err1 := fmt.Sscanf(lines[1], "recovery-point %d", &c.RecoveryPoint)
 	_, err2 := fmt.Sscanf(lines[2], "log-start-offset %d", &c.LogStartOffset)
 	_, err3 := fmt.Sscanf(lines[3], "clean %d", &clean)
+	_, err4 := fmt.Sscanf(lines[4], "epochs-crc32c %08x", &c.EpochsCRC)
 	switch {
-	case err1 != nil || err2 != nil || err3 != nil:
+	case err1 != nil || err2 != nil || err3 != nil || err4 != nil:
 		return c, fmt.Errorf("recovery-point checkpoint: unreadable fields")
 	case c.RecoveryPoint < 0 || c.LogStartOffset < 0 || clean < 0 || clean > 1:
 		return c, fmt.Errorf("recovery-point checkpoint: values out of range")

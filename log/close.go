@@ -13,6 +13,15 @@ func (l *Log) Close(done func(error)) {
 	}
 	l.closing = true
 	l.dur.stopTimers()
+	if l.dur.barrier && l.failed == nil {
+		// A truncation is on its way to the disk; let it get there.
+		l.dur.readyWaiters = append(l.dur.readyWaiters, func(error) { l.finishClose(done) })
+		return
+	}
+	l.finishClose(done)
+}
+
+func (l *Log) finishClose(done func(error)) {
 	if l.failed != nil {
 		err := l.failed
 		l.closeFiles()

@@ -119,6 +119,28 @@ func (c *epochCache) epochForOffset(offset int64) (int32, bool) {
 	return epoch, found
 }
 
+// from returns a copy of the entries that cover offsets at and after offset.
+func (c *epochCache) from(offset int64) epochCache {
+	i := 0
+	for i+1 < len(c.entries) && c.entries[i+1].StartOffset <= offset {
+		i++
+	}
+	return epochCache{entries: append([]EpochEntry(nil), c.entries[i:]...)}
+}
+
+// check compares a batch's leader epoch, which its CRC does not cover, with
+// the epoch the cache gives its first offset at or after logStart. Epoch -1
+// (none) passes: no single flipped bit makes it from a valid epoch.
+func (c *epochCache) check(h *header, logStart int64) error {
+	if h.LeaderEpoch == -1 {
+		return nil
+	}
+	if e, ok := c.epochForOffset(max(h.BaseOffset, logStart)); !ok || e != h.LeaderEpoch {
+		return corruptError("batch at offset %d has leader epoch %d, the log's epoch there is %d", h.BaseOffset, h.LeaderEpoch, e)
+	}
+	return nil
+}
+
 // The leader-epoch-checkpoint file is Kafka's text format, version 1, with a
 // checksum line added (a flipped digit must not move an epoch):
 //

@@ -2,6 +2,7 @@ package log
 
 import (
 	"fmt"
+	"hash/crc32"
 	"path"
 	"time"
 
@@ -42,7 +43,6 @@ type durability struct {
 	unflushedBytes int64
 	dirDirty       bool
 	parentDirty    bool
-	epochsDirty    bool
 	// loose are new files outside the segments (producer snapshots) that
 	// the next flush round syncs and then closes.
 	loose []*trackedFile
@@ -58,6 +58,8 @@ type durability struct {
 	barrier      bool
 	barrierSeq   uint64
 	readyWaiters []func(error)
+	// pending are the file changes of truncations, made by the barrier.
+	pending []pendingOp
 	// cleanClose is set by Close once the active segment's indexes are
 	// trimmed and a snapshot is at the log end: the last checkpoint may
 	// then say clean.
@@ -183,6 +185,9 @@ func (l *Log) startFlush() {
 func parentDir(dir string) string { return path.Dir(dir) }
 
 func (l *Log) syncFile(r *flushRound, t *trackedFile, closeAfter bool) {
+	if t == nil {
+		return // a segment whose files the barrier has yet to create
+	}
 	if !t.dirty() {
 		if closeAfter {
 			t.f.Close()
@@ -322,12 +327,14 @@ func (l *Log) checkpointSoon() {
 	}
 }
 
-func (l *Log) checkpointContent() partitionCheckpoint {
+func (l *Log) checkpointContent() (partitionCheckpoint, []byte) {
+	epochs := l.epochs.encode()
 	return partitionCheckpoint{
 		RecoveryPoint:  l.dur.durable,
 		LogStartOffset: l.logStart,
 		Clean:          l.closing && l.dur.cleanClose && l.dur.durable == l.LogEndOffset(),
-	}
+		EpochsCRC:      crc32.Checksum(epochs, castagnoli),
+	}, epochs
 }
 
 func (l *Log) startCheckpoint() {
@@ -340,19 +347,14 @@ func (l *Log) startCheckpoint() {
 		c.again = true
 		return
 	}
-	content := l.checkpointContent()
-	if len(c.next) == 0 && c.hasFile && content == c.written && !d.epochsDirty {
+	content, epochs := l.checkpointContent()
+	if len(c.next) == 0 && c.hasFile && content == c.written {
 		return
 	}
 	c.inFlight, c.again = true, false
 	c.current, c.next = c.next, nil
-	var epochs []byte
-	if d.epochsDirty {
-		epochs = l.epochs.encode()
-		d.epochsDirty = false
-	}
-	w := &ckptWrite{l: l, content: content, epochsWritten: epochs != nil}
-	if epochs != nil {
+	w := &ckptWrite{l: l, content: content}
+	if !c.hasFile || content.EpochsCRC != c.written.EpochsCRC {
 		w.add(epochCheckpointFile, epochs)
 	}
 	w.add(partitionCheckpointFile, content.encode())
@@ -364,7 +366,6 @@ func (l *Log) startCheckpoint() {
 type ckptWrite struct {
 	l             *Log
 	content       partitionCheckpoint
-	epochsWritten bool
 	names         []string
 	data          [][]byte
 	pending       int
@@ -450,13 +451,14 @@ func (w *ckptWrite) finish() {
 	switch {
 	case w.err != nil && w.fatal:
 		l.fail(w.err)
-		return
+		fallthrough
 	case l.failed != nil:
+		err := l.failed
+		for _, done := range waiters {
+			l.post(func() { done(err) })
+		}
 		return
 	case w.err != nil:
-		if w.epochsWritten {
-			l.dur.epochsDirty = true
-		}
 		err := storageError(w.err, "checkpoint %s", l.dir)
 		for _, done := range waiters {
 			l.post(func() { done(err) })
@@ -472,14 +474,16 @@ func (w *ckptWrite) finish() {
 	}
 }
 
-// startBarrier makes the log refuse appends until everything it holds now,
-// truncations included, is durable and checkpointed.
+// startBarrier makes the log refuse appends until a truncation it holds in
+// memory is on disk: a checkpoint with the lowered recovery point first,
+// then the pending file changes, then a forced flush. After recovery it
+// makes the repairs durable the same way (with no pending changes).
 func (l *Log) startBarrier() {
 	d := &l.dur
 	d.barrier = true
 	d.barrierSeq++
 	seq := d.barrierSeq
-	l.flushInternal(l.LogEndOffset(), true, func(err error) {
+	l.checkpointInternal(func(err error) {
 		if seq != d.barrierSeq || l.failed != nil {
 			return
 		}
@@ -487,7 +491,11 @@ func (l *Log) startBarrier() {
 			l.retryBarrier(seq)
 			return
 		}
-		l.checkpointInternal(func(err error) {
+		if err := l.applyPending(); err != nil {
+			l.fail(err)
+			return
+		}
+		l.flushInternal(l.LogEndOffset(), true, func(err error) {
 			if seq != d.barrierSeq || l.failed != nil {
 				return
 			}
@@ -510,7 +518,7 @@ const barrierRetry = time.Second
 
 func (l *Log) retryBarrier(seq uint64) {
 	l.clock.AfterFunc(barrierRetry, func() {
-		if seq == l.dur.barrierSeq && l.usable() == nil {
+		if seq == l.dur.barrierSeq && l.failed == nil && !l.closed {
 			l.startBarrier()
 		}
 	})

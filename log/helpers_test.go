@@ -30,6 +30,8 @@ type harness struct {
 	fs   env.FS
 	inc  int
 	skew time.Duration
+	// onStuck, if set, explains a callback that never came.
+	onStuck func()
 }
 
 func newHarness(t testing.TB, seed uint64) *harness {
@@ -105,6 +107,9 @@ func (h *harness) wait(start func(done func(error))) error {
 	start(func(err error) { called, got = true, err })
 	h.s.RunWhile(func() bool { return !called })
 	if !called {
+		if h.onStuck != nil {
+			h.onStuck()
+		}
 		h.t.Fatalf("callback never called")
 	}
 	return got

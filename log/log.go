@@ -294,7 +294,9 @@ func (l *Log) AppendFollower(records []byte) (AppendResult, error) {
 }
 
 // ErrUnexpectedOffset is wrapped by AppendFollower's error when the batches
-// do not begin at the log end offset.
+// do not begin at the log end offset, or go back to an older leader epoch
+// than the log's latest (the follower should have truncated first; Kafka
+// would accept them and cut its epoch cache).
 var ErrUnexpectedOffset = errors.New("batches do not continue the log")
 
 func (l *Log) parseFollower(p []byte) ([]header, int, error) {
@@ -320,6 +322,9 @@ func (l *Log) parseFollower(p []byte) ([]header, int, error) {
 		}
 		if size > l.cfg.SegmentBytes {
 			return nil, 0, newError(kerr.RecordListTooLarge, "batch of %d bytes exceeds the segment size %d", size, l.cfg.SegmentBytes)
+		}
+		if latest, ok := l.epochs.latest(); ok && h.LeaderEpoch >= 0 && h.LeaderEpoch < latest.Epoch {
+			return nil, 0, &Error{Code: kerr.UnknownServerError, Msg: fmt.Sprintf("batch at offset %d has leader epoch %d, below the log's latest %d", h.BaseOffset, h.LeaderEpoch, latest.Epoch), Err: ErrUnexpectedOffset}
 		}
 		hs = append(hs, h)
 		want = h.nextOffset()
@@ -397,9 +402,7 @@ func (l *Log) writeRun(p []byte, hs []header) error {
 		s.noteBatch(h, pos, l.cfg.IndexIntervalBytes)
 		pos += h.size()
 		l.producers.apply(h)
-		if l.epochs.assign(h.LeaderEpoch, h.BaseOffset) {
-			l.dur.epochsDirty = true
-		}
+		l.epochs.assign(h.LeaderEpoch, h.BaseOffset)
 	}
 	if len(s.idx.buf)-s.idxWritten >= headerWindow {
 		if err := s.flushIndexes(); err != nil {

@@ -28,6 +28,11 @@ type Chunk struct {
 type Records struct {
 	Chunks []Chunk
 	Size   int64
+	// epochs is the part of the leader-epoch cache covering the chunks,
+	// and logStart the log start then: the leader epoch of a batch lies
+	// outside its CRC, so it is checked against the cache instead.
+	epochs   epochCache
+	logStart int64
 }
 
 // NextOffset is the offset after the last batch, or -1 when empty.
@@ -51,7 +56,7 @@ func (r *Records) AppendTo(dst []byte) ([]byte, error) {
 			if err = readFull(c.File, dst[start:], c.Position); err != nil {
 				return dst[:start], storageError(err, "read %s at %d", c.File.Name(), c.Position)
 			}
-			if err = checkRun(dst[start:], c.FirstOffset, c.NextOffset); err == nil {
+			if err = r.checkRun(dst[start:], c.FirstOffset, c.NextOffset); err == nil {
 				break
 			}
 		}
@@ -73,8 +78,9 @@ func readFull(f env.File, p []byte, off int64) error {
 	return err
 }
 
-// checkRun checks that p is whole batches with offsets [first, next).
-func checkRun(p []byte, first, next int64) error {
+// checkRun checks that p is whole batches with offsets [first, next), each
+// with the leader epoch the cache gives its offsets.
+func (r *Records) checkRun(p []byte, first, next int64) error {
 	want := first
 	for len(p) > 0 {
 		if len(p) < logOverhead {
@@ -85,6 +91,9 @@ func checkRun(p []byte, first, next int64) error {
 			return corruptError("batch at offset %d: length %d does not fit the %d bytes left", want, h.size(), len(p))
 		}
 		if _, err := checkStored(p[:h.size()], want); err != nil {
+			return err
+		}
+		if err := r.epochs.check(&h, r.logStart); err != nil {
 			return err
 		}
 		want = h.nextOffset()
@@ -126,9 +135,10 @@ func (l *Log) Read(offset int64, maxBytes int64, upperBound int64, minOneBatch b
 	if offset >= upperBound || (maxBytes <= 0 && !minOneBatch) {
 		return out, nil
 	}
+	out.epochs, out.logStart = l.epochs.from(max(offset, l.logStart)), l.logStart
 	for i := l.segmentFor(offset); i < len(l.segs); i++ {
 		s := l.segs[i]
-		r := newHeaderReader(s.log.f, s.size)
+		r := s.reader()
 		pos, h, err := l.locate(s, r, max(offset, s.base))
 		if err != nil {
 			return Records{}, err
@@ -197,7 +207,7 @@ func (l *Log) locate(s *segment, r *headerReader, offset int64) (int64, header, 
 // headers and rewrites its index files.
 func (l *Log) rebuildIndexes(s *segment) error {
 	fresh := newSegmentState(l.dir, s.base, s.created)
-	r := newHeaderReader(s.log.f, s.size)
+	r := s.reader()
 	_, _, err := s.walk(r, 0, s.base, -1, func(pos int64, h *header) bool {
 		fresh.noteBatch(h, pos, l.cfg.IndexIntervalBytes)
 		return true

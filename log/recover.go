@@ -3,6 +3,7 @@ package log
 import (
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"io/fs"
 	"slices"
@@ -57,6 +58,18 @@ func Open(cfg Config) (*Log, error) {
 		return nil, err
 	}
 	return l, nil
+}
+
+// markUnsynced makes the first flush sync what a restart (rather than a
+// power loss) may have left only in the page cache: every segment from the
+// one holding the durable offset on, and the directory and its parent.
+func (l *Log) markUnsynced() {
+	for i := l.segmentFor(l.dur.durable); i < len(l.segs); i++ {
+		for _, t := range []*trackedFile{l.segs[i].log, l.segs[i].idxF, l.segs[i].tsF} {
+			t.changes++
+		}
+	}
+	l.dur.dirDirty, l.dur.parentDirty = true, true
 }
 
 func unboundedIfZero(d time.Duration) time.Duration {
@@ -153,7 +166,10 @@ func (l *Log) load() error {
 			l.cfg.Logger.Warn("remove stray file failed", "file", name, "err", err)
 		}
 	}
-	start := l.loadCheckpoints(li)
+	start, err := l.loadCheckpoints(li)
+	if err != nil {
+		return err
+	}
 	l.snapshots = li.snapshots
 	changed := false
 	if len(li.logs) == 0 {
@@ -177,10 +193,10 @@ func (l *Log) load() error {
 	}
 	end := l.LogEndOffset()
 	l.logStart = max(l.logStart, l.segs[0].base)
-	if l.epochs.truncateFromEnd(end) || l.epochs.truncateFromStart(l.logStart) {
-		l.dur.epochsDirty = true
-	}
+	l.epochs.truncateFromEnd(end)
+	l.epochs.truncateFromStart(l.logStart)
 	l.dur.durable = min(start.rp, end)
+	l.markUnsynced()
 	if start.rp > end {
 		changed = true
 	}
@@ -194,64 +210,79 @@ func (l *Log) load() error {
 	if changed {
 		l.startBarrier()
 	}
+	l.cfg.Logger.Debug("log opened", "dir", l.dir, "start", l.logStart, "end", end, "recovery point", start.rp, "clean", start.clean, "changed", changed, "segments", len(l.segs), "epochs", l.epochs.entries)
 	return nil
 }
 
 // loadCheckpoints reads the recovery-point and leader-epoch checkpoints. A
 // checkpoint that is missing or fails its checksum makes recovery scan
-// everything (the epochs are then found again in the batches).
-func (l *Log) loadCheckpoints(li listing) recoveryStart {
+// everything (the epochs are then found again in the batches); one that
+// cannot be read fails Open, which may be retried.
+func (l *Log) loadCheckpoints(li listing) (recoveryStart, error) {
 	var start recoveryStart
 	var ck partitionCheckpoint
 	var ckErr error = fs.ErrNotExist
 	if li.ckpt {
-		ck, ckErr = readCheckpoint(l.fs, l.dir+"/"+partitionCheckpointFile, decodePartitionCheckpoint)
+		var ioErr error
+		ck, ckErr, ioErr = readCheckpoint(l.fs, l.dir+"/"+partitionCheckpointFile, decodePartitionCheckpoint)
+		if ioErr != nil {
+			return start, storageError(ioErr, "read the recovery-point checkpoint of %s", l.dir)
+		}
 	}
 	epochs, epErr := epochCache{}, error(nil)
 	if li.epochs {
-		epochs, epErr = readCheckpoint(l.fs, l.dir+"/"+epochCheckpointFile, decodeEpochCheckpoint)
+		var ioErr error
+		epochs, epErr, ioErr = readCheckpoint(l.fs, l.dir+"/"+epochCheckpointFile, decodeEpochCheckpoint)
+		if ioErr != nil {
+			return start, storageError(ioErr, "read the leader-epoch checkpoint of %s", l.dir)
+		}
 	} else if li.ckpt {
 		epErr = fs.ErrNotExist // a checkpoint without its epochs: trust neither
+	}
+	if ckErr == nil && epErr == nil && crc32.Checksum(epochs.encode(), castagnoli) != ck.EpochsCRC {
+		// A crash kept one rename of a checkpoint round and not the other.
+		epErr = fmt.Errorf("leader-epoch checkpoint does not match the recovery-point checkpoint")
 	}
 	if ckErr == nil {
 		l.logStart = ck.LogStartOffset
 		start = recoveryStart{rp: ck.RecoveryPoint, clean: ck.Clean}
 		l.dur.ckpt.written, l.dur.ckpt.hasFile = ck, true
 	} else if li.ckpt {
-		l.cfg.Logger.Warn("recovery-point checkpoint unreadable, scanning the whole log", "dir", l.dir, "err", ckErr)
+		l.cfg.Logger.Warn("recovery-point checkpoint corrupt, scanning the whole log", "dir", l.dir, "err", ckErr)
 	}
 	if epErr == nil {
 		l.epochs = epochs
 	} else {
 		if li.epochs {
-			l.cfg.Logger.Warn("leader-epoch checkpoint unreadable, scanning the whole log", "dir", l.dir, "err", epErr)
+			l.cfg.Logger.Warn("leader-epoch checkpoint unusable, scanning the whole log", "dir", l.dir, "err", epErr)
 		}
 		start = recoveryStart{}
-		l.dur.epochsDirty = true
 	}
-	return start
+	return start, nil
 }
 
-func readCheckpoint[T any](fsys env.FS, name string, decode func([]byte) (T, error)) (T, error) {
-	var zero T
-	var err error
+// readCheckpoint reads and decodes a checkpoint file. It returns the decode
+// error separately from a read error: the first means the file is corrupt,
+// the second that the disk failed.
+func readCheckpoint[T any](fsys env.FS, name string, decode func([]byte) (T, error)) (v T, corrupt, ioErr error) {
 	for attempt := 0; attempt < readAttempts; attempt++ {
 		var p []byte
-		if p, err = readFile(fsys, name, 1<<20); err != nil {
-			return zero, err
+		if p, ioErr = readFile(fsys, name, 1<<20); ioErr != nil {
+			return v, nil, ioErr
 		}
-		var v T
-		if v, err = decode(p); err == nil {
-			return v, nil
+		if v, corrupt = decode(p); corrupt == nil {
+			return v, nil, nil
 		}
 	}
-	return zero, err
+	return v, corrupt, nil
 }
 
 // restartEmpty replaces every segment with an empty one at offset.
 func (l *Log) restartEmpty(offset int64) error {
 	for _, s := range l.segs {
-		l.deleteSegmentFiles(s)
+		if err := l.deleteSegmentFiles(s); err != nil {
+			return storageError(err, "empty %s", l.dir)
+		}
 	}
 	s, err := createSegment(l.fs, l.dir, offset, l.clock.Now(), l.cfg.IndexBytesMax)
 	if err != nil {
@@ -260,7 +291,6 @@ func (l *Log) restartEmpty(offset int64) error {
 	}
 	l.segs = []*segment{s}
 	l.epochs = epochCache{}
-	l.dur.epochsDirty = true
 	return nil
 }
 
@@ -275,6 +305,17 @@ func (l *Log) recoverSegments(li listing, start recoveryStart) (bool, error) {
 			return false, err
 		}
 	}
+	// Segments wholly below the log start hold nothing readable: remove
+	// them now (a full truncation or retention may have left them behind).
+	for len(l.segs) > 1 && l.segs[1].base <= l.logStart {
+		if err := l.deleteSegmentFiles(l.segs[0]); err != nil {
+			return false, storageError(err, "remove a segment below the log start")
+		}
+		l.segs = l.segs[1:]
+	}
+	if err := l.dropStrays(start.rp); err != nil {
+		return false, err
+	}
 	k := 0
 	for k+1 < len(l.segs) && l.segs[k+1].base <= start.rp {
 		k++
@@ -286,6 +327,30 @@ func (l *Log) recoverSegments(li listing, start recoveryStart) (bool, error) {
 		}
 	}
 	return l.recoverTail(k, start)
+}
+
+// dropStrays removes the empty segments below the recovery point: files a
+// failed roll could not remove. Below the recovery point every segment has
+// data, and only the last segment of a log may be empty.
+func (l *Log) dropStrays(rp int64) error {
+	kept := l.segs[:0]
+	for i, s := range l.segs {
+		size, err := s.log.f.Size()
+		if err != nil {
+			return storageError(err, "size of %s.log", s.path)
+		}
+		if size == 0 && s.base < rp && (len(kept) > 0 || i < len(l.segs)-1) {
+			l.cfg.Logger.Warn("removing a stray empty segment", "segment", s.path, "recovery point", rp)
+			if err := l.deleteSegmentFiles(s); err != nil {
+				return storageError(err, "remove a stray segment")
+			}
+			continue
+		}
+		kept = append(kept, s)
+	}
+	clear(l.segs[len(kept):])
+	l.segs = kept
+	return nil
 }
 
 func (l *Log) openSegmentFiles(s *segment, li listing) error {
@@ -377,14 +442,31 @@ func (l *Log) recoverTail(k int, start recoveryStart) (bool, error) {
 	want := l.segs[k].base
 	for i := k; i < len(l.segs); i++ {
 		s := l.segs[i]
-		if s.base != want {
-			l.cfg.Logger.Warn("segment does not continue the log, removing it and what follows", "segment", s.path, "expected", want)
-			l.dropFrom(i)
-			return true, nil
-		}
 		fileSize, err := s.log.f.Size()
 		if err != nil {
 			return changed, storageError(err, "size of %s.log", s.path)
+		}
+		if s.base != want && fileSize == 0 {
+			// An empty file a failed roll could not remove.
+			l.cfg.Logger.Warn("removing a stray empty segment", "segment", s.path, "expected", want)
+			if err := l.deleteSegmentFiles(s); err != nil {
+				return changed, storageError(err, "remove a stray segment")
+			}
+			l.segs = slices.Delete(l.segs, i, i+1)
+			i--
+			changed = true
+			if i == len(l.segs)-1 {
+				l.rewriteIndexFiles(l.segs[i], true)
+			}
+			continue
+		}
+		if s.base != want {
+			l.cfg.Logger.Warn("segment does not continue the log, removing it and what follows", "segment", s.path, "expected", want)
+			if err := l.dropFrom(i); err != nil {
+				return true, err
+			}
+			l.rewriteIndexFiles(l.segs[i-1], true)
+			return true, nil
 		}
 		pos := int64(0)
 		if i == k && start.rp > s.base {
@@ -393,6 +475,11 @@ func (l *Log) recoverTail(k int, start recoveryStart) (bool, error) {
 				l.walkPrefix(s, start.rp, fileSize)
 			}
 			pos, want = s.size, s.next
+		}
+		if i == k {
+			// The checkpoint may hold epochs of batches the crash took:
+			// the epochs from here on are those of the batches scanned.
+			l.epochs.truncateFromEnd(want)
 		}
 		pos, want, err = l.scan(s, pos, want, fileSize)
 		if err != nil {
@@ -406,7 +493,9 @@ func (l *Log) recoverTail(k int, start recoveryStart) (bool, error) {
 			}
 			s.log.changes++
 			changed = true
-			l.dropFrom(i + 1)
+			if err := l.dropFrom(i + 1); err != nil {
+				return true, err
+			}
 			last = true
 		}
 		l.rewriteIndexFiles(s, last)
@@ -417,16 +506,17 @@ func (l *Log) recoverTail(k int, start recoveryStart) (bool, error) {
 	return changed, nil
 }
 
-// dropFrom removes segment i and every later one.
-func (l *Log) dropFrom(i int) {
-	for _, s := range l.segs[i:] {
-		l.deleteSegmentFiles(s)
+// dropFrom removes segment i and every later one, newest first, so that
+// one that cannot be removed leaves no hole.
+func (l *Log) dropFrom(i int) error {
+	for j := len(l.segs) - 1; j >= i; j-- {
+		if err := l.deleteSegmentFiles(l.segs[j]); err != nil {
+			return storageError(err, "remove a segment past the end of the log")
+		}
+		l.segs[j] = nil
+		l.segs = l.segs[:j]
 	}
-	clear(l.segs[i:])
-	l.segs = l.segs[:i]
-	if len(l.segs) == 0 {
-		panic("log: recovery dropped the first segment")
-	}
+	return nil
 }
 
 // cleanPrefix sets up the part of s below the recovery point rp from its
@@ -516,15 +606,44 @@ func (l *Log) scan(s *segment, pos, want, fileSize int64) (int64, int64, error) 
 			break
 		}
 		h := parseHeader(p)
+		if ok, err := l.scannedEpochOK(w, pos, &h); err != nil || !ok {
+			if err != nil {
+				return pos, want, err
+			}
+			break
+		}
 		s.noteBatch(&h, pos, l.cfg.IndexIntervalBytes)
 		if latest, ok := l.epochs.latest(); h.LeaderEpoch >= 0 && (!ok || h.LeaderEpoch > latest.Epoch) {
 			l.epochs.assign(h.LeaderEpoch, h.BaseOffset)
-			l.dur.epochsDirty = true
 		}
 		pos += h.size()
 		want = h.nextOffset()
 	}
 	return pos, want, nil
+}
+
+// scannedEpochOK checks a scanned batch's leader epoch, which its CRC does
+// not cover: epochs never go down along a log, and one that goes up is read
+// again from the file to make sure no bit flipped on the way. A batch whose
+// epoch goes down ends the log.
+func (l *Log) scannedEpochOK(w *scanWindow, pos int64, h *header) (bool, error) {
+	latest, ok := l.epochs.latest()
+	if h.LeaderEpoch < 0 || (ok && h.LeaderEpoch == latest.Epoch) {
+		return true, nil
+	}
+	if ok && h.LeaderEpoch < latest.Epoch {
+		return false, nil
+	}
+	var again [batchHeaderSize]byte
+	for attempt := 0; attempt < readAttempts; attempt++ {
+		if err := readFull(w.f, again[:], pos); err != nil {
+			return false, storageError(err, "read %s at %d", w.f.Name(), pos)
+		}
+		if h2 := parseHeader(again[:]); h2.LeaderEpoch == h.LeaderEpoch {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // rewriteIndexFiles makes a recovered segment's index files match its

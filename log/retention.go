@@ -1,6 +1,11 @@
 package log
 
-import "github.com/twmb/franz-go/pkg/kerr"
+import (
+	"errors"
+	"io/fs"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+)
 
 // EnforceRetention deletes whole segments from the front of the log, in
 // Kafka's three passes: those wholly below the log start offset, those whose
@@ -53,17 +58,30 @@ func (l *Log) deletePrefix(highWatermark int64, deletable func(s *segment, nextB
 		if next > highWatermark || !deletable(l.segs[k], next) {
 			break
 		}
+		// Oldest first, and no further than a removal that fails: the log
+		// on disk must never have a hole after its first segment.
+		if err := l.removeHeadSegment(l.segs[k]); err != nil {
+			l.cfg.Logger.Warn("remove segment failed", "segment", l.segs[k].path, "err", err)
+			break
+		}
 		k++
 	}
 	if k == 0 {
 		return 0
 	}
-	for _, s := range l.segs[:k] {
-		l.deleteSegmentFiles(s)
-	}
+	clear(l.segs[:k])
 	l.segs = append(l.segs[:0], l.segs[k:]...)
 	l.afterHeadRemoved(max(l.logStart, l.segs[0].base))
 	return k
+}
+
+// removeHeadSegment removes the oldest segment's files. It changes nothing
+// in memory if the log file cannot be removed.
+func (l *Log) removeHeadSegment(s *segment) error {
+	if err := l.fs.Remove(s.path + ".log"); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return l.deleteSegmentFiles(s)
 }
 
 // afterHeadRemoved moves the log start to start and drops what lay before
@@ -71,11 +89,11 @@ func (l *Log) deletePrefix(highWatermark int64, deletable func(s *segment, nextB
 // follows within CheckpointInterval.
 func (l *Log) afterHeadRemoved(start int64) {
 	l.logStart = start
-	if l.epochs.truncateFromStart(start) {
-		l.dur.epochsDirty = true
-	}
+	l.epochs.truncateFromStart(start)
 	first := l.segs[0].base
-	l.removeSnapshots(func(o int64) bool { return o < first })
+	if err := l.removeSnapshots(func(o int64) bool { return o < first }); err != nil {
+		l.cfg.Logger.Warn("producer snapshot removal failed", "err", err) // ignored when loading
+	}
 	l.checkpointLater()
 }
 

@@ -70,24 +70,28 @@ func newSegmentState(dir string, base int64, now time.Time) *segment {
 }
 
 // createSegment creates the files of a new, empty, active segment. On error
-// nothing is left open (files already created stay on disk, empty; a later
-// open ignores or reuses them).
+// it removes what it created; a file it cannot remove stays behind, empty,
+// and recovery discards it (an empty segment is only ever the last one).
 func createSegment(fsys env.FS, dir string, base int64, now time.Time, indexBytesMax int64) (*segment, error) {
 	s := newSegmentState(dir, base, now)
-	var err error
-	if s.log, err = createTracked(fsys, s.path+".log"); err != nil {
-		return nil, err
-	}
-	if s.idxF, err = createTracked(fsys, s.path+".index"); err != nil {
+	err := func() error {
+		var err error
+		if s.log, err = createTracked(fsys, s.path+".log"); err != nil {
+			return err
+		}
+		if s.idxF, err = createTracked(fsys, s.path+".index"); err != nil {
+			return err
+		}
+		if s.tsF, err = createTracked(fsys, s.path+".timeindex"); err != nil {
+			return err
+		}
+		return s.preallocate(indexBytesMax)
+	}()
+	if err != nil {
 		s.closeFiles()
-		return nil, err
-	}
-	if s.tsF, err = createTracked(fsys, s.path+".timeindex"); err != nil {
-		s.closeFiles()
-		return nil, err
-	}
-	if err := s.preallocate(indexBytesMax); err != nil {
-		s.closeFiles()
+		for _, ext := range []string{".log", ".index", ".timeindex"} {
+			fsys.Remove(s.path + ext)
+		}
 		return nil, err
 	}
 	return s, nil
@@ -210,6 +214,12 @@ func (s *segment) trimIndexes() error {
 func (s *segment) truncateIndexes(pos, next int64, indexBytesMax int64) error {
 	s.idx.truncateAt(pos)
 	s.tix.truncateFrom(next)
+	return s.truncateIndexFiles(indexBytesMax)
+}
+
+// truncateIndexFiles cuts the index files to what they should hold of the
+// indexes and zero-fills them again if they are preallocated.
+func (s *segment) truncateIndexFiles(indexBytesMax int64) error {
 	s.idxWritten = min(s.idxWritten, len(s.idx.buf))
 	s.tixWritten = min(s.tixWritten, len(s.tix.buf))
 	if err := s.idxF.f.Truncate(int64(s.idxWritten)); err != nil {
@@ -225,6 +235,16 @@ func (s *segment) truncateIndexes(pos, next int64, indexBytesMax int64) error {
 		return s.preallocate(indexBytesMax)
 	}
 	return nil
+}
+
+// reader returns a header reader over the segment's valid bytes. A segment
+// whose files are not created yet (see pendingOp) is empty and never read.
+func (s *segment) reader() *headerReader {
+	var f env.File
+	if s.log != nil {
+		f = s.log.f
+	}
+	return newHeaderReader(f, s.size)
 }
 
 // headerReader reads batch headers of a segment through a small window, so
@@ -281,7 +301,7 @@ const readAttempts = 3
 // returns the position and offset where it stopped.
 func (s *segment) walk(r *headerReader, pos, wantBase, wantLast int64, visit func(pos int64, h *header) bool) (int64, int64, error) {
 	for pos < s.size {
-		h, err := readChecked(r, pos, wantBase, wantLast, s.size)
+		h, err := s.readConfirmed(r, pos, wantBase, wantLast)
 		if err != nil {
 			return pos, wantBase, err
 		}
@@ -295,6 +315,38 @@ func (s *segment) walk(r *headerReader, pos, wantBase, wantLast int64, visit fun
 		return pos, wantBase, corruptError("%s.log: batches end at offset %d, expected %d", s.path, wantBase, s.next)
 	}
 	return pos, wantBase, nil
+}
+
+// readConfirmed reads and checks the header at pos, and confirms the fields
+// that decide what a walk does with it (its length and last offset, which
+// only the CRC covers) by what follows it: the next header must begin at
+// its next offset, or the segment must end there. A check that fails is
+// retried.
+func (s *segment) readConfirmed(r *headerReader, pos, wantBase, wantLast int64) (header, error) {
+	var err error
+	for attempt := 0; attempt < readAttempts; attempt++ {
+		var h header
+		if h, err = readChecked(r, pos, wantBase, wantLast, s.size); err != nil {
+			return h, err
+		}
+		next := pos + h.size()
+		if next == s.size {
+			if h.nextOffset() == s.next {
+				return h, nil
+			}
+			err = corruptError("%s.log: batches end at offset %d, expected %d", s.path, h.nextOffset(), s.next)
+		} else {
+			n, rerr := r.read(next)
+			if rerr == nil {
+				if rerr = checkHeaderShape(&n, h.nextOffset()); rerr == nil {
+					return h, nil
+				}
+			}
+			err = corruptError("%s.log: the batch at position %d is not followed by offset %d: %v", s.path, pos, h.nextOffset(), rerr)
+		}
+		r.drop()
+	}
+	return header{}, err
 }
 
 // readChecked reads and checks the header at pos, retrying a failed check.

@@ -1,8 +1,10 @@
 package log
 
 import (
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"slices"
 
 	"github.com/sluicemq/sluice/node/env"
@@ -47,8 +49,10 @@ func (l *Log) takeSnapshot(offset int64) bool {
 	return true
 }
 
-// removeSnapshots deletes the snapshot files whose offsets satisfy drop.
-func (l *Log) removeSnapshots(drop func(offset int64) bool) {
+// removeSnapshots deletes the snapshot files whose offsets satisfy drop. It
+// returns the first failure; the snapshot stays listed then.
+func (l *Log) removeSnapshots(drop func(offset int64) bool) error {
+	var first error
 	kept := l.snapshots[:0]
 	for _, o := range l.snapshots {
 		if !drop(o) {
@@ -56,8 +60,26 @@ func (l *Log) removeSnapshots(drop func(offset int64) bool) {
 			continue
 		}
 		l.dur.dirDirty = true
-		if err := l.fs.Remove(snapshotName(l.dir, o)); err != nil {
-			l.cfg.Logger.Warn("remove producer snapshot failed", "offset", o, "err", err)
+		if err := l.fs.Remove(snapshotName(l.dir, o)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			kept = append(kept, o)
+			if first == nil {
+				first = fmt.Errorf("remove producer snapshot %d: %w", o, err)
+			}
+		}
+	}
+	l.snapshots = kept
+	return first
+}
+
+// removeSnapshotsLater forgets the snapshots whose offsets satisfy drop now
+// and removes their files behind the barrier.
+func (l *Log) removeSnapshotsLater(drop func(offset int64) bool) {
+	kept := l.snapshots[:0]
+	for _, o := range l.snapshots {
+		if drop(o) {
+			l.dur.pending = append(l.dur.pending, pendingOp{kind: opRemoveFile, name: snapshotName(l.dir, o)})
+		} else {
+			kept = append(kept, o)
 		}
 	}
 	l.snapshots = kept
@@ -67,10 +89,15 @@ func (l *Log) removeSnapshots(drop func(offset int64) bool) {
 // from the newest readable snapshot at or below the log end, replaying the
 // batches after it.
 func (l *Log) rebuildProducers() error {
-	end := l.LogEndOffset()
-	l.removeSnapshots(func(o int64) bool { return o > end })
+	end, first := l.LogEndOffset(), l.segs[0].base
+	// A snapshot past the end is of data since lost or truncated; one below
+	// the first segment, of a log since deleted or restarted. Either would
+	// be wrong if it were ever loaded, so it must go.
+	if err := l.removeSnapshots(func(o int64) bool { return o > end || o < first }); err != nil {
+		return err
+	}
 	l.producers = newProducerState()
-	from := l.segs[0].base
+	from := first
 	for i := len(l.snapshots) - 1; i >= 0; i-- {
 		o := l.snapshots[i]
 		state, err := l.readSnapshot(o)
@@ -110,7 +137,7 @@ func (l *Log) replayProducers(from, end int64) error {
 	}
 	for i := l.segmentFor(from); i < len(l.segs); i++ {
 		s := l.segs[i]
-		r := newHeaderReader(s.log.f, s.size)
+		r := s.reader()
 		pos, h, err := l.locate(s, r, max(from, s.base))
 		if err != nil {
 			return err

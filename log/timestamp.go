@@ -39,7 +39,7 @@ func (l *Log) searchSegment(s *segment, target int64) (TimestampOffset, bool, er
 		if hinted && attempt == 0 {
 			from = max(from, entryOff)
 		}
-		r := newHeaderReader(s.log.f, s.size)
+		r := s.reader()
 		pos, h, err := l.locate(s, r, from)
 		if err != nil || pos >= s.size {
 			return TimestampOffset{}, false, err
@@ -88,7 +88,7 @@ func (l *Log) MaxTimestamp() (TimestampOffset, bool, error) {
 	}
 	for attempt := 0; ; attempt++ {
 		ts, off := best.maxTs, best.maxTsOffset
-		r := newHeaderReader(best.log.f, best.size)
+		r := best.reader()
 		pos, h, err := l.locate(best, r, off)
 		if err != nil {
 			return TimestampOffset{}, false, err

@@ -8,6 +8,77 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 )
 
+// Truncation changes the log in memory at once and on disk only behind a
+// barrier (see flush.go), in this order: a checkpoint with the recovery point
+// lowered to the new end is made durable, then the files are cut, removed
+// and created (pendingOps), then everything is synced, and only then are
+// appends accepted again. A crash before the checkpoint is durable finds the
+// files untouched; after it, whatever state the files are in lies above the
+// recovery point, where recovery checks every batch. Cutting a file first
+// could leave a segment below a durable recovery point shorter than the
+// recovery point promised, since a crash may keep any prefix of the
+// unsynced changes of a file, truncations included.
+
+// pendingOp is a file change a truncation has made in memory and the barrier
+// makes on disk.
+type pendingOp struct {
+	kind opKind
+	seg  *segment
+	pos  int64  // opCut: the size to cut the log file to
+	name string // opRemoveFile
+}
+
+type opKind int8
+
+const (
+	opCut        opKind = iota // cut seg's log to pos and its index files to its indexes
+	opRemove                   // close and remove seg's files
+	opRemoveFile               // remove name
+	opCreate                   // create seg's files (empty, active)
+)
+
+// applyPending makes the pending file changes, in order.
+func (l *Log) applyPending() error {
+	for len(l.dur.pending) > 0 {
+		op := l.dur.pending[0]
+		l.dur.pending = l.dur.pending[1:]
+		switch op.kind {
+		case opCut:
+			s := op.seg
+			if err := s.log.f.Truncate(op.pos); err != nil {
+				return fmt.Errorf("truncate %s.log to %d: %w", s.path, op.pos, err)
+			}
+			s.log.changes++
+			if err := s.truncateIndexFiles(l.cfg.IndexBytesMax); err != nil {
+				l.cfg.Logger.Warn("index truncation failed", "segment", s.path, "err", err)
+			}
+			if s == l.active() {
+				if err := s.preallocate(l.cfg.IndexBytesMax); err != nil {
+					l.cfg.Logger.Warn("index preallocation failed", "segment", s.path, "err", err)
+				}
+			}
+		case opRemove:
+			if err := l.deleteSegmentFiles(op.seg); err != nil {
+				return err
+			}
+		case opRemoveFile:
+			l.dur.dirDirty = true
+			if err := l.fs.Remove(op.name); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return fmt.Errorf("remove %s: %w", op.name, err)
+			}
+		case opCreate:
+			created, err := createSegment(l.fs, l.dir, op.seg.base, l.clock.Now(), l.cfg.IndexBytesMax)
+			if err != nil {
+				return fmt.Errorf("create segment at %d: %w", op.seg.base, err)
+			}
+			op.seg.log, op.seg.idxF, op.seg.tsF = created.log, created.idxF, created.tsF
+			op.seg.preallocated = true
+			l.dur.dirDirty = true
+		}
+	}
+	return nil
+}
+
 // TruncateTo removes every batch that ends at or after offset, as a follower
 // does after OffsetForLeaderEpoch. Batches are removed whole, so the log end
 // becomes the base offset of the batch holding offset (offset itself when it
@@ -32,8 +103,7 @@ func (l *Log) TruncateTo(offset int64) error {
 	}
 	i := l.segmentFor(offset)
 	s := l.segs[i]
-	r := newHeaderReader(s.log.f, s.size)
-	pos, h, err := l.locate(s, r, offset)
+	pos, h, err := l.locate(s, s.reader(), offset)
 	if err != nil {
 		return err
 	}
@@ -42,37 +112,26 @@ func (l *Log) TruncateTo(offset int64) error {
 		end = h.BaseOffset
 	}
 	for _, later := range l.segs[i+1:] {
-		l.deleteSegmentFiles(later)
+		l.dur.pending = append(l.dur.pending, pendingOp{kind: opRemove, seg: later})
 	}
 	clear(l.segs[i+1:])
 	l.segs = l.segs[:i+1]
-	if err := l.cutSegment(s, pos, end); err != nil {
-		l.fail(err)
-		return l.failed
-	}
-	l.afterTruncation(end)
-	return nil
-}
-
-// cutSegment truncates s to its first pos bytes, which end at offset end,
-// and makes it the active segment.
-func (l *Log) cutSegment(s *segment, pos, end int64) error {
-	if err := s.log.f.Truncate(pos); err != nil {
-		return fmt.Errorf("truncate %s.log to %d: %w", s.path, pos, err)
-	}
-	s.log.changes++
+	l.dur.pending = append(l.dur.pending, pendingOp{kind: opCut, seg: s, pos: pos})
 	s.size, s.next = pos, end
+	s.idx.truncateAt(pos)
+	s.tix.truncateFrom(end)
+	s.idxWritten = min(s.idxWritten, len(s.idx.buf))
+	s.tixWritten = min(s.tixWritten, len(s.tix.buf))
 	s.bytesSinceIndex = 0
 	if pos == 0 {
 		s.created, s.firstTs = l.clock.Now(), noTimestamp
 	}
-	if err := s.truncateIndexes(pos, end, l.cfg.IndexBytesMax); err != nil {
-		l.cfg.Logger.Warn("index truncation failed", "segment", s.path, "err", err)
+	if err := l.recomputeMaxTimestamp(s); err != nil {
+		l.fail(fmt.Errorf("recompute the max timestamp after truncation: %w", err))
+		return l.failed
 	}
-	if err := s.preallocate(l.cfg.IndexBytesMax); err != nil {
-		l.cfg.Logger.Warn("index preallocation failed", "segment", s.path, "err", err)
-	}
-	return l.recomputeMaxTimestamp(s)
+	l.afterTruncation(end)
+	return nil
 }
 
 // recomputeMaxTimestamp finds a segment's max timestamp after a truncation:
@@ -83,7 +142,7 @@ func (l *Log) recomputeMaxTimestamp(s *segment) error {
 	if ts, off, ok := s.tix.last(); ok {
 		s.maxTs, s.maxTsOffset, from = ts, off, off
 	}
-	r := newHeaderReader(s.log.f, s.size)
+	r := s.reader()
 	pos, h, err := l.locate(s, r, from)
 	if err != nil || pos >= s.size {
 		return err
@@ -101,10 +160,9 @@ func (l *Log) recomputeMaxTimestamp(s *segment) error {
 // that now ends at end, and starts the barrier.
 func (l *Log) afterTruncation(end int64) {
 	l.logStart = min(l.logStart, end)
-	if l.epochs.truncateFromEnd(end) {
-		l.dur.epochsDirty = true
-	}
+	l.epochs.truncateFromEnd(end)
 	l.onTruncate(end)
+	l.removeSnapshotsLater(func(o int64) bool { return o > end })
 	if err := l.rebuildProducers(); err != nil {
 		l.fail(fmt.Errorf("rebuild producer state after truncation: %w", err))
 		return
@@ -123,18 +181,14 @@ func (l *Log) TruncateFullyAndStartAt(offset int64) error {
 		return newError(kerr.OffsetOutOfRange, "cannot restart the log at offset %d", offset)
 	}
 	for _, s := range l.segs {
-		l.deleteSegmentFiles(s)
+		l.dur.pending = append(l.dur.pending, pendingOp{kind: opRemove, seg: s})
 	}
-	l.removeSnapshots(func(int64) bool { return true })
-	s, err := createSegment(l.fs, l.dir, offset, l.clock.Now(), l.cfg.IndexBytesMax)
-	if err != nil {
-		l.fail(fmt.Errorf("create segment at %d: %w", offset, err))
-		return l.failed
-	}
+	l.removeSnapshotsLater(func(int64) bool { return true })
+	s := newSegmentState(l.dir, offset, l.clock.Now())
+	l.dur.pending = append(l.dur.pending, pendingOp{kind: opCreate, seg: s})
 	l.segs = []*segment{s}
 	l.logStart = offset
 	l.epochs = epochCache{}
-	l.dur.epochsDirty = true
 	l.producers = newProducerState()
 	l.onTruncate(offset)
 	l.startBarrier()
@@ -143,15 +197,22 @@ func (l *Log) TruncateFullyAndStartAt(offset int64) error {
 
 // deleteSegmentFiles closes a segment's files and removes them, the log
 // first so that a crash in between leaves orphan indexes (which open
-// removes) rather than a log without its index. A failed removal leaves a
-// stray file that the next open finds below the log start or past the end
-// and removes.
-func (l *Log) deleteSegmentFiles(s *segment) {
+// removes) rather than a log without its index. It fails, removing nothing
+// more, if the log file cannot be removed: a segment file left behind
+// could rejoin the log after a restart.
+func (l *Log) deleteSegmentFiles(s *segment) error {
 	s.closeFiles()
-	for _, ext := range []string{".log", ".index", ".timeindex"} {
+	if s.log == nil {
+		return nil // never created
+	}
+	l.dur.dirDirty = true
+	if err := l.fs.Remove(s.path + ".log"); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("remove %s.log: %w", s.path, err)
+	}
+	for _, ext := range []string{".index", ".timeindex"} {
 		if err := l.fs.Remove(s.path + ext); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			l.cfg.Logger.Warn("remove segment file failed", "file", s.path+ext, "err", err)
 		}
 	}
-	l.dur.dirDirty = true
+	return nil
 }
