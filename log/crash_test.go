@@ -509,7 +509,7 @@ func runCrashSeed(t testing.TB, seed int) {
 				x.reopen()
 				must(t, h.disk.SetFaults(simfs.Faults{}))
 				x.tr.cur.ep.truncateFromEnd(x.tr.cur.end) // as Kafka's load does
-				x.tr.cur.dropBelow(x.l.Segments()[0]) // segments below the log start go
+				x.tr.cur.dropBelow(x.l.Segments()[0])     // segments below the log start go
 				checkModel(t, x.l, x.tr.cur, fmt.Sprintf("seed %d after a clean restart", seed))
 				must(t, h.disk.SetFaults(x.faults))
 			} else {

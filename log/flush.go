@@ -364,13 +364,13 @@ func (l *Log) startCheckpoint() {
 // ckptWrite is one checkpoint round: temporary files written and synced,
 // then renamed in order, then the directory synced.
 type ckptWrite struct {
-	l             *Log
-	content       partitionCheckpoint
-	names         []string
-	data          [][]byte
-	pending       int
-	err           error
-	fatal         bool
+	l       *Log
+	content partitionCheckpoint
+	names   []string
+	data    [][]byte
+	pending int
+	err     error
+	fatal   bool
 }
 
 func (w *ckptWrite) add(name string, data []byte) {

@@ -293,7 +293,7 @@ func (x *modelRun) step(i int) string {
 	default:
 		x.h.close(l)
 		x.l = x.h.open(x.cfg)
-		m.ep.truncateFromEnd(m.end) // as Kafka's load does
+		m.ep.truncateFromEnd(m.end)    // as Kafka's load does
 		m.dropBelow(x.l.Segments()[0]) // segments below the log start go
 		return "close and reopen"
 	}
