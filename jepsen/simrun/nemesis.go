@@ -20,6 +20,9 @@ type nemesis struct {
 	rand  *rng.Rand
 	next  *sched.Event
 	undos []*undo // in the order the faults were injected
+	// flips counts the FlipNextRead calls made, to compare with the flips
+	// the disk has done.
+	flips int
 }
 
 type undo struct {
@@ -74,9 +77,6 @@ func (n *nemesis) uniform(lo, hi time.Duration) time.Duration {
 
 func (n *nemesis) inject(f Fault) {
 	r := n.r
-	if r.cfg.Log != nil {
-		defer func() { r.logf("fault %s", f) }()
-	}
 	w := r.w
 	broker := w.Node(brokerName)
 	switch f {
@@ -121,7 +121,14 @@ func (n *nemesis) inject(f Fault) {
 		mustSet(broker.Disk().SetFaults(simfs.Faults{EIORate: rate, NoSpaceRate: rate / 2}))
 		n.later(n.uniform(50*time.Millisecond, 2*time.Second), func() { mustSet(broker.Disk().SetFaults(simfs.Faults{})) })
 	case FaultBitFlip:
+		// One flip pending at a time: flips queued up while nothing reads
+		// would corrupt many reads in a row, a failing disk rather than a
+		// transient error, which is more than a single node survives.
+		if n.flips > broker.Disk().Stats().ReadFlips {
+			return
+		}
 		broker.Disk().FlipNextRead()
+		n.flips++
 	case FaultClock:
 		// Log-uniform between a millisecond and an hour, either way.
 		d := time.Duration(math.Exp(n.rand.Float64()*math.Log(float64(time.Hour/time.Millisecond)))) * time.Millisecond
@@ -133,6 +140,7 @@ func (n *nemesis) inject(f Fault) {
 		panic("simrun: unknown fault " + string(f))
 	}
 	r.probes.add("fault." + string(f))
+	r.logf("fault %s", f)
 }
 
 // restart asks the running broker to shut down cleanly, as SIGTERM does,
