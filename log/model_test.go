@@ -329,7 +329,7 @@ func TestModelRandomOperations(t *testing.T) {
 		r := rng.New(uint64(seed)).Fork("model")
 		h := newHarness(t, uint64(seed))
 		cfg := h.config("topic-7")
-		cfg.SegmentBytes = 600 + int64(r.Intn(3000))
+		cfg.SegmentBytes = 1000 + int64(r.Intn(3000))
 		cfg.IndexIntervalBytes = int64(r.Intn(600))
 		cfg.IndexBytesMax = 12 * int64(8+r.Intn(40))
 		cfg.SegmentTime = time.Duration(1+r.Intn(10)) * time.Minute

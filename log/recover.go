@@ -624,8 +624,9 @@ func (l *Log) scan(s *segment, pos, want, fileSize int64) (int64, int64, error) 
 
 // scannedEpochOK checks a scanned batch's leader epoch, which its CRC does
 // not cover: epochs never go down along a log, and one that goes up is read
-// again from the file to make sure no bit flipped on the way. A batch whose
-// epoch goes down ends the log.
+// again from the file to make sure no bit flipped on the way, and must not
+// be followed by a lower one. A batch that fails ends the log. (A flip that
+// raises the epoch of the last batch of a segment goes unseen.)
 func (l *Log) scannedEpochOK(w *scanWindow, pos int64, h *header) (bool, error) {
 	latest, ok := l.epochs.latest()
 	if h.LeaderEpoch < 0 || (ok && h.LeaderEpoch == latest.Epoch) {
@@ -635,15 +636,28 @@ func (l *Log) scannedEpochOK(w *scanWindow, pos int64, h *header) (bool, error) 
 		return false, nil
 	}
 	var again [batchHeaderSize]byte
-	for attempt := 0; attempt < readAttempts; attempt++ {
+	confirmed := false
+	for attempt := 0; attempt < readAttempts && !confirmed; attempt++ {
 		if err := readFull(w.f, again[:], pos); err != nil {
 			return false, storageError(err, "read %s at %d", w.f.Name(), pos)
 		}
-		if h2 := parseHeader(again[:]); h2.LeaderEpoch == h.LeaderEpoch {
-			return true, nil
-		}
+		h2 := parseHeader(again[:])
+		confirmed = h2.LeaderEpoch == h.LeaderEpoch
 	}
-	return false, nil
+	if !confirmed {
+		return false, nil
+	}
+	// A bit flipped on the medium reads the same every time; a raised
+	// epoch that the next batch goes back below is such a flip (or the
+	// next batch's, and the log ends here either way).
+	next, err := w.bytes(pos+h.size(), batchHeaderSize)
+	if err != nil || next == nil {
+		return err == nil, err
+	}
+	if n := parseHeader(next); checkHeaderShape(&n, h.nextOffset()) == nil && n.LeaderEpoch >= 0 && n.LeaderEpoch < h.LeaderEpoch {
+		return false, nil
+	}
+	return true, nil
 }
 
 // rewriteIndexFiles makes a recovered segment's index files match its
