@@ -93,10 +93,17 @@ func (s *session) send(req kmsg.Request, timeout time.Duration, done func(kmsg.R
 	timer := s.e.Clock.AfterFunc(timeout, func() {
 		finish(nil, fmt.Errorf("%s: %w after %s", kmsg.NameForKey(req.Key()), errTimedOut, timeout))
 	})
+	// An error reported while Request is still running means the request
+	// never left: the connection was already closed, or the write failed.
+	inside := true
 	c.Request(req, func(resp kmsg.Response, err error) {
 		timer.Stop()
+		if inside && err != nil {
+			err = jepsen.NotSent(err)
+		}
 		finish(resp, err)
 	})
+	inside = false
 }
 
 // drop closes c and forgets it, if it is still the session's connection.

@@ -103,8 +103,9 @@ func (w *worker) ensureTopic(e env.Env, s *session, ready func(*topicInfo)) {
 	}
 	w.createTopic(s, func(err error) {
 		if err != nil {
-			retry()
-			return
+			// Refused or lost: the metadata's auto-creation is the
+			// fallback, and says whether the topic exists.
+			w.r.probes.add("client.create_topic_failed")
 		}
 		describe()
 	})
