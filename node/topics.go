@@ -65,6 +65,13 @@ func (b *Broker) newTopicID() raftmeta.TopicID {
 	}
 }
 
+// maxPartitionsPerTopic bounds one topic's partitions. Kafka's controller
+// refuses an operation of more than 10,000 records for the same reason: a
+// client asking for hundreds of thousands of partitions (a typo, or a
+// fuzzer) must get an error, not a broker that spends minutes creating
+// directories.
+const maxPartitionsPerTopic = 10000
+
 // topicSpec is a topic someone asked to create.
 type topicSpec struct {
 	name              string
@@ -172,6 +179,8 @@ func (b *Broker) placeReplicas(spec topicSpec) ([][]int32, *kerr.Error, string) 
 	switch {
 	case spec.partitions <= 0:
 		return nil, kerr.InvalidPartitions, "Number of partitions was set to an invalid non-positive value."
+	case spec.partitions > maxPartitionsPerTopic:
+		return nil, kerr.InvalidPartitions, fmt.Sprintf("Number of partitions %d is above the limit of %d per topic.", spec.partitions, maxPartitionsPerTopic)
 	case spec.replicationFactor <= 0:
 		return nil, kerr.InvalidReplicationFactor, "Replication factor must be larger than 0."
 	case int(spec.replicationFactor) > len(brokers):
@@ -194,6 +203,9 @@ func (b *Broker) placeReplicas(spec topicSpec) ([][]int32, *kerr.Error, string) 
 func checkAssignment(assignment [][]int32, image *raftmeta.Image) ([][]int32, *kerr.Error, string) {
 	if len(assignment) == 0 {
 		return nil, kerr.InvalidReplicaAssignment, "Replica assignment is empty."
+	}
+	if len(assignment) > maxPartitionsPerTopic {
+		return nil, kerr.InvalidPartitions, fmt.Sprintf("Number of partitions %d is above the limit of %d per topic.", len(assignment), maxPartitionsPerTopic)
 	}
 	out := make([][]int32, len(assignment))
 	for p, replicas := range assignment {

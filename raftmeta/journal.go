@@ -127,9 +127,8 @@ func (j *Journal) readFrame(off, total int64) (body []byte, ok bool, err error) 
 		if crc32.Checksum(body, castagnoli) == binary.BigEndian.Uint32(header[4:8]) {
 			return body, true, nil
 		}
-		if off+8+length == total {
-			return nil, false, nil // the last frame, torn
-		}
+		// Even a frame that seems to be the torn last one is read again: a
+		// flipped length bit can make any frame look like the last.
 	}
 	length := int64(binary.BigEndian.Uint32(header[0:4]))
 	if length > frameMax || off+8+length >= total {
