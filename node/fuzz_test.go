@@ -54,7 +54,7 @@ func FuzzBrokerSurvivesAnyRequest(f *testing.F) {
 
 type discard struct{}
 
-func (discard) OnData([]byte)  {}
+func (discard) OnData([]byte) {}
 func (discard) OnClose(error) {}
 
 // wireCorpus reads the request frames of wire's FuzzParseRequest corpus.
