@@ -343,3 +343,5 @@ var (
 	opWrite       = simfs.OpWrite
 	opSync        = simfs.OpSync
 )
+
+var opSyncDir = simfs.OpSyncDir
