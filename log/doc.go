@@ -29,11 +29,14 @@
 // Every method runs on the node's loop; nothing blocks. Appends write to the
 // page cache at once (AppendLeader for a producer's batch, AppendFollower for
 // a leader's batches); Flush says when an offset is durable; Read returns
-// byte ranges of segment files holding whole batches. Truncation
-// (TruncateTo, TruncateFullyAndStartAt), retention (EnforceRetention) and
-// DeleteRecords move the ends of the log. Durability, checkpoints and the
-// barrier that follows a truncation are described in flush.go; what Open
-// does after a crash in recover.go.
+// byte ranges of segment files holding whole batches, which the caller
+// copies (Records.AppendTo) or sends before it gives the loop back.
+// Truncation (TruncateTo, TruncateFullyAndStartAt), retention
+// (EnforceRetention) and DeleteRecords move the ends of the log; after a
+// truncation, and after an Open whose recovery changed the disk, the log
+// accepts appends only once Ready reports. Durability, checkpoints and that
+// barrier are described in flush.go and truncate.go; what Open does after a
+// crash in recover.go.
 //
 // # Trust
 //
@@ -65,15 +68,30 @@
 //   - Follower batches must continue the log exactly (no gaps, which only
 //     compaction makes, and compaction is not supported).
 //   - A truncation, and a recovery that changed the disk, put the log behind
-//     a barrier: appends get ErrNotReady until the truncation is synced and
-//     a checkpoint below it is durable (Ready reports it). Kafka lets the
-//     truncation reach the disk lazily.
+//     a barrier: appends get ErrNotReady until a checkpoint with the lowered
+//     recovery point is durable, the files are cut, and everything is
+//     synced (Ready reports it). Kafka cuts the files at once and lets the
+//     checkpoint follow lazily, which a crash can turn into a segment below
+//     the recovery point that is shorter than it claims.
+//   - Follower batches may not go back to an older leader epoch than the
+//     log's latest (the follower truncates first); Kafka would accept them
+//     and cut its epoch cache. Every batch's leader epoch, which its CRC does
+//     not cover, is checked against the cache when it is read back, and
+//     epochs found by recovery must not go down.
+//   - A leader append is all or nothing; a follower append that fails may
+//     have appended a prefix of its batches (LogEndOffset says how far).
 //   - A failed sync fails the log until it is reopened (Kafka takes the
 //     whole log directory offline).
 //   - The recovery point and log start offset share one per-partition file,
-//     recovery-point-checkpoint, written with the leader-epoch checkpoint;
-//     both, and the producer snapshots, carry checksums (Kafka's do not, or
-//     only the snapshots). Snapshots keep all five batches of a producer.
+//     recovery-point-checkpoint, written with the leader-epoch checkpoint and
+//     holding that file's checksum, so that a crash between the two renames
+//     is noticed (the log is then scanned whole). Both files, and the
+//     producer snapshots, carry checksums (Kafka's do not, or only the
+//     snapshots). Snapshots keep all five batches of a producer.
+//   - A removal that fails is never left behind silently where the file
+//     could rejoin the log: retention stops at it, a truncation fails the
+//     log, recovery fails Open (which may be retried). Empty segment files
+//     a failed roll left behind are dropped by recovery.
 //   - Reads may span segments, and return whole batches only.
 //   - Time-based retention never deletes the active segment (Kafka rolls it
 //     first when it has expired).
