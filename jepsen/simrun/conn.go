@@ -114,13 +114,6 @@ func (s *session) drop(c *wire.Client) {
 	}
 }
 
-// close drops the connection, if any.
-func (s *session) close() {
-	if s.client != nil {
-		s.drop(s.client)
-	}
-}
-
 // connect dials the broker and exchanges ApiVersions; done gets nil once
 // s.client is ready.
 func (s *session) connect(done func(error)) {
