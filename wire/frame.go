@@ -47,6 +47,9 @@ type FrameReader struct {
 	// gather accumulates a frame that straddles chunks; nil when the frame
 	// being read has not started to straddle.
 	gather []byte
+	// gatherBorrowed says gather is a slice of fed chunks (see
+	// gatherFrame), not a buffer of our own: it must not be appended to.
+	gatherBorrowed bool
 
 	err error
 }
@@ -102,7 +105,6 @@ func (r *FrameReader) Next() (frame []byte, ok bool, err error) {
 			r.finish(len(frame))
 			return frame, true, nil
 		}
-		r.gather = make([]byte, 0, min(int(r.size), max(gatherPreallocMax, r.buffered)))
 	}
 	if !r.gatherFrame() {
 		return nil, false, nil
@@ -127,32 +129,63 @@ func (r *FrameReader) readSize() bool {
 	size := int32(binary.BigEndian.Uint32(r.sizeBuf[:]))
 	if size < 0 || size > r.maxBytes {
 		r.err = &FrameSizeError{Size: size, Max: r.maxBytes, Prefix: r.sizeBuf}
-		r.chunks, r.head, r.gather, r.buffered = nil, 0, nil, 0
+		r.chunks, r.head, r.gather, r.gatherBorrowed, r.buffered = nil, 0, nil, false, 0
 		return false
 	}
 	r.size = size
 	return true
 }
 
-// gatherFrame copies fed bytes into r.gather until it holds r.size bytes,
-// growing it no faster than bytes arrive. It reports whether the frame is
-// complete.
+// gatherFrame collects fed bytes into r.gather until it holds r.size bytes.
+// It reports whether the frame is complete.
+//
+// Where the chunks of a frame lie one after another in one array (osenv
+// reads a large frame into a buffer of its own exact size and delivers it as
+// it arrives, in pieces of that buffer), the frame is the array itself and
+// nothing is copied: gather borrows the first piece and grows over each next
+// piece that continues it in memory. Otherwise bytes are copied into a
+// buffer of our own, grown no faster than bytes arrive.
 func (r *FrameReader) gatherFrame() bool {
-	for len(r.gather) < int(r.size) {
+	size := int(r.size)
+	for len(r.gather) < size {
 		c := r.current()
 		if c == nil {
 			return false
 		}
-		n := min(len(c), int(r.size)-len(r.gather))
-		if len(r.gather)+n > cap(r.gather) {
-			grown := make([]byte, len(r.gather), min(int(r.size), max(2*cap(r.gather), len(r.gather)+n)))
-			copy(grown, r.gather)
-			r.gather = grown
+		n := min(len(c), size-len(r.gather))
+		switch {
+		case r.gather == nil && cap(c) >= size:
+			r.gather, r.gatherBorrowed = c[:n:size], true
+		case r.gatherBorrowed && continues(r.gather, c):
+			r.gather = r.gather[:len(r.gather)+n]
+		default:
+			r.ownGather(n)
+			r.gather = append(r.gather, c[:n]...)
 		}
-		r.gather = append(r.gather, c[:n]...)
 		r.consume(n)
 	}
+	r.gatherBorrowed = false
 	return true
+}
+
+// continues reports whether c starts exactly where g ends, inside g's
+// capacity: the same array, next bytes.
+func continues(g, c []byte) bool {
+	return len(c) > 0 && len(g) < cap(g) && &g[:len(g)+1][len(g)] == &c[0]
+}
+
+// ownGather makes r.gather a buffer of our own with room for n more bytes,
+// growing it no faster than bytes arrive.
+func (r *FrameReader) ownGather(n int) {
+	size := int(r.size)
+	if r.gather == nil {
+		r.gather = make([]byte, 0, min(size, max(gatherPreallocMax, r.buffered)))
+	}
+	if r.gatherBorrowed || len(r.gather)+n > cap(r.gather) {
+		grown := make([]byte, len(r.gather), min(size, max(2*cap(r.gather), len(r.gather)+n)))
+		copy(grown, r.gather)
+		r.gather, r.gatherBorrowed = grown, false
+	}
 }
 
 // current returns the unconsumed part of the first chunk, or nil if every fed

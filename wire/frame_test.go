@@ -133,7 +133,8 @@ func TestFrameReaderStraddlingFrameIsCopiedOnce(t *testing.T) {
 	stream := frameStream(frame)
 	var chunks [][]byte
 	for i := 0; i < len(stream); i += 100 {
-		chunks = append(chunks, stream[i:min(i+100, len(stream))])
+		// Each chunk in an array of its own, as separate reads deliver them.
+		chunks = append(chunks, bytes.Clone(stream[i:min(i+100, len(stream))]))
 	}
 	r := NewFrameReader(FrameReaderConfig{})
 	allocs := testing.AllocsPerRun(20, func() {
@@ -150,6 +151,36 @@ func TestFrameReaderStraddlingFrameIsCopiedOnce(t *testing.T) {
 	}
 }
 
+// TestFrameReaderFrameInOneArrayIsNotCopied feeds a frame in pieces that
+// lie one after another in one array, as osenv delivers a large frame it
+// reads into a buffer of the frame's size: the frame is that array.
+func TestFrameReaderFrameInOneArrayIsNotCopied(t *testing.T) {
+	frame := bytes.Repeat([]byte("0123456789"), 1000)
+	stream := frameStream(frame)
+	r := NewFrameReader(FrameReaderConfig{})
+	allocs := testing.AllocsPerRun(20, func() {
+		for i := 0; i < len(stream); i += 999 {
+			r.Feed(stream[i:min(i+999, len(stream))])
+		}
+		got, ok, err := r.Next()
+		if err != nil || !ok || !bytes.Equal(got, frame) || unsafe.SliceData(got) != &stream[4] {
+			t.Fatalf("Next = %d bytes, %v, %v, aliasing the stream: %v", len(got), ok, err, unsafe.SliceData(got) == &stream[4])
+		}
+	})
+	if allocs != 0 {
+		t.Fatalf("reading a frame from pieces of one array made %v allocations, want 0", allocs)
+	}
+	// A piece from elsewhere in the middle falls back to a copy, correctly.
+	mixed := [][]byte{stream[:500], bytes.Clone(stream[500:1500]), stream[1500:]}
+	for _, c := range mixed {
+		r.Feed(c)
+	}
+	got, ok, err := r.Next()
+	if err != nil || !ok || !bytes.Equal(got, frame) {
+		t.Fatalf("mixed pieces: Next = %d bytes, %v, %v", len(got), ok, err)
+	}
+}
+
 // TestFrameReaderLargeFrameGrowsWithData reads a frame larger than the
 // preallocation bound in 64 KiB chunks.
 func TestFrameReaderLargeFrameGrowsWithData(t *testing.T) {
@@ -159,7 +190,7 @@ func TestFrameReaderLargeFrameGrowsWithData(t *testing.T) {
 	}
 	stream := frameStream(frame, []byte("next"))
 	r := NewFrameReader(FrameReaderConfig{})
-	r.Feed(stream[:10])
+	r.Feed(bytes.Clone(stream[:10]))
 	if _, ok, err := r.Next(); ok || err != nil {
 		t.Fatalf("Next after 10 bytes = %v, %v; want not ready", ok, err)
 	}
@@ -168,7 +199,7 @@ func TestFrameReaderLargeFrameGrowsWithData(t *testing.T) {
 	}
 	var got [][]byte
 	for i := 10; i < len(stream); i += 64 << 10 {
-		r.Feed(stream[i:min(i+64<<10, len(stream))])
+		r.Feed(bytes.Clone(stream[i:min(i+64<<10, len(stream))]))
 		got = append(got, drain(t, r)...)
 	}
 	if !equalFrames(got, [][]byte{frame, []byte("next")}) {

@@ -1,7 +1,7 @@
 package osenv
 
 import (
-	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -270,12 +270,14 @@ func (c *conn) signal() {
 func (c *conn) readLoop() {
 	defer unregister(c.node, c.node.conns, c)
 	defer c.nc.Close()
-	buf := make([]byte, readBufferSize)
+	r := frameAligner{}
 	for {
-		n, err := c.nc.Read(buf)
-		if n > 0 && !c.quiet.Load() {
-			p := bytes.Clone(buf[:n])
-			c.readAhead.Add(int64(n))
+		chunks, err := r.next(c.nc)
+		for _, p := range chunks {
+			if len(p) == 0 || c.quiet.Load() {
+				continue
+			}
+			c.readAhead.Add(int64(len(p)))
 			c.node.post(func() { c.deliver(p) })
 			if !c.awaitLoop() {
 				return
@@ -299,6 +301,79 @@ func (c *conn) readLoop() {
 		c.node.post(func() { c.closed(err) })
 		return
 	}
+}
+
+// frameAligner reads a connection's bytes so that, whenever the stream is a
+// sequence of size-prefixed frames (as everything Sluice speaks is: Kafka's
+// protocol), the loop does less work. Delivery is still a plain byte stream,
+// as env.Net promises: every byte read goes out at once, nothing is held.
+//
+//   - Each read fills a fresh buffer that is handed over whole, so frames
+//     that lie inside one read are returned by the loop's frame reader as
+//     slices of it, uncopied.
+//   - When a read ends inside a frame larger than a read buffer, the rest of
+//     that frame is read into a buffer of the frame's exact size, holding
+//     its beginning too; each read's bytes are delivered as the next piece
+//     of that buffer, and the loop's frame reader, seeing the pieces
+//     continue one another in memory, returns the buffer itself
+//     (wire.FrameReader).
+//
+// Either way a large frame's bytes are copied once, by the kernel. This is
+// the off-loop framing DESIGN.md allows osenv to do.
+type frameAligner struct {
+	// frame is the buffer of a large frame being read in place, of which
+	// filled bytes are read and delivered.
+	frame  []byte
+	filled int
+}
+
+// alignedFrameMax bounds the size prefix the aligner trusts for a
+// frame-sized allocation; beyond it (or for a negative size) the bytes go
+// out as they come and the loop's frame reader judges them.
+const alignedFrameMax = 256 << 20
+
+// next reads once and returns the chunks to deliver, in order, and the read
+// error, if any. Ownership of the chunks passes to the caller.
+func (r *frameAligner) next(src io.Reader) ([][]byte, error) {
+	if r.frame != nil {
+		n, err := src.Read(r.frame[r.filled:min(len(r.frame), r.filled+readBufferSize)])
+		piece := r.frame[r.filled : r.filled+n] // capacity runs to the frame's end
+		r.filled += n
+		if r.filled == len(r.frame) {
+			r.frame, r.filled = nil, 0
+		}
+		return [][]byte{piece}, err
+	}
+	buf := make([]byte, readBufferSize)
+	n, err := src.Read(buf)
+	buf = buf[:n:n]
+	start := wholeFrames(buf)
+	if err != nil || len(buf)-start < 4 {
+		return [][]byte{buf}, err
+	}
+	size := int64(int32(binary.BigEndian.Uint32(buf[start:])))
+	if size < 0 || size > alignedFrameMax || int64(len(buf)-start) >= 4+size {
+		return [][]byte{buf}, nil // not framed: pass the bytes on as they are
+	}
+	// buf ends inside a large frame: its beginning moves to the frame's own
+	// buffer, from which every further piece is delivered.
+	r.frame = make([]byte, 4+size)
+	r.filled = copy(r.frame, buf[start:])
+	return [][]byte{buf[:start], r.frame[:r.filled]}, nil
+}
+
+// wholeFrames returns the length of the longest prefix of p made of whole
+// size-prefixed frames.
+func wholeFrames(p []byte) int {
+	off := 0
+	for len(p)-off >= 4 {
+		size := int64(int32(binary.BigEndian.Uint32(p[off:])))
+		if size < 0 || int64(len(p)-off-4) < size {
+			break
+		}
+		off += 4 + int(size)
+	}
+	return off
 }
 
 func (c *conn) writeLoop() {

@@ -1,0 +1,89 @@
+package osenv
+
+import (
+	"bytes"
+	"encoding/binary"
+	"io"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/sluicemq/sluice/wire"
+)
+
+// choppyReader returns at most a random number of bytes per Read, as a
+// socket does.
+type choppyReader struct {
+	data []byte
+	rnd  *rand.Rand
+}
+
+func (r *choppyReader) Read(p []byte) (int, error) {
+	if len(r.data) == 0 {
+		return 0, io.EOF
+	}
+	n := min(len(p), len(r.data), 1+r.rnd.IntN(100_000))
+	copy(p, r.data[:n])
+	r.data = r.data[n:]
+	return n, nil
+}
+
+func TestFrameAlignerDeliversEveryByteAndLargeFramesInPlace(t *testing.T) {
+	rnd := rand.New(rand.NewPCG(1, 2))
+	var stream []byte
+	var frames [][]byte
+	for i := 0; i < 200; i++ {
+		size := rnd.IntN(2000)
+		if i%5 == 0 {
+			size = 100_000 + rnd.IntN(1_000_000) // larger than a read buffer
+		}
+		f := make([]byte, size)
+		for j := range f {
+			f[j] = byte(rnd.Uint32())
+		}
+		frames = append(frames, f)
+		stream = binary.BigEndian.AppendUint32(stream, uint32(size))
+		stream = append(stream, f...)
+	}
+	src := &choppyReader{data: stream, rnd: rnd}
+	var a frameAligner
+	fr := wire.NewFrameReader(wire.FrameReaderConfig{})
+	var delivered []byte
+	var got [][]byte
+	for {
+		chunks, err := a.next(src)
+		for _, c := range chunks {
+			if len(c) > readBufferSize {
+				t.Fatalf("a chunk of %d bytes exceeds the read buffer", len(c))
+			}
+			delivered = append(delivered, c...)
+			fr.Feed(c)
+		}
+		for {
+			f, ok, ferr := fr.Next()
+			if ferr != nil {
+				t.Fatal(ferr)
+			}
+			if !ok {
+				break
+			}
+			got = append(got, f)
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !bytes.Equal(delivered, stream) {
+		t.Fatal("the delivered bytes differ from the stream")
+	}
+	if len(got) != len(frames) {
+		t.Fatalf("got %d frames, want %d", len(got), len(frames))
+	}
+	for i := range frames {
+		if !bytes.Equal(got[i], frames[i]) {
+			t.Fatalf("frame %d differs", i)
+		}
+	}
+}
