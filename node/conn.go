@@ -136,7 +136,7 @@ func (r *request) respond(resp kmsg.Response) {
 		return
 	}
 	if resp != nil {
-		frame := wire.AppendResponse(nil, r.header.CorrelationID, resp)
+		frame := wire.AppendResponse(make([]byte, 0, responseSizeHint(resp)), r.header.CorrelationID, resp)
 		if err := cn.c.Write(frame); err != nil {
 			cn.close()
 			return
@@ -150,3 +150,21 @@ func (r *request) respond(resp kmsg.Response) {
 
 // noResponse finishes a request that gets no answer (Produce with acks=0).
 func (r *request) noResponse() { r.respond(nil) }
+
+// responseSizeHint guesses a response's encoded size, so that a Fetch
+// response carrying megabytes of records is encoded into one buffer instead
+// of one that doubles (and copies) its way up.
+func responseSizeHint(resp kmsg.Response) int {
+	fetch, ok := resp.(*kmsg.FetchResponse)
+	if !ok {
+		return 256
+	}
+	n := 64
+	for _, t := range fetch.Topics {
+		n += 32 + len(t.Topic)
+		for _, p := range t.Partitions {
+			n += 64 + len(p.RecordBatches)
+		}
+	}
+	return n
+}
