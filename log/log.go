@@ -266,6 +266,7 @@ func (l *Log) AppendLeader(batch []byte, leaderEpoch int32) (AppendResult, error
 	if l.cfg.TimestampType == LogAppendTime {
 		res.AppendTime = nowMs
 	}
+	l.checkInvariants()
 	return res, nil
 }
 
@@ -290,6 +291,7 @@ func (l *Log) AppendFollower(records []byte) (AppendResult, error) {
 	if err := l.appendBatches(records[:n], hs); err != nil {
 		return AppendResult{}, err
 	}
+	l.checkInvariants()
 	return AppendResult{BaseOffset: hs[0].BaseOffset, LastOffset: hs[len(hs)-1].lastOffset(), AppendTime: -1, LogStartOffset: l.logStart}, nil
 }
 

@@ -210,6 +210,7 @@ func (l *Log) load() error {
 	if changed {
 		l.startBarrier()
 	}
+	l.checkInvariants()
 	l.cfg.Logger.Debug("log opened", "dir", l.dir, "start", l.logStart, "end", end, "recovery point", start.rp, "clean", start.clean, "changed", changed, "segments", len(l.segs), "epochs", l.epochs.entries)
 	return nil
 }
@@ -481,7 +482,11 @@ func (l *Log) recoverTail(k int, start recoveryStart) (bool, error) {
 			// the epochs from here on are those of the batches scanned.
 			l.epochs.truncateFromEnd(want)
 		}
-		pos, want, err = l.scan(s, pos, want, fileSize)
+		var following env.File
+		if i+1 < len(l.segs) {
+			following = l.segs[i+1].log.f
+		}
+		pos, want, err = l.scan(s, pos, want, fileSize, following)
 		if err != nil {
 			return changed, err
 		}
@@ -595,8 +600,8 @@ func (l *Log) walkPrefix(s *segment, rp, fileSize int64) {
 // end of the file, checking each whole, and adds the good ones to the
 // segment's state and their epochs to the cache. It stops at the first
 // batch that fails and returns where.
-func (l *Log) scan(s *segment, pos, want, fileSize int64) (int64, int64, error) {
-	w := &scanWindow{f: s.log.f, limit: fileSize}
+func (l *Log) scan(s *segment, pos, want, fileSize int64, following env.File) (int64, int64, error) {
+	w := &scanWindow{f: s.log.f, limit: fileSize, following: following}
 	for pos < fileSize {
 		p, err := w.batch(pos, want)
 		if err != nil {
@@ -626,7 +631,7 @@ func (l *Log) scan(s *segment, pos, want, fileSize int64) (int64, int64, error) 
 // not cover: epochs never go down along a log, and one that goes up is read
 // again from the file to make sure no bit flipped on the way, and must not
 // be followed by a lower one. A batch that fails ends the log. (A flip that
-// raises the epoch of the last batch of a segment goes unseen.)
+// raises the epoch of the log's last batch goes unseen.)
 func (l *Log) scannedEpochOK(w *scanWindow, pos int64, h *header) (bool, error) {
 	latest, ok := l.epochs.latest()
 	if h.LeaderEpoch < 0 || (ok && h.LeaderEpoch == latest.Epoch) {
@@ -651,8 +656,18 @@ func (l *Log) scannedEpochOK(w *scanWindow, pos int64, h *header) (bool, error) 
 	// epoch that the next batch goes back below is such a flip (or the
 	// next batch's, and the log ends here either way).
 	next, err := w.bytes(pos+h.size(), batchHeaderSize)
-	if err != nil || next == nil {
-		return err == nil, err
+	if err != nil {
+		return false, err
+	}
+	if next == nil && pos+h.size() == w.limit && w.following != nil {
+		// The last batch of a segment: the next one opens the next file.
+		var first [batchHeaderSize]byte
+		if readFull(w.following, first[:], 0) == nil {
+			next = first[:]
+		}
+	}
+	if next == nil {
+		return true, nil
 	}
 	if n := parseHeader(next); checkHeaderShape(&n, h.nextOffset()) == nil && n.LeaderEpoch >= 0 && n.LeaderEpoch < h.LeaderEpoch {
 		return false, nil
@@ -677,11 +692,14 @@ func (l *Log) rewriteIndexFiles(s *segment, active bool) {
 
 // scanWindow reads whole batches through a large window.
 type scanWindow struct {
-	f      env.File
-	limit  int64
-	buf    []byte
-	win    []byte
-	winPos int64
+	f     env.File
+	limit int64
+	// following is the next segment's file, whose first batch header
+	// follows this file's last batch.
+	following env.File
+	buf       []byte
+	win       []byte
+	winPos    int64
 }
 
 const scanWindowSize = 1 << 20

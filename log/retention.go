@@ -35,6 +35,7 @@ func (l *Log) EnforceRetention(highWatermark int64) (int, error) {
 			return true
 		})
 	}
+	l.checkInvariants()
 	return n, nil
 }
 
@@ -116,5 +117,6 @@ func (l *Log) DeleteRecords(offset int64) error {
 	if l.deletePrefix(offset, func(_ *segment, nextBase int64) bool { return nextBase <= offset }) == 0 {
 		l.afterHeadRemoved(offset)
 	}
+	l.checkInvariants()
 	return nil
 }

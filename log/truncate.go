@@ -131,6 +131,7 @@ func (l *Log) TruncateTo(offset int64) error {
 		return l.failed
 	}
 	l.afterTruncation(end)
+	l.checkInvariants()
 	return nil
 }
 
@@ -192,6 +193,7 @@ func (l *Log) TruncateFullyAndStartAt(offset int64) error {
 	l.producers = newProducerState()
 	l.onTruncate(offset)
 	l.startBarrier()
+	l.checkInvariants()
 	return nil
 }
 
