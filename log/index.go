@@ -74,9 +74,9 @@ func (x *offsetIndex) truncateAt(pos int64) {
 }
 
 // parseOffsetIndex reads an index file's entries up to the first all-zero
-// one and checks that they could describe a segment of size bytes: offsets
-// and positions strictly increasing, positions inside it.
-func parseOffsetIndex(p []byte, base, size int64) (offsetIndex, error) {
+// one and checks that they could describe a segment of size bytes ending
+// before offset next: offsets and positions strictly increasing, inside it.
+func parseOffsetIndex(p []byte, base, size, next int64) (offsetIndex, error) {
 	x := offsetIndex{base: base}
 	prevRel, prevPos := uint32(0), uint32(0)
 	n := 0
@@ -86,7 +86,7 @@ func parseOffsetIndex(p []byte, base, size int64) (offsetIndex, error) {
 		if rel == 0 && pos == 0 {
 			break
 		}
-		if rel <= prevRel || pos <= prevPos || int64(pos)+batchHeaderSize > size {
+		if rel <= prevRel || pos <= prevPos || int64(pos)+batchHeaderSize > size || base+int64(rel) >= next {
 			return x, fmt.Errorf("entry %d (%d, %d) after (%d, %d) in a segment of %d bytes", n, rel, pos, prevRel, prevPos, size)
 		}
 		prevRel, prevPos = rel, pos

@@ -113,7 +113,7 @@ func TestIndexFileParsing(t *testing.T) {
 	p = append(p, entry(3, 100)...)
 	p = append(p, entry(9, 300)...)
 	p = append(p, make([]byte, 64)...) // preallocated zeros
-	x, err := parseOffsetIndex(p, 1000, 400)
+	x, err := parseOffsetIndex(p, 1000, 400, 1100)
 	if err != nil || x.len() != 2 {
 		t.Fatalf("%d entries, %v", x.len(), err)
 	}
@@ -127,8 +127,9 @@ func TestIndexFileParsing(t *testing.T) {
 		"offsets going back":    append(entry(9, 100), entry(3, 300)...),
 		"positions going back":  append(entry(3, 300), entry(9, 100)...),
 		"position past the end": entry(3, 390),
+		"offset past the end":   entry(300, 100),
 	} {
-		if _, err := parseOffsetIndex(bad, 1000, 400); err == nil {
+		if _, err := parseOffsetIndex(bad, 1000, 400, 1100); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"hash/crc32"
 	"io"
 	"io/fs"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -391,7 +392,7 @@ func (l *Log) loadTrusted(s *segment, next int64) bool {
 	}
 	s.size, s.next = size, next
 	idx, ierr := loadIndexFile(s.idxF.f, l.cfg.IndexBytesMax, func(p []byte) (offsetIndex, error) {
-		return parseOffsetIndex(p, s.base, size)
+		return parseOffsetIndex(p, s.base, size, next)
 	})
 	tix, terr := loadIndexFile(s.tsF.f, l.cfg.IndexBytesMax, func(p []byte) (timeIndex, error) {
 		return parseTimeIndex(p, s.base, next)
@@ -530,7 +531,7 @@ func (l *Log) dropFrom(i int) error {
 // add up.
 func (l *Log) cleanPrefix(s *segment, rp, fileSize int64) bool {
 	idx, err := loadIndexFile(s.idxF.f, l.cfg.IndexBytesMax, func(p []byte) (offsetIndex, error) {
-		return parseOffsetIndex(p, s.base, fileSize)
+		return parseOffsetIndex(p, s.base, fileSize, math.MaxInt64)
 	})
 	if err != nil {
 		return false
