@@ -120,23 +120,12 @@ func (b *Broker) openTopicPartitions(t *raftmeta.Topic) error {
 // durable to its end (the high watermark has caught up), or with the first
 // error.
 func (b *Broker) awaitPartitionsDurable(done func(error)) {
-	var errs []error
-	pending := 1
-	finish := func(err error) {
-		if err != nil {
-			errs = append(errs, err)
-		}
-		pending--
-		if pending == 0 {
-			done(errors.Join(errs...))
-		}
-	}
+	all := newJoin(done)
 	for _, key := range b.sortedPartitionKeys() {
 		p := b.partitions[key]
-		pending++
-		p.whenDurable(p.log.LogEndOffset(), finish)
+		p.whenDurable(p.log.LogEndOffset(), all.add())
 	}
-	finish(nil)
+	all.wait()
 }
 
 // scheduleMaintenance arms the next retention pass.
@@ -245,19 +234,9 @@ func (b *Broker) removeOrphanDirs() error {
 // removeTopicPartitions closes and deletes the logs of a topic whose
 // deletion has committed; done runs on the loop.
 func (b *Broker) removeTopicPartitions(t *raftmeta.Topic, done func(error)) {
-	var errs []error
-	pending := 1
-	finish := func(err error) {
-		if err != nil {
-			errs = append(errs, err)
-		}
-		pending--
-		if pending == 0 {
-			b.env.FS.SyncDir(".", func(err error) {
-				done(errors.Join(append(errs, err)...))
-			})
-		}
-	}
+	all := newJoin(func(err error) {
+		b.env.FS.SyncDir(".", func(serr error) { done(errors.Join(err, serr)) })
+	})
 	for _, mp := range t.Partitions {
 		key := partitionKey{t.ID, mp.Index}
 		p := b.partitions[key]
@@ -268,38 +247,57 @@ func (b *Broker) removeTopicPartitions(t *raftmeta.Topic, done func(error)) {
 		for _, f := range p.watchers {
 			f.finish()
 		}
-		pending++
 		dir := partitionDir(t.Name, mp.Index)
+		removed := all.add()
 		p.log.Close(func(err error) {
 			if err == nil {
 				err = removeTree(b.env.FS, dir)
 			}
-			finish(err)
+			removed(err)
 		})
 	}
-	finish(nil)
+	all.wait()
 }
 
 // closePartitions flushes, checkpoints and closes every log.
 func (b *Broker) closePartitions(done func(error)) {
-	var errs []error
-	pending := 1
-	finish := func(err error) {
-		if err != nil {
-			errs = append(errs, err)
-		}
-		pending--
-		if pending == 0 {
-			done(errors.Join(errs...))
-		}
-	}
+	all := newJoin(done)
 	for _, key := range b.sortedPartitionKeys() {
 		p := b.partitions[key]
 		delete(b.partitions, key)
-		pending++
-		p.log.Close(finish)
+		p.log.Close(all.add())
 	}
-	finish(nil)
+	all.wait()
+}
+
+// join waits for callbacks started together: each add returns one to hand
+// out, and once wait has been called and every callback has run, done runs
+// with their errors joined.
+type join struct {
+	pending int
+	errs    []error
+	done    func(error)
+}
+
+func newJoin(done func(error)) *join { return &join{pending: 1, done: done} }
+
+func (j *join) add() func(error) {
+	j.pending++
+	return j.finish
+}
+
+// wait releases the join's own hold: done runs when the last callback does
+// (at once if none is outstanding).
+func (j *join) wait() { j.finish(nil) }
+
+func (j *join) finish(err error) {
+	if err != nil {
+		j.errs = append(j.errs, err)
+	}
+	j.pending--
+	if j.pending == 0 {
+		j.done(errors.Join(j.errs...))
+	}
 }
 
 func (b *Broker) sortedPartitionKeys() []partitionKey {
