@@ -22,23 +22,12 @@ func (b *Broker) handleAlterConfigs(r *request) {
 		}
 		resources[i] = res
 	}
-	plan := b.planAlterConfigs(resources)
-	if plan.waitFor != nil {
-		plan.waitFor(func() { b.handleAlterConfigs(r) })
-		return
-	}
-	b.applyAlterPlan(plan, req.ValidateOnly, func(results []alterResult) {
+	b.alterConfigs(resources, req.ValidateOnly, func() { b.handleAlterConfigs(r) }, func(results []alterResult) {
 		resp := req.ResponseKind().(*kmsg.AlterConfigsResponse)
 		for i, rr := range req.Resources {
 			res := kmsg.NewAlterConfigsResponseResource()
 			res.ResourceType, res.ResourceName = rr.ResourceType, rr.ResourceName
-			if err := results[i]; err.err != nil {
-				msg := err.msg
-				if msg == "" {
-					msg = err.err.Description
-				}
-				res.ErrorCode, res.ErrorMessage = err.err.Code, &msg
-			}
+			res.ErrorCode, res.ErrorMessage = results[i].codeAndMessage()
 			resp.Resources = append(resp.Resources, res)
 		}
 		r.respond(resp)

@@ -22,23 +22,12 @@ func (b *Broker) handleIncrementalAlterConfigs(r *request) {
 		}
 		resources[i] = res
 	}
-	plan := b.planAlterConfigs(resources)
-	if plan.waitFor != nil {
-		plan.waitFor(func() { b.handleIncrementalAlterConfigs(r) })
-		return
-	}
-	b.applyAlterPlan(plan, req.ValidateOnly, func(results []alterResult) {
+	b.alterConfigs(resources, req.ValidateOnly, func() { b.handleIncrementalAlterConfigs(r) }, func(results []alterResult) {
 		resp := req.ResponseKind().(*kmsg.IncrementalAlterConfigsResponse)
 		for i, rr := range req.Resources {
 			res := kmsg.NewIncrementalAlterConfigsResponseResource()
 			res.ResourceType, res.ResourceName = rr.ResourceType, rr.ResourceName
-			if err := results[i]; err.err != nil {
-				msg := err.msg
-				if msg == "" {
-					msg = err.err.Description
-				}
-				res.ErrorCode, res.ErrorMessage = err.err.Code, &msg
-			}
+			res.ErrorCode, res.ErrorMessage = results[i].codeAndMessage()
 			resp.Resources = append(resp.Resources, res)
 		}
 		r.respond(resp)

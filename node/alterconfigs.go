@@ -57,6 +57,31 @@ type alterResult struct {
 	msg string
 }
 
+// codeAndMessage is the result as a response carries it.
+func (res alterResult) codeAndMessage() (int16, *string) {
+	if res.err == nil {
+		return 0, nil
+	}
+	msg := res.msg
+	if msg == "" {
+		msg = res.err.Description
+	}
+	return res.err.Code, &msg
+}
+
+// alterConfigs plans and applies resources for either alter API, then calls
+// answer with one result per resource. A plan that must first wait for
+// another change to the same resource reruns retry (the whole handler) once
+// that change is done.
+func (b *Broker) alterConfigs(resources []alterResource, validateOnly bool, retry func(), answer func([]alterResult)) {
+	plan := b.planAlterConfigs(resources)
+	if plan.waitFor != nil {
+		plan.waitFor(retry)
+		return
+	}
+	b.applyAlterPlan(plan, validateOnly, answer)
+}
+
 // alterPlan is what a request will do.
 type alterPlan struct {
 	results []alterResult
