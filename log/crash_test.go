@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"log/slog"
 	"testing"
 	"time"
 
@@ -26,6 +27,9 @@ import (
 //   - the log start did not move above any start the log had;
 //   - the leader-epoch cache gives each batch its epoch, and each producer
 //     its last sequence in the log.
+
+// dbgLog, when set by a debugging test, receives the logs' messages.
+var dbgLog *slog.Logger
 
 // crashTracker knows what may be on disk.
 type crashTracker struct {
@@ -479,6 +483,9 @@ func crashConfig(r *rng.Rand, h *harness) Config {
 		cfg.FlushInterval = time.Duration(1+r.Intn(50)) * time.Millisecond
 	}
 	cfg.CheckpointInterval = time.Duration(1+r.Intn(1000)) * time.Millisecond
+	if dbgLog != nil {
+		cfg.Logger = dbgLog
+	}
 	return cfg
 }
 

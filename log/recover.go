@@ -1,6 +1,7 @@
 package log
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/crc32"
@@ -558,7 +559,7 @@ func (l *Log) cleanPrefix(s *segment, rp, fileSize int64) bool {
 	r := newHeaderReader(s.log.f, fileSize)
 	for wantBase != rp {
 		h, err := readChecked(r, pos, wantBase, wantLast, fileSize)
-		if err != nil || h.nextOffset() > rp {
+		if err != nil || h.nextOffset() > rp || !followedBy(r, pos+h.size(), h.nextOffset(), fileSize) {
 			return false
 		}
 		pos += h.size()
@@ -584,17 +585,35 @@ func (l *Log) cleanPrefix(s *segment, rp, fileSize int64) bool {
 }
 
 // walkPrefix builds the part of s below the recovery point rp from its batch
-// headers, which are durable and not checked further. It stops early at
-// anything that does not add up; the scan that follows starts there.
+// headers, which are durable: each is confirmed by the one after it, not by
+// its CRC. It stops early at anything that does not add up; the scan that
+// follows starts there.
 func (l *Log) walkPrefix(s *segment, rp, fileSize int64) {
 	r := newHeaderReader(s.log.f, fileSize)
 	for s.next < rp {
 		h, err := readChecked(r, s.size, s.next, -1, fileSize)
-		if err != nil || h.nextOffset() > rp {
+		if err != nil || h.nextOffset() > rp || !followedBy(r, s.size+h.size(), h.nextOffset(), fileSize) {
 			return
 		}
 		s.noteBatch(&h, s.size, l.cfg.IndexIntervalBytes)
 	}
+}
+
+// followedBy confirms a header's length and last offset, which only the CRC
+// covers, by what follows it: the file ends at pos, or a header there
+// begins at offset next. A header read with a bit flipped on the way must
+// not decide where the log's bytes end.
+func followedBy(r *headerReader, pos, next, fileSize int64) bool {
+	if pos == fileSize {
+		return true
+	}
+	for attempt := 0; attempt < readAttempts; attempt++ {
+		if h, err := r.read(pos); err == nil && checkHeaderShape(&h, next) == nil {
+			return true
+		}
+		r.drop()
+	}
+	return false
 }
 
 // scan reads the batches of s from pos, where offset want must begin, to the
@@ -629,28 +648,22 @@ func (l *Log) scan(s *segment, pos, want, fileSize int64, following env.File) (i
 }
 
 // scannedEpochOK checks a scanned batch's leader epoch, which its CRC does
-// not cover: epochs never go down along a log, and one that goes up is read
-// again from the file to make sure no bit flipped on the way, and must not
-// be followed by a lower one. A batch that fails ends the log. (A flip that
-// raises the epoch of the log's last batch goes unseen.)
+// not cover: it is read again from the file until two reads agree, so that
+// no bit flipped on the way counts; epochs never go down along a log; and a
+// raised one must not be followed by a lower one. A batch that fails
+// ends the log. (A flip on the medium that raises the epoch of the log's
+// last batch goes unseen.)
 func (l *Log) scannedEpochOK(w *scanWindow, pos int64, h *header) (bool, error) {
+	epoch, err := w.stableEpoch(pos, h.LeaderEpoch)
+	if err != nil || epoch == nil {
+		return false, err
+	}
+	h.LeaderEpoch = *epoch // the window's copy may have been flipped on the way
 	latest, ok := l.epochs.latest()
 	if h.LeaderEpoch < 0 || (ok && h.LeaderEpoch == latest.Epoch) {
 		return true, nil
 	}
 	if ok && h.LeaderEpoch < latest.Epoch {
-		return false, nil
-	}
-	var again [batchHeaderSize]byte
-	confirmed := false
-	for attempt := 0; attempt < readAttempts && !confirmed; attempt++ {
-		if err := readFull(w.f, again[:], pos); err != nil {
-			return false, storageError(err, "read %s at %d", w.f.Name(), pos)
-		}
-		h2 := parseHeader(again[:])
-		confirmed = h2.LeaderEpoch == h.LeaderEpoch
-	}
-	if !confirmed {
 		return false, nil
 	}
 	// A bit flipped on the medium reads the same every time; a raised
@@ -674,6 +687,25 @@ func (l *Log) scannedEpochOK(w *scanWindow, pos int64, h *header) (bool, error) 
 		return false, nil
 	}
 	return true, nil
+}
+
+// stableEpoch reads the leader epoch of the batch at pos from the file until
+// two reads agree (the first being seen, what the window holds), or returns
+// nil if they never do.
+func (w *scanWindow) stableEpoch(pos int64, seen int32) (*int32, error) {
+	var p [4]byte
+	prev := seen
+	for attempt := 0; attempt < readAttempts; attempt++ {
+		if err := readFull(w.f, p[:], pos+offLeaderEpoch); err != nil {
+			return nil, storageError(err, "read %s at %d", w.f.Name(), pos)
+		}
+		epoch := int32(binary.BigEndian.Uint32(p[:]))
+		if epoch == prev {
+			return &epoch, nil
+		}
+		prev = epoch
+	}
+	return nil, nil
 }
 
 // rewriteIndexFiles makes a recovered segment's index files match its
