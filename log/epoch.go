@@ -130,10 +130,11 @@ func (c *epochCache) from(offset int64) epochCache {
 
 // check compares a batch's leader epoch, which its CRC does not cover, with
 // the epoch the cache gives its first offset at or after logStart. Epoch -1
-// (none) passes: no single flipped bit makes it from a valid epoch.
+// (none) passes: no single flipped bit makes it from a valid epoch. So does
+// a batch wholly below the log start, of which the cache knows nothing.
 func (c *epochCache) check(h *header, logStart int64) error {
-	if h.LeaderEpoch == -1 {
-		return nil
+	if h.LeaderEpoch == -1 || h.lastOffset() < logStart {
+		return nil // no epoch, or one the cache no longer knows
 	}
 	if e, ok := c.epochForOffset(max(h.BaseOffset, logStart)); !ok || e != h.LeaderEpoch {
 		return corruptError("batch at offset %d has leader epoch %d, the log's epoch there is %d", h.BaseOffset, h.LeaderEpoch, e)

@@ -130,7 +130,7 @@ func (l *Log) readSnapshot(offset int64) (producerState, error) {
 }
 
 // replayProducers applies the batches with offsets in [from, end) to the
-// producer state, by their headers.
+// producer state, each read whole and checked.
 func (l *Log) replayProducers(from, end int64) error {
 	if from >= end {
 		return nil
@@ -145,12 +145,24 @@ func (l *Log) replayProducers(from, end int64) error {
 		if pos >= s.size {
 			continue
 		}
-		_, _, err = s.walk(r, pos, h.BaseOffset, -1, func(_ int64, h *header) bool {
-			if h.BaseOffset >= from {
-				l.producers.apply(h)
+		var rerr error
+		_, _, err = s.walk(r, pos, h.BaseOffset, -1, func(pos int64, h *header) bool {
+			if h.BaseOffset < from {
+				return true
 			}
+			// Sequences and producer ids are only as good as the CRC that
+			// covers them: the batch is read whole and checked.
+			var p []byte
+			if p, rerr = l.readBatch(s, pos, h); rerr != nil {
+				return false
+			}
+			checked := parseHeader(p)
+			l.producers.apply(&checked)
 			return true
 		})
+		if err == nil {
+			err = rerr
+		}
 		if err != nil {
 			return err
 		}

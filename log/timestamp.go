@@ -55,10 +55,12 @@ func (l *Log) searchSegment(s *segment, target int64) (TimestampOffset, bool, er
 		var found bool
 		var ferr error
 		_, _, err = s.walk(r, pos, h.BaseOffset, -1, func(pos int64, h *header) bool {
-			if h.MaxTimestamp < target || h.lastOffset() < l.logStart {
+			if h.lastOffset() < l.logStart {
 				return true
 			}
-			res, found, ferr = l.findRecord(s, pos, h, func(offset, ts int64) bool {
+			// The batch is read whole, CRC checked, even to skip it: its
+			// max timestamp is only as good as the CRC that covers it.
+			res, found, ferr = l.findRecord(s, pos, h, target, func(offset, ts int64) bool {
 				return ts >= target && offset >= l.logStart
 			})
 			return !found && ferr == nil
@@ -102,25 +104,30 @@ func (l *Log) MaxTimestamp() (TimestampOffset, bool, error) {
 			}
 			continue
 		}
-		return l.findRecord(best, pos, &h, func(_, rts int64) bool { return rts == ts })
+		return l.findRecord(best, pos, &h, ts, func(_, rts int64) bool { return rts == ts })
 	}
 }
 
 // findRecord reads the batch h at pos of s, checked, and returns its first
-// record that match accepts.
-func (l *Log) findRecord(s *segment, pos int64, h *header, match func(offset, ts int64) bool) (TimestampOffset, bool, error) {
+// record that match accepts. A batch whose max timestamp (as checked) is
+// below minMaxTs holds none and is not decoded.
+func (l *Log) findRecord(s *segment, pos int64, h *header, minMaxTs int64, match func(offset, ts int64) bool) (TimestampOffset, bool, error) {
 	p, err := l.readBatch(s, pos, h)
 	if err != nil {
 		return TimestampOffset{}, false, err
+	}
+	checked := parseHeader(p)
+	if checked.MaxTimestamp < minMaxTs {
+		return TimestampOffset{}, false, nil
 	}
 	if l.decomp == nil {
 		l.decomp = kgo.DefaultDecompressor()
 	}
 	var res TimestampOffset
 	found := false
-	err = visitRecords(p, h, l.decomp, func(offset, ts int64) bool {
+	err = visitRecords(p, &checked, l.decomp, func(offset, ts int64) bool {
 		if match(offset, ts) {
-			res, found = TimestampOffset{Timestamp: ts, Offset: offset, LeaderEpoch: h.LeaderEpoch}, true
+			res, found = TimestampOffset{Timestamp: ts, Offset: offset, LeaderEpoch: checked.LeaderEpoch}, true
 			return false
 		}
 		return true
@@ -131,7 +138,8 @@ func (l *Log) findRecord(s *segment, pos int64, h *header, match func(offset, ts
 	return res, found, err
 }
 
-// readBatch reads the whole batch h at pos of s and checks it.
+// readBatch reads the whole batch h at pos of s and checks it, its leader
+// epoch (outside the CRC) against the cache.
 func (l *Log) readBatch(s *segment, pos int64, h *header) ([]byte, error) {
 	p := make([]byte, h.size())
 	var err error
@@ -139,8 +147,11 @@ func (l *Log) readBatch(s *segment, pos int64, h *header) ([]byte, error) {
 		if err = readFull(s.log.f, p, pos); err != nil {
 			return nil, storageError(err, "read %s.log at %d", s.path, pos)
 		}
-		if _, err = checkStored(p, h.BaseOffset); err == nil {
-			return p, nil
+		var checked header
+		if checked, err = checkStored(p, h.BaseOffset); err == nil {
+			if err = l.epochs.check(&checked, l.logStart); err == nil {
+				return p, nil
+			}
 		}
 	}
 	return nil, err
