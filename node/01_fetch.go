@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/sluicemq/sluice/log"
+	"github.com/sluicemq/sluice/node/env"
 	"github.com/sluicemq/sluice/raftmeta"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -111,7 +112,13 @@ func (f *fetchWait) finish() {
 	if f.timer != nil {
 		f.timer.Stop()
 	}
-	f.r.respond(f.b.fetchResponse(f.req, f.ctx))
+	sender, zeroCopy := f.r.c.c.(env.FileSender)
+	resp, records := f.b.fetchResponse(f.req, f.ctx, zeroCopy)
+	if !zeroCopy {
+		f.r.respond(resp)
+		return
+	}
+	f.r.respondParts(encodeFetchFrame(f.r.header.CorrelationID, resp, records), sender)
 }
 
 // fetchPartition resolves a session partition against the image and checks
@@ -138,42 +145,19 @@ func (b *Broker) fetchPartition(req *kmsg.FetchRequest, sp *sessionPartition) (*
 }
 
 // fetchResponse reads every partition of ctx, in order, into a response.
-func (b *Broker) fetchResponse(req *kmsg.FetchRequest, ctx *fetchContext) *kmsg.FetchResponse {
+// With zeroCopy, record batches are not read: records[t][p] holds the
+// file ranges of resp.Topics[t].Partitions[p], for sendfile. Without it,
+// the batches are read (and checked) into RecordBatches.
+func (b *Broker) fetchResponse(req *kmsg.FetchRequest, ctx *fetchContext, zeroCopy bool) (*kmsg.FetchResponse, [][]log.Records) {
 	resp := req.ResponseKind().(*kmsg.FetchResponse)
 	resp.SessionID = b.fetchSessions.finish(ctx)
+	var records [][]log.Records
 	var used int64
 	byTopic := map[sessionTopic]int{}
 	for _, sp := range ctx.partitions {
-		rp := kmsg.NewFetchResponseTopicPartition()
-		rp.Partition = sp.key.partition
-		rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = -1, -1, -1
-		p, code := b.fetchPartition(req, sp)
-		if p != nil {
-			rp.HighWatermark = p.highWatermark()
-			rp.LastStableOffset = rp.HighWatermark
-			rp.LogStartOffset = p.log.LogStartOffset()
-		}
-		if code == nil {
-			recs, err := p.log.Read(sp.fetchOffset, b.roomFor(req, sp, used), p.highWatermark(), used == 0)
-			if err == nil {
-				rp.RecordBatches, err = recs.AppendTo(nil)
-			}
-			if err != nil {
-				code = log.ErrorCode(err)
-				if code != kerr.OffsetOutOfRange {
-					b.env.Log.Error("fetch read failed", "topic", p.topic, "partition", p.index, "err", err)
-				}
-			}
-			used += int64(len(rp.RecordBatches))
-		}
-		if code != nil {
-			rp.ErrorCode = code.Code
-		}
-		if rp.RecordBatches == nil {
-			// Empty, never null: librdkafka rejects a null record set.
-			rp.RecordBatches = []byte{}
-		}
-		if !ctx.include(sp, &rp) {
+		rp, recs := b.fetchOne(req, sp, used, zeroCopy)
+		used += recs.Size
+		if !ctx.include(sp, &rp, recs.Size) {
 			continue
 		}
 		key := sessionTopic{sp.key.topic, sp.key.topicID}
@@ -182,12 +166,51 @@ func (b *Broker) fetchResponse(req *kmsg.FetchRequest, ctx *fetchContext) *kmsg.
 			rt := kmsg.NewFetchResponseTopic()
 			rt.Topic, rt.TopicID = sp.key.topic, sp.key.topicID
 			resp.Topics = append(resp.Topics, rt)
+			records = append(records, nil)
 			i = len(resp.Topics) - 1
 			byTopic[key] = i
 		}
 		resp.Topics[i].Partitions = append(resp.Topics[i].Partitions, rp)
+		records[i] = append(records[i], recs)
 	}
-	return resp
+	return resp, records
+}
+
+// fetchOne reads one partition of a response that holds used bytes so far.
+func (b *Broker) fetchOne(req *kmsg.FetchRequest, sp *sessionPartition, used int64, zeroCopy bool) (kmsg.FetchResponseTopicPartition, log.Records) {
+	rp := kmsg.NewFetchResponseTopicPartition()
+	rp.Partition = sp.key.partition
+	rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = -1, -1, -1
+	if req.IsolationLevel == 1 {
+		rp.AbortedTransactions = []kmsg.FetchResponseTopicPartitionAbortedTransaction{}
+	}
+	// Empty, never null: librdkafka rejects a null record set.
+	rp.RecordBatches = []byte{}
+	p, code := b.fetchPartition(req, sp)
+	if p != nil {
+		rp.HighWatermark = p.highWatermark()
+		rp.LastStableOffset = rp.HighWatermark
+		rp.LogStartOffset = p.log.LogStartOffset()
+	}
+	var recs log.Records
+	if code == nil {
+		var err error
+		recs, err = p.log.Read(sp.fetchOffset, b.roomFor(req, sp, used), p.highWatermark(), used == 0)
+		if err == nil && !zeroCopy {
+			rp.RecordBatches, err = recs.AppendTo(rp.RecordBatches)
+		}
+		if err != nil {
+			recs, rp.RecordBatches = log.Records{}, []byte{}
+			code = log.ErrorCode(err)
+			if code != kerr.OffsetOutOfRange {
+				b.env.Log.Error("fetch read failed", "topic", p.topic, "partition", p.index, "err", err)
+			}
+		}
+	}
+	if code != nil {
+		rp.ErrorCode = code.Code
+	}
+	return rp, recs
 }
 
 type sessionTopic struct {

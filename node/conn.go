@@ -142,10 +142,44 @@ func (r *request) respond(resp kmsg.Response) {
 			return
 		}
 	}
+	r.finish()
+}
+
+// finish lets the connection start its next request.
+func (r *request) finish() {
+	cn := r.c
 	if cn.inflight == r {
 		cn.inflight = nil
 		cn.startNext()
 	}
+}
+
+// respondParts sends a response laid out in parts (see fetch_encode.go),
+// file ranges by sendfile, and lets the connection go on to its next
+// request.
+func (r *request) respondParts(parts []framePart, sender env.FileSender) {
+	if r.done {
+		panic("node: request " + r.header.String() + " answered twice")
+	}
+	r.done = true
+	cn := r.c
+	if cn.closed {
+		return
+	}
+	for _, part := range parts {
+		var err error
+		if part.bytes != nil {
+			err = cn.c.Write(part.bytes)
+		} else {
+			err = sender.SendFile(part.chunk.File, part.chunk.Position, part.chunk.Size)
+		}
+		if err != nil {
+			// Part of a frame may be out: the stream is broken.
+			cn.fail("send response", err)
+			return
+		}
+	}
+	r.finish()
 }
 
 // noResponse finishes a request that gets no answer (Produce with acks=0).

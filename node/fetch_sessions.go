@@ -158,8 +158,8 @@ func (c *fetchSessionCache) finish(ctx *fetchContext) int32 {
 
 // include reports whether a partition's result belongs in the response, and
 // remembers what was sent. Full fetches include every partition.
-func (ctx *fetchContext) include(sp *sessionPartition, rp *kmsg.FetchResponseTopicPartition) bool {
-	changed := len(rp.RecordBatches) > 0 || rp.ErrorCode != 0 ||
+func (ctx *fetchContext) include(sp *sessionPartition, rp *kmsg.FetchResponseTopicPartition, recordBytes int64) bool {
+	changed := recordBytes > 0 || rp.ErrorCode != 0 ||
 		rp.HighWatermark != sp.sentHighWatermark || rp.LastStableOffset != sp.sentLastStable ||
 		rp.LogStartOffset != sp.sentLogStartOffset
 	sp.sentHighWatermark, sp.sentLastStable, sp.sentLogStartOffset = rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset

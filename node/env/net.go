@@ -50,3 +50,15 @@ type ConnHandler interface {
 	// nil) or broken (err says why). No OnData follows it.
 	OnClose(err error)
 }
+
+// FileSender is implemented by connections that can send a range of a file
+// without copying it through the program (sendfile in osenv). It is
+// optional: callers that find it missing (the simulator) read the bytes and
+// Write them, checking what they read.
+type FileSender interface {
+	// SendFile queues n bytes of f starting at off, to go out after
+	// everything queued before it. The bytes are read when they are sent,
+	// so the caller must not change that range of f meanwhile; closing f is
+	// allowed.
+	SendFile(f File, off, n int64) error
+}

@@ -304,6 +304,28 @@ func fdatasync(f *os.File) error {
 	return serr
 }
 
+// dup duplicates the file's descriptor, for a sendfile that may outlive
+// the file's Close.
+func (f *file) dup() (int, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed {
+		return -1, &fs.PathError{Op: "sendfile", Path: f.name, Err: env.ErrClosed}
+	}
+	rc, err := f.f.SyscallConn()
+	if err != nil {
+		return -1, err
+	}
+	fd, derr := -1, error(nil)
+	if err := rc.Control(func(raw uintptr) { fd, derr = unix.Dup(int(raw)) }); err != nil {
+		return -1, err
+	}
+	if derr != nil {
+		return -1, mapErr(&fs.PathError{Op: "sendfile", Path: f.name, Err: derr})
+	}
+	return fd, nil
+}
+
 // Close implements env.File. If a Sync is in flight the descriptor stays open
 // until it completes; the worker closes it then.
 func (f *file) Close() error {

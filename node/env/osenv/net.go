@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sluicemq/sluice/node/env"
+	"golang.org/x/sys/unix"
 )
 
 // readBufferSize is how much one read from a socket may deliver in one
@@ -159,7 +160,7 @@ type conn struct {
 	delivered chan struct{}
 
 	mu      sync.Mutex // guards the writer's state below
-	queue   [][]byte
+	queue   []outItem
 	closing bool  // local Close: flush, then half-close
 	stopped bool  // the writer must exit now
 	failure error // first write error, the reason the reader reports
@@ -221,7 +222,50 @@ func (c *conn) Write(p []byte) error {
 		return nil
 	}
 	c.mu.Lock()
-	c.queue = append(c.queue, p)
+	c.queue = append(c.queue, outItem{bytes: p})
+	c.mu.Unlock()
+	c.signal()
+	return nil
+}
+
+// outItem is one thing queued for the writer: bytes, or a range of a file
+// sent with sendfile(2) from a duplicate of its descriptor (so that closing
+// the file meanwhile is harmless).
+type outItem struct {
+	bytes []byte
+	fd    int // the file range, when bytes is nil
+	off   int64
+	n     int64
+}
+
+// SendFile implements env.FileSender: n bytes of f from off go out after
+// everything queued before, copied by the kernel from the page cache to the
+// socket without passing through user space.
+func (c *conn) SendFile(f env.File, off, n int64) error {
+	if c.done {
+		return fmt.Errorf("send file to %s: %w", c.remote, env.ErrClosed)
+	}
+	of, ok := f.(*file)
+	if !ok {
+		return fmt.Errorf("send file to %s: %T is not an osenv file", c.remote, f)
+	}
+	if off < 0 || n < 0 {
+		return fmt.Errorf("send file %s to %s: bad range [%d, +%d)", of.name, c.remote, off, n)
+	}
+	if n == 0 {
+		return nil
+	}
+	fd, err := of.dup()
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	if c.stopped {
+		c.mu.Unlock()
+		unix.Close(fd)
+		return fmt.Errorf("send file to %s: %w", c.remote, env.ErrClosed)
+	}
+	c.queue = append(c.queue, outItem{fd: fd, off: off, n: n})
 	c.mu.Unlock()
 	c.signal()
 	return nil
@@ -255,9 +299,20 @@ func (c *conn) kill() {
 func (c *conn) stop() {
 	c.mu.Lock()
 	c.stopped = true
+	dropped := c.queue
 	c.queue = nil
 	c.mu.Unlock()
+	closeFiles(dropped)
 	c.signal()
+}
+
+// closeFiles closes the file descriptors of items that will not be sent.
+func closeFiles(items []outItem) {
+	for _, it := range items {
+		if it.bytes == nil {
+			unix.Close(it.fd)
+		}
+	}
 }
 
 func (c *conn) signal() {
@@ -385,10 +440,10 @@ func (c *conn) writeLoop() {
 		c.mu.Unlock()
 		switch {
 		case stopped:
+			closeFiles(batch)
 			return
 		case len(batch) > 0:
-			bufs := net.Buffers(batch)
-			if _, err := bufs.WriteTo(c.nc); err != nil {
+			if err := c.send(batch); err != nil {
 				c.fail(err)
 				return
 			}
@@ -403,6 +458,65 @@ func (c *conn) writeLoop() {
 			<-c.wake
 		}
 	}
+}
+
+// send writes a batch of queued items in order: runs of bytes with one
+// writev, file ranges with sendfile. It closes every item's descriptor,
+// sent or not.
+func (c *conn) send(batch []outItem) error {
+	defer closeFiles(batch)
+	for i := 0; i < len(batch); {
+		if batch[i].bytes == nil {
+			if err := c.sendFile(batch[i]); err != nil {
+				return err
+			}
+			i++
+			continue
+		}
+		var bufs net.Buffers
+		for ; i < len(batch) && batch[i].bytes != nil; i++ {
+			bufs = append(bufs, batch[i].bytes)
+		}
+		if _, err := bufs.WriteTo(c.nc); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// sendFile sends one file range with sendfile(2), waiting for the socket to
+// be writable as the runtime's poller decides.
+func (c *conn) sendFile(it outItem) error {
+	rc, err := c.nc.SyscallConn()
+	if err != nil {
+		return err
+	}
+	off, left := it.off, it.n
+	var serr error
+	err = rc.Write(func(sock uintptr) bool {
+		for left > 0 {
+			n, err := unix.Sendfile(int(sock), it.fd, &off, int(min(left, 1<<30)))
+			if n > 0 {
+				left -= int64(n)
+			}
+			switch {
+			case err == unix.EAGAIN:
+				return false // wait until the socket is writable
+			case err == unix.EINTR:
+			case err != nil:
+				serr = err
+				return true
+			case n == 0:
+				serr = fmt.Errorf("sendfile: the file ended %d bytes early", left)
+				return true
+			}
+		}
+		return true
+	})
+	if err != nil {
+		return err
+	}
+	return serr
 }
 
 // fail records a write error and tears the socket down; the reader reports

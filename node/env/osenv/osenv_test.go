@@ -1,6 +1,7 @@
 package osenv
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -670,3 +671,85 @@ func BenchmarkRawTCP(b *testing.B) {
 	}
 	<-finished
 }
+
+func TestSendFileInterleavesWithWrites(t *testing.T) {
+	dir := t.TempDir()
+	loop := NewLoop()
+	n, err := New(Config{Dir: dir, Loop: loop})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	go loop.Run()
+	defer loop.Stop()
+	e := n.Env()
+
+	content := make([]byte, 3<<20)
+	for i := range content {
+		content[i] = byte(i * 13)
+	}
+	want := append(append(append([]byte("head"), content[100:100+2<<20]...), "mid"...), content[5:1005]...)
+	want = append(want, "tail"...)
+
+	got := make(chan []byte, 1)
+	ready := make(chan string, 1)
+	loop.Post(func() {
+		var buf []byte
+		ln, err := e.Net.Listen("127.0.0.1:0", func(env.Conn) env.ConnHandler {
+			return handlerFunc{data: func(p []byte) { buf = append(buf, p...) }, closed: func(error) { got <- buf }}
+		})
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		ready <- ln.Addr()
+	})
+	addr := <-ready
+	loop.Post(func() {
+		f, err := e.FS.Create("seg")
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		if _, err := f.WriteAt(content, 0); err != nil {
+			t.Error(err)
+			return
+		}
+		e.Net.Dial(addr, func(c env.Conn, err error) env.ConnHandler {
+			if err != nil {
+				t.Error(err)
+				return nil
+			}
+			fsend := c.(env.FileSender)
+			c.Write([]byte("head"))
+			if err := fsend.SendFile(f, 100, 2<<20); err != nil {
+				t.Error(err)
+			}
+			f.Close() // the queued range still goes out
+			c.Write([]byte("mid"))
+			if err := fsend.SendFile(f, 5, 1000); err == nil {
+				t.Error("SendFile of a closed file succeeded")
+			}
+			c.Write(content[5:1005])
+			c.Write([]byte("tail"))
+			c.Close()
+			return handlerFunc{data: func([]byte) {}, closed: func(error) {}}
+		})
+	})
+	select {
+	case buf := <-got:
+		if !bytes.Equal(buf, want) {
+			t.Fatalf("received %d bytes, want %d (first difference matters)", len(buf), len(want))
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("no close after the sends")
+	}
+}
+
+type handlerFunc struct {
+	data   func([]byte)
+	closed func(error)
+}
+
+func (h handlerFunc) OnData(p []byte)   { h.data(p) }
+func (h handlerFunc) OnClose(err error) { h.closed(err) }
