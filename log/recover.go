@@ -690,20 +690,20 @@ func (l *Log) scannedEpochOK(w *scanWindow, pos int64, h *header) (bool, error) 
 }
 
 // stableEpoch reads the leader epoch of the batch at pos from the file until
-// two reads agree (the first being seen, what the window holds), or returns
-// nil if they never do.
+// some value has been read twice (counting seen, what the window holds), or
+// returns nil if none is after a few reads.
 func (w *scanWindow) stableEpoch(pos int64, seen int32) (*int32, error) {
 	var p [4]byte
-	prev := seen
-	for attempt := 0; attempt < readAttempts; attempt++ {
+	values := []int32{seen}
+	for attempt := 0; attempt < 2*readAttempts; attempt++ {
 		if err := readFull(w.f, p[:], pos+offLeaderEpoch); err != nil {
 			return nil, storageError(err, "read %s at %d", w.f.Name(), pos)
 		}
 		epoch := int32(binary.BigEndian.Uint32(p[:]))
-		if epoch == prev {
+		if slices.Contains(values, epoch) {
 			return &epoch, nil
 		}
-		prev = epoch
+		values = append(values, epoch)
 	}
 	return nil, nil
 }
