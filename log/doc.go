@@ -40,14 +40,23 @@
 //
 // # Trust
 //
-// Bytes read back are checked before they are believed: batch headers when
-// walking a segment (magic, length, offsets in sequence), whole batches and
-// their CRCs when scanning after a crash and when copying for a reader, the
-// checksums of checkpoint and snapshot files, index entries against the
+// Bytes read back are checked before they are believed. Whole batches and
+// their CRCs are checked when scanning after a crash, when copying for a
+// reader, and wherever a field inside the CRC decides an answer (producer
+// sequences, record timestamps). A batch header read alone, to walk a
+// segment, is checked for shape (magic, length, offsets in sequence) and
+// confirmed by the header that follows it. The leader epoch, which lies
+// outside the CRC, is checked against the leader-epoch cache. Checkpoint and
+// snapshot files carry checksums, and index entries are checked against the
 // batch they point at. A check that fails is retried (a bit flipped on the
 // read path is gone on the next read); one that keeps failing is an error
 // wrapping ErrCorrupt, never data. Recovery cuts the log at the first bad
 // batch after the recovery point; below it, the disk is trusted.
+//
+// What is not checked: a segment's max timestamp (for retention.ms and for
+// choosing where a timestamp lookup starts) comes from headers and the time
+// index, and a flip there can mistime them; a flip on the medium that
+// raises the leader epoch of the log's very last batch is not seen.
 //
 // # Decisions
 //

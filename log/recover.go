@@ -33,8 +33,9 @@ import (
 //     batches scanned; the producer state is the newest snapshot's plus the
 //     batches after it.
 //
-// If recovery changed anything on disk, the log starts behind a barrier
-// (see Ready). A missing or damaged checkpoint only costs a longer scan.
+// Unless the log was closed cleanly (and recovery changed nothing), it starts
+// behind a barrier (see Ready) that makes everything it holds durable first.
+// A missing or damaged checkpoint only costs a longer scan.
 func Open(cfg Config) (*Log, error) {
 	if err := cfg.normalize(); err != nil {
 		return nil, err
@@ -199,7 +200,11 @@ func (l *Log) load() error {
 	l.epochs.truncateFromStart(l.logStart)
 	l.dur.durable = min(start.rp, end)
 	l.markUnsynced()
-	if start.rp > end {
+	if start.rp > end || !start.clean {
+		// After anything but a clean close, files may hold changes that
+		// never reached the disk (a cut whose sync a failure prevented):
+		// they must before the log moves on, or a segment rolled at the
+		// recovery point would make a stale tail look trusted.
 		changed = true
 	}
 	if err := l.rebuildProducers(); err != nil {
