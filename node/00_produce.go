@@ -47,6 +47,8 @@ func (b *Broker) handleProduce(r *request) {
 			out := &respTopic.Partitions[i]
 			*out = kmsg.NewProduceResponseTopicPartition()
 			out.Partition = rp.Partition
+			// Kafka's answer for a partition that fails: no offsets.
+			out.BaseOffset, out.LogAppendTime, out.LogStartOffset = -1, -1, -1
 			switch {
 			case !acksValid:
 				out.ErrorCode = kerr.InvalidRequiredAcks.Code

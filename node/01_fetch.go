@@ -1,6 +1,7 @@
 package node
 
 import (
+	"slices"
 	"time"
 
 	"github.com/sluicemq/sluice/log"
@@ -53,7 +54,10 @@ type fetchWait struct {
 	req   *kmsg.FetchRequest
 	ctx   *fetchContext
 	timer interface{ Stop() bool }
-	done  bool
+	// watched are the partitions whose watcher lists hold this fetch while
+	// it is parked.
+	watched []*partition
+	done    bool
 }
 
 // probe counts the bytes a response would carry now, and whether any
@@ -84,10 +88,9 @@ func (f *fetchWait) read(p *partition, sp *sessionPartition, used int64) (log.Re
 // the deadline.
 func (f *fetchWait) park(maxWait time.Duration) {
 	f.timer = f.b.env.Clock.AfterFunc(maxWait, f.finish)
-	watched := map[*partition]bool{}
 	for _, sp := range f.ctx.partitions {
-		if p, code := f.b.fetchPartition(f.req, sp); code == nil && !watched[p] {
-			watched[p] = true
+		if p, code := f.b.fetchPartition(f.req, sp); code == nil && !slices.Contains(f.watched, p) {
+			f.watched = append(f.watched, p)
 			p.watchers = append(p.watchers, f)
 		}
 	}
@@ -112,6 +115,10 @@ func (f *fetchWait) finish() {
 	if f.timer != nil {
 		f.timer.Stop()
 	}
+	for _, p := range f.watched {
+		p.watchers = slices.DeleteFunc(p.watchers, func(w *fetchWait) bool { return w == f })
+	}
+	f.watched = nil
 	sender, zeroCopy := f.r.c.c.(env.FileSender)
 	resp, records := f.b.fetchResponse(f.req, f.ctx, zeroCopy)
 	if !zeroCopy {
@@ -150,7 +157,7 @@ func (b *Broker) fetchPartition(req *kmsg.FetchRequest, sp *sessionPartition) (*
 // the batches are read (and checked) into RecordBatches.
 func (b *Broker) fetchResponse(req *kmsg.FetchRequest, ctx *fetchContext, zeroCopy bool) (*kmsg.FetchResponse, [][]log.Records) {
 	resp := req.ResponseKind().(*kmsg.FetchResponse)
-	resp.SessionID = b.fetchSessions.finish(ctx)
+	resp.SessionID = b.fetchSessions.finish(ctx, b.env.Clock.Now())
 	var records [][]log.Records
 	var used int64
 	byTopic := map[sessionTopic]int{}
@@ -220,10 +227,15 @@ type sessionTopic struct {
 
 // roomFor is how many bytes one partition may add to a response that holds
 // used bytes already.
+// The response limit is the client's MaxBytes, capped as Kafka caps it by
+// fetch.max.bytes.
 func (b *Broker) roomFor(req *kmsg.FetchRequest, sp *sessionPartition, used int64) int64 {
 	room := int64(sp.maxBytes)
 	if req.MaxBytes > 0 {
-		room = min(room, int64(req.MaxBytes)-used)
+		room = min(room, min(int64(req.MaxBytes), fetchMaxBytes)-used)
 	}
 	return room
 }
+
+// fetchMaxBytes is Kafka's default fetch.max.bytes: 55 MiB.
+const fetchMaxBytes = 55 << 20

@@ -20,8 +20,8 @@ import (
 //	             high watermark; none is offset -1 and timestamp -1
 //
 // v0 answers in OldStyleOffsets (at most MaxNumOffsets of them, for
-// earliest and latest only, as Kafka did). A duplicate partition in one
-// request is INVALID_REQUEST for it; CurrentLeaderEpoch (v4+) is checked like
+// earliest and latest only, as Kafka did). A partition named twice in one
+// request is INVALID_REQUEST for every mention; CurrentLeaderEpoch (v4+) is checked like
 // Fetch's.
 func (b *Broker) handleListOffsets(r *request) {
 	req := r.body.(*kmsg.ListOffsetsRequest)
@@ -29,16 +29,19 @@ func (b *Broker) handleListOffsets(r *request) {
 	for _, rt := range req.Topics {
 		respTopic := kmsg.NewListOffsetsResponseTopic()
 		respTopic.Topic = rt.Topic
-		seen := map[int32]bool{}
+		count := map[int32]int{}
+		for _, rp := range rt.Partitions {
+			count[rp.Partition]++
+		}
 		for _, rp := range rt.Partitions {
 			out := kmsg.NewListOffsetsResponseTopicPartition()
 			out.Partition = rp.Partition
-			if seen[rp.Partition] {
+			if count[rp.Partition] > 1 {
 				out.ErrorCode = kerr.InvalidRequest.Code
+				out.Timestamp, out.Offset, out.LeaderEpoch = -1, -1, -1
 			} else {
 				b.listOffset(req.Version, rt.Topic, rp, &out)
 			}
-			seen[rp.Partition] = true
 			respTopic.Partitions = append(respTopic.Partitions, out)
 		}
 		resp.Topics = append(resp.Topics, respTopic)

@@ -220,7 +220,8 @@ func TestCreateTopicsAnswersEachBadTopicAlone(t *testing.T) {
 		{bad, kerr.InvalidConfig},
 		{newTopic("unknown-cfg", 1, 1, "no.such.config", "1"), kerr.InvalidConfig},
 		{newTopic("bad-value", 1, 1, "retention.ms", "soon"), kerr.InvalidConfig},
-		{newTopic("ok", 1, 1, "cleanup.policy", "compact"), nil},
+		{newTopic("ok", 1, 1, "cleanup.policy", "delete"), nil},
+		{newTopic("compacted", 1, 1, "cleanup.policy", "compact"), kerr.InvalidConfig},
 		{func() kmsg.CreateTopicsRequestTopic {
 			t := manualTopic("manual-rf", map[int32][]int32{0: {1}})
 			t.ReplicationFactor = 1
@@ -623,7 +624,7 @@ func TestIncrementalAlterConfigsSetsAppendsDeletesAndPersists(t *testing.T) {
 	s.mustCreate("t")
 	req := incrementalSet("t", "retention.ms", "60000", "segment.bytes", "1048576")
 	req.Resources[0].Configs = append(req.Resources[0].Configs,
-		alterOpConfig("cleanup.policy", kmsg.IncrementalAlterConfigOpAppend, kmsg.StringPtr("compact")))
+		alterOpConfig("cleanup.policy", kmsg.IncrementalAlterConfigOpAppend, kmsg.StringPtr("delete")))
 	for v := int16(0); v <= 1; v++ {
 		req.Version = v
 		res := s.do(req).(*kmsg.IncrementalAlterConfigsResponse).Resources[0]
@@ -633,18 +634,24 @@ func TestIncrementalAlterConfigsSetsAppendsDeletesAndPersists(t *testing.T) {
 	s.restart()
 	got := s.topicConfigs("t")
 	require.Equal(t, "60000", *got["retention.ms"].Value)
-	require.Equal(t, "delete,compact", *got["cleanup.policy"].Value, "appending an item twice adds it once")
+	require.Equal(t, "delete", *got["cleanup.policy"].Value, "appending an item already there adds nothing")
+
+	// Compaction is not implemented: asking for it is INVALID_CONFIG.
+	compact := incrementalSet("t")
+	compact.Resources[0].Configs = []kmsg.IncrementalAlterConfigsRequestResourceConfig{
+		alterOpConfig("cleanup.policy", kmsg.IncrementalAlterConfigOpAppend, kmsg.StringPtr("compact")),
+	}
+	require.Equal(t, kerr.InvalidConfig.Code, s.do(compact).(*kmsg.IncrementalAlterConfigsResponse).Resources[0].ErrorCode)
 
 	del := incrementalSet("t")
 	del.Resources[0].Configs = []kmsg.IncrementalAlterConfigsRequestResourceConfig{
 		alterOpConfig("retention.ms", kmsg.IncrementalAlterConfigOpDelete, nil),
-		alterOpConfig("cleanup.policy", kmsg.IncrementalAlterConfigOpSubtract, kmsg.StringPtr("delete")),
 	}
 	require.Zero(t, s.do(del).(*kmsg.IncrementalAlterConfigsResponse).Resources[0].ErrorCode)
 	s.restart()
 	got = s.topicConfigs("t")
 	require.Equal(t, kmsg.ConfigSourceDefaultConfig, got["retention.ms"].Source)
-	require.Equal(t, "compact", *got["cleanup.policy"].Value)
+	require.Equal(t, "delete", *got["cleanup.policy"].Value)
 	require.Equal(t, "1048576", *got["segment.bytes"].Value)
 
 	dry := incrementalSet("t", "segment.bytes", "2097152")

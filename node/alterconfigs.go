@@ -291,8 +291,7 @@ func configRecords(topic string, current, next map[string]string) []raftmeta.Rec
 		}
 	}
 	for _, k := range sortedKeys(next) {
-		if old, ok := current[k]; !ok || old != next[k] {
-			v := next[k]
+		if v := strings.TrimSpace(next[k]); current[k] != v {
 			records = append(records, raftmeta.ConfigRecord{Resource: raftmeta.ConfigTopic, Name: topic, Key: k, Value: &v})
 		}
 	}

@@ -167,6 +167,14 @@ func (b *Broker) recoverMetadata() error {
 // register writes the records that make this incarnation known: the cluster
 // id on first start, and the broker with a new epoch on every start.
 func (b *Broker) register(done func(error)) {
+	// Until the metadata quorum exists, a data directory belongs to the one
+	// broker that registered in it: starting it as another node.id would
+	// orphan every partition the old id leads.
+	if ids := b.image.BrokerIDs(); len(ids) > 0 && b.image.Brokers[b.cfg.NodeID].ID != b.cfg.NodeID {
+		err := fmt.Errorf("node: log.dirs %s holds the metadata of node.id %d, not the configured node.id %d", b.cfg.LogDir, ids[0], b.cfg.NodeID)
+		b.env.Loop.Post(func() { done(err) })
+		return
+	}
 	var records []raftmeta.Record
 	if b.image.ClusterID == "" {
 		records = append(records, raftmeta.ClusterIDRecord{ClusterID: newClusterID(b.env.Rand)})

@@ -23,6 +23,11 @@ type conn struct {
 	// wait here instead.
 	queue    [][]byte
 	inflight *request
+	// starting is set while startNext runs: a request answered from inside
+	// its own dispatch lets startNext's loop go on, instead of starting the
+	// next request one stack frame deeper (a client pipelining thousands of
+	// requests would otherwise grow the stack without bound).
+	starting bool
 	closed   bool
 }
 
@@ -91,6 +96,11 @@ func (cn *conn) fail(why string, err error) {
 
 // startNext parses and dispatches queued requests until one is in flight.
 func (cn *conn) startNext() {
+	if cn.starting {
+		return
+	}
+	cn.starting = true
+	defer func() { cn.starting = false }()
 	for !cn.closed && cn.inflight == nil && len(cn.queue) > 0 {
 		frame := cn.queue[0]
 		cn.queue[0] = nil
@@ -103,9 +113,6 @@ func (cn *conn) startNext() {
 		r := &request{c: cn, header: req.Header, body: req.Body}
 		cn.inflight = r
 		cn.b.dispatch(r)
-		if r.done && cn.inflight == r {
-			cn.inflight = nil
-		}
 	}
 }
 

@@ -31,6 +31,9 @@ import (
 
 const (
 	fetchSessionSlots = 1000
+	// fetchSessionIdleEvict is how long a session must have been idle
+	// before a new one may take its slot (Kafka's 120 seconds).
+	fetchSessionIdleEvict = 2 * time.Minute
 	// finalEpoch and initialEpoch are the epochs with special meaning.
 	finalEpoch   int32 = -1
 	initialEpoch int32 = 0
@@ -141,15 +144,19 @@ func (c *fetchSessionCache) resolve(req *kmsg.FetchRequest, now time.Time) (*fet
 	return &fetchContext{partitions: s.partitions, session: s, incremental: true}, nil
 }
 
-// finish records a served context: a new session joins the cache (evicting
-// the least recently used if full) and its id goes in the response.
-func (c *fetchSessionCache) finish(ctx *fetchContext) int32 {
+// finish records a served context: a new session joins the cache and its id
+// goes in the response. When the cache is full, the least recently used
+// session makes room only if it has been idle for fetchSessionIdleEvict, as
+// in Kafka; otherwise the new session is not kept (id 0: the client goes on
+// with full fetches), so a crowd of consumers cannot evict each other's live
+// sessions in turn.
+func (c *fetchSessionCache) finish(ctx *fetchContext, now time.Time) int32 {
 	if ctx.session == nil {
 		return 0
 	}
 	if ctx.isNew {
-		if len(c.sessions) >= fetchSessionSlots {
-			c.evictOldest()
+		if len(c.sessions) >= fetchSessionSlots && !c.evictIdle(now) {
+			return 0
 		}
 		c.sessions[ctx.session.id] = ctx.session
 	}
@@ -163,6 +170,11 @@ func (ctx *fetchContext) include(sp *sessionPartition, rp *kmsg.FetchResponseTop
 		rp.HighWatermark != sp.sentHighWatermark || rp.LastStableOffset != sp.sentLastStable ||
 		rp.LogStartOffset != sp.sentLogStartOffset
 	sp.sentHighWatermark, sp.sentLastStable, sp.sentLogStartOffset = rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset
+	if rp.ErrorCode != 0 {
+		// Once the error clears the partition must be sent again, even if
+		// its offsets did not move meanwhile.
+		sp.sentHighWatermark = -1
+	}
 	return !ctx.incremental || changed
 }
 
@@ -175,7 +187,9 @@ func (c *fetchSessionCache) newID() int32 {
 	}
 }
 
-func (c *fetchSessionCache) evictOldest() {
+// evictIdle removes the least recently used session if it has been idle
+// long enough, and reports whether it did.
+func (c *fetchSessionCache) evictIdle(now time.Time) bool {
 	ids := sortedKeys(c.sessions)
 	oldest := ids[0]
 	for _, id := range ids[1:] {
@@ -183,7 +197,11 @@ func (c *fetchSessionCache) evictOldest() {
 			oldest = id
 		}
 	}
+	if now.Sub(c.sessions[oldest].lastUsed) < fetchSessionIdleEvict {
+		return false
+	}
 	delete(c.sessions, oldest)
+	return true
 }
 
 func (s *fetchSession) add(sp *sessionPartition) {

@@ -111,3 +111,30 @@ func TestAcksZeroGetsNoResponseAndFailureClosesTheConnection(t *testing.T) {
 	require.True(t, s.world.RunUntil(func() bool { return done }, time.Minute), "no answer")
 	require.ErrorIs(t, closedErr, wire.ErrClientClosed)
 }
+
+func TestTimedOutFetchesLeaveNoWatchers(t *testing.T) {
+	s := newSimBroker(t, 22, nil)
+	s.createTopic("t", 1)
+	for i := 0; i < 20; i++ {
+		resp := s.do(fetchRequest("t", 0, 0, 100)).(*kmsg.FetchResponse)
+		require.Zero(t, resp.Topics[0].Partitions[0].ErrorCode)
+	}
+	for _, p := range s.broker.partitions {
+		require.Empty(t, p.watchers, "finished fetches still watch the partition")
+	}
+}
+
+func TestPipelinedRequestsDoNotDeepenTheStack(t *testing.T) {
+	s := newSimBroker(t, 23, nil)
+	const n = 3000
+	answered := 0
+	s.world.Node("c1").Post(func() {
+		for i := 0; i < n; i++ {
+			s.client.Request(kmsg.NewPtrApiVersionsRequest(), func(_ kmsg.Response, err error) {
+				require.NoError(t, err)
+				answered++
+			})
+		}
+	})
+	require.True(t, s.world.RunUntil(func() bool { return answered == n }, time.Minute))
+}

@@ -61,13 +61,9 @@ func (p *partition) advance() {
 		return
 	}
 	p.hw = durable
-	watchers := p.watchers
-	p.watchers = nil
-	for _, f := range watchers {
+	// A woken fetch that finishes removes itself from p.watchers.
+	for _, f := range slices.Clone(p.watchers) {
 		f.wake()
-		if !f.done {
-			p.watchers = append(p.watchers, f)
-		}
 	}
 }
 
@@ -173,16 +169,22 @@ func (b *Broker) logConfig(t *raftmeta.Topic, index int32) (log.Config, error) {
 		n, _ := strconv.ParseInt(strings.TrimSpace(value(name)), 10, 64)
 		return n
 	}
+	// The log reads a zero as "Kafka's default", so a zero or an
+	// overflowing value must not reach it as such.
+	forever := time.Duration(100 * 365 * 24 * time.Hour)
 	ms := func(name string) time.Duration {
 		n := num(name)
-		if n < 0 {
+		switch {
+		case n < 0:
 			return -1
-		}
-		if n > int64(1<<62/time.Millisecond) {
-			return 0 // effectively never: the log's zero means "not by time"
+		case n == 0:
+			return time.Millisecond // at once: the smallest interval the log tells from "default"
+		case n >= int64(forever/time.Millisecond):
+			return forever
 		}
 		return time.Duration(n) * time.Millisecond
 	}
+	atLeastOne := func(name string) int64 { return max(num(name), 1) }
 	cfg := log.Config{
 		FS:                 b.env.FS,
 		Clock:              b.env.Clock,
@@ -191,9 +193,9 @@ func (b *Broker) logConfig(t *raftmeta.Topic, index int32) (log.Config, error) {
 		Dir:                partitionDir(t.Name, index),
 		SegmentBytes:       num("segment.bytes"),
 		SegmentTime:        ms("segment.ms"),
-		IndexIntervalBytes: num("index.interval.bytes"),
+		IndexIntervalBytes: atLeastOne("index.interval.bytes"),
 		IndexBytesMax:      num("segment.index.bytes"),
-		MaxMessageBytes:    int(num("max.message.bytes")),
+		MaxMessageBytes:    int(atLeastOne("max.message.bytes")),
 		RetentionTime:      ms("retention.ms"),
 		RetentionBytes:     num("retention.bytes"),
 		FlushInterval:      ms("flush.ms"),
@@ -210,10 +212,14 @@ func (b *Broker) removeOrphanDirs() error {
 	if err != nil {
 		return fmt.Errorf("node: list data directory: %w", err)
 	}
+	// A directory is an orphan only if no partition of any topic in the
+	// image has its name: a partition this broker does not lead keeps its
+	// data.
 	owned := map[string]bool{}
-	for _, key := range b.sortedPartitionKeys() {
-		p := b.partitions[key]
-		owned[partitionDir(p.topic, p.index)] = true
+	for _, name := range b.image.TopicNames() {
+		for _, mp := range b.image.TopicByName(name).Partitions {
+			owned[partitionDir(name, mp.Index)] = true
+		}
 	}
 	for _, name := range names {
 		i := strings.LastIndexByte(name, '-')
@@ -244,16 +250,16 @@ func (b *Broker) removeTopicPartitions(t *raftmeta.Topic, done func(error)) {
 			continue
 		}
 		delete(b.partitions, key)
-		for _, f := range p.watchers {
+		for _, f := range slices.Clone(p.watchers) {
 			f.finish()
 		}
 		dir := partitionDir(t.Name, mp.Index)
 		removed := all.add()
 		p.log.Close(func(err error) {
-			if err == nil {
-				err = removeTree(b.env.FS, dir)
-			}
-			removed(err)
+			// Remove the data even when the log failed to close cleanly:
+			// a deleted topic's records must never come back under a new
+			// topic of the same name.
+			removed(errors.Join(err, removeTree(b.env.FS, dir)))
 		})
 	}
 	all.wait()

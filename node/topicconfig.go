@@ -44,7 +44,7 @@ const (
 func topicConfigDefs() []topicConfigDef {
 	defs := []topicConfigDef{
 		{name: "cleanup.policy", brokerName: "log.cleanup.policy", kind: kindList,
-			check: oneOfList("delete", "compact"), defaultValue: constant("delete"),
+			check: cleanupPolicy, defaultValue: constant("delete"),
 			doc: "Whether old segments are deleted (delete) or compacted (compact)."},
 		{name: "compression.type", brokerName: "compression.type", kind: kindString,
 			check: oneOf("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"), defaultValue: constant("producer"),
@@ -80,10 +80,10 @@ func topicConfigDefs() []topicConfigDef {
 			check: atLeast(-1), defaultValue: func(c Config) string { return durationMs(c.LogRetention) },
 			doc: "How long a segment is kept before deletion; -1 is forever."},
 		{name: "segment.bytes", brokerName: "log.segment.bytes", kind: kindInt,
-			check: atLeast(14), defaultValue: func(c Config) string { return strconv.FormatInt(c.LogSegmentBytes, 10) },
+			check: atLeast(segmentBytesMin), defaultValue: func(c Config) string { return strconv.FormatInt(c.LogSegmentBytes, 10) },
 			doc: "The size at which a segment is rolled."},
 		{name: "segment.index.bytes", brokerName: "log.index.size.max.bytes", kind: kindInt,
-			check: atLeast(8), defaultValue: constant("10485760"),
+			check: atLeast(segmentIndexBytesMin), defaultValue: constant("10485760"),
 			doc: "The size preallocated for a segment's offset index."},
 		{name: "segment.ms", brokerName: "log.roll.ms", kind: kindLong,
 			check: atLeast(1), defaultValue: func(c Config) string { return durationMs(c.LogRoll) },
@@ -106,11 +106,18 @@ func lookupTopicConfig(name string) (topicConfigDef, bool) {
 	return topicConfigDef{}, false
 }
 
+// topicConfigValueMax bounds one config value: no topic config needs more,
+// and every value is written into the metadata log.
+const topicConfigValueMax = 4096
+
 // topicConfigsProblem checks names and values. It returns "" when they are
 // valid, else a message for the client saying which and why, worded as
 // Kafka's INVALID_CONFIG messages are.
 func topicConfigsProblem(configs map[string]string) string {
 	for _, name := range sortedKeys(configs) {
+		if len(configs[name]) > topicConfigValueMax {
+			return fmt.Sprintf("Invalid value for configuration %s: longer than %d bytes", name, topicConfigValueMax)
+		}
 		def, ok := lookupTopicConfig(name)
 		if !ok {
 			return "Unknown topic config name: " + name
@@ -144,6 +151,30 @@ func (d topicConfigDef) problem(v string) string {
 	return ""
 }
 
+// The smallest segment and index sizes a partition log can work with: a
+// segment must hold a record batch header, an index one time and one offset
+// entry per slot.
+const (
+	segmentBytesMin      = 61
+	segmentIndexBytesMin = 96
+)
+
+// cleanupPolicy accepts delete only: compaction is not implemented, and
+// accepting compact while deleting by time would silently drop the data of
+// topics (Kafka Connect's, a schema registry's) that must be kept forever.
+func cleanupPolicy(v string) string {
+	for _, item := range strings.Split(v, ",") {
+		switch strings.TrimSpace(item) {
+		case "delete":
+		case "compact":
+			return "cleanup.policy=compact is not supported yet (log compaction is not implemented)"
+		default:
+			return "String must be one of: delete, compact"
+		}
+	}
+	return ""
+}
+
 func constant(v string) func(Config) string { return func(Config) string { return v } }
 
 func durationMs(d interface{ Milliseconds() int64 }) string {
@@ -171,17 +202,5 @@ func oneOf(allowed ...string) func(string) string {
 			}
 		}
 		return "String must be one of: " + strings.Join(allowed, ", ")
-	}
-}
-
-func oneOfList(allowed ...string) func(string) string {
-	one := oneOf(allowed...)
-	return func(v string) string {
-		for _, item := range strings.Split(v, ",") {
-			if why := one(strings.TrimSpace(item)); why != "" {
-				return why
-			}
-		}
-		return ""
 	}
 }

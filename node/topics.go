@@ -157,7 +157,7 @@ func (b *Broker) planTopic(spec topicSpec) (*raftmeta.Topic, *kerr.Error, string
 	if why := topicConfigsProblem(spec.configs); why != "" {
 		return nil, kerr.InvalidConfig, why
 	}
-	t := &raftmeta.Topic{Name: spec.name, ID: b.newTopicID(), Configs: copyMap(spec.configs)}
+	t := &raftmeta.Topic{Name: spec.name, ID: b.newTopicID(), Configs: trimmedConfigs(spec.configs)}
 	for i, replicas := range assignment {
 		t.Partitions = append(t.Partitions, raftmeta.Partition{
 			Index:    int32(i),
@@ -225,6 +225,16 @@ func checkAssignment(assignment [][]int32, image *raftmeta.Image) ([][]int32, *k
 		out[p] = append([]int32(nil), replicas...)
 	}
 	return out, nil, ""
+}
+
+// trimmedConfigs copies configs with surrounding spaces cut from each value,
+// the form they were validated in.
+func trimmedConfigs(m map[string]string) map[string]string {
+	out := copyMap(m)
+	for _, k := range sortedKeys(out) {
+		out[k] = strings.TrimSpace(out[k])
+	}
+	return out
 }
 
 func copyMap(m map[string]string) map[string]string {

@@ -117,8 +117,12 @@ func (j *Journal) readFrame(off, total int64) (body []byte, ok bool, err error) 
 			return nil, false, fmt.Errorf("replay metadata journal at %d: %w", off, err)
 		}
 		length := int64(binary.BigEndian.Uint32(header[0:4]))
-		if length > frameMax || off+8+length > total {
-			continue // a short frame, or a length read wrongly: read again
+		if length == 0 || length > frameMax || off+8+length > total {
+			// A short frame, or a length read wrongly: read again. No
+			// record encodes to zero bytes; a zero length is a tail of
+			// zeroes that a file grown but never written shows after a
+			// crash (and whose checksum, that of nothing, would pass).
+			continue
 		}
 		body = make([]byte, length)
 		if _, err := j.file.ReadAt(body, off+8); err != nil && !errors.Is(err, io.EOF) {
@@ -131,7 +135,7 @@ func (j *Journal) readFrame(off, total int64) (body []byte, ok bool, err error) 
 		// flipped length bit can make any frame look like the last.
 	}
 	length := int64(binary.BigEndian.Uint32(header[0:4]))
-	if length > frameMax || off+8+length >= total {
+	if length == 0 || length > frameMax || off+8+length >= total {
 		return nil, false, nil // torn tail
 	}
 	return nil, false, fmt.Errorf("replay metadata journal: the frame at %d fails its checksum with %d bytes after it: the journal is corrupt", off, total-off-8-length)
@@ -149,6 +153,11 @@ func (j *Journal) Append(records []Record, done func(error)) {
 	var buf []byte
 	for _, r := range records {
 		body, err := EncodeRecord(r)
+		if err == nil && len(body) > frameMax {
+			// Replay would take such a frame for a torn tail and cut it,
+			// with everything after it.
+			err = fmt.Errorf("metadata record of %d bytes exceeds the limit of %d", len(body), frameMax)
+		}
 		if err != nil {
 			j.fail(done, err)
 			return
@@ -165,8 +174,12 @@ func (j *Journal) Append(records []Record, done func(error)) {
 	j.size += int64(len(buf))
 	first := j.size == int64(len(buf)) // the file's first frame: its entry is not yet durable
 	j.file.Sync(func(err error) {
-		if err != nil {
+		if err != nil && j.failed == nil {
 			j.failed = fmt.Errorf("sync metadata journal: %w", err)
+		}
+		if j.failed != nil {
+			// This append, or an earlier one, did not reach the disk:
+			// nothing after a lost record may be acknowledged.
 			done(j.failed)
 			return
 		}

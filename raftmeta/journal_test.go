@@ -153,3 +153,29 @@ func TestJournalSurvivesBitFlipsOnReadAndRefusesCorruptMiddle(t *testing.T) {
 	_, _, err = OpenJournal(loop{s}, disk)
 	require.ErrorContains(t, err, "corrupt")
 }
+
+func TestJournalRefusesOversizedRecordsAndCutsZeroTail(t *testing.T) {
+	s := sched.New()
+	disk := simfs.New(rng.New(3), sched.Direct(s, "n1"))
+	j, _, err := OpenJournal(loop{s}, disk)
+	require.NoError(t, err)
+	j.Append([]Record{ClusterIDRecord{ClusterID: "c"}}, func(err error) { require.NoError(t, err) })
+	huge := string(make([]byte, frameMax))
+	var bigErr error
+	j.Append([]Record{ConfigRecord{Resource: ConfigBroker, Key: "k", Value: &huge}}, func(err error) { bigErr = err })
+	j.Append([]Record{topicRecord("after", 1)}, func(err error) { require.NoError(t, err) })
+	for s.Step() {
+	}
+	require.ErrorContains(t, bigErr, "exceeds the limit")
+
+	// Zeroes after the last frame (a file grown but never written) are a
+	// torn tail, not an empty record.
+	f, err := disk.Open(journalName)
+	require.NoError(t, err)
+	size, _ := f.Size()
+	require.NoError(t, f.Truncate(size+64))
+	require.NoError(t, f.Close())
+	_, records, err := OpenJournal(loop{s}, disk)
+	require.NoError(t, err)
+	require.Len(t, records, 2)
+}
