@@ -44,7 +44,10 @@ type Conn interface {
 
 // ConnHandler receives a connection's events on the loop.
 type ConnHandler interface {
-	// OnData delivers the next bytes from the peer. p belongs to the callee.
+	// OnData delivers the next bytes from the peer. p belongs to the
+	// callee, but not the capacity beyond its length: an implementation may
+	// deliver the next bytes into it (osenv reads a large frame into one
+	// buffer, piece by piece), so the callee must not append to p in place.
 	OnData(p []byte)
 	// OnClose reports that the connection is gone: closed by the peer (err is
 	// nil) or broken (err says why). No OnData follows it.

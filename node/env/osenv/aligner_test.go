@@ -87,3 +87,50 @@ func TestFrameAlignerDeliversEveryByteAndLargeFramesInPlace(t *testing.T) {
 		}
 	}
 }
+
+// scriptedReader returns reads of the given sizes, in turn.
+type scriptedReader struct {
+	data  []byte
+	sizes []int
+}
+
+func (r *scriptedReader) Read(p []byte) (int, error) {
+	if len(r.data) == 0 {
+		return 0, io.EOF
+	}
+	n := min(len(p), len(r.data))
+	if len(r.sizes) > 0 {
+		n = min(n, r.sizes[0])
+		r.sizes = r.sizes[1:]
+	}
+	copy(p, r.data[:n])
+	r.data = r.data[n:]
+	return n, nil
+}
+
+func TestFrameAlignerFollowsASizePrefixCutByARead(t *testing.T) {
+	var stream []byte
+	for i := 0; i < 3; i++ {
+		stream = binary.BigEndian.AppendUint32(stream, 256)
+		// Bodies whose bytes, read as a size, would be 16 MiB and more.
+		stream = append(stream, bytes.Repeat([]byte{1, 0, 0, 0}, 64)...)
+	}
+	src := &scriptedReader{data: stream, sizes: []int{4 + 256 + 2, 3, 100}}
+	var a frameAligner
+	var delivered []byte
+	for {
+		chunks, err := a.next(src)
+		for _, c := range chunks {
+			if cap(c) > readBufferSize {
+				t.Fatalf("a %d-byte chunk has a %d-byte buffer behind it: the aligner misread a size", len(c), cap(c))
+			}
+			delivered = append(delivered, c...)
+		}
+		if err != nil {
+			break
+		}
+	}
+	if !bytes.Equal(delivered, stream) {
+		t.Fatal("the delivered bytes differ from the stream")
+	}
+}

@@ -317,7 +317,8 @@ func (f *file) dup() (int, error) {
 		return -1, err
 	}
 	fd, derr := -1, error(nil)
-	if err := rc.Control(func(raw uintptr) { fd, derr = unix.Dup(int(raw)) }); err != nil {
+	dup := func(raw uintptr) { fd, derr = unix.FcntlInt(raw, unix.F_DUPFD_CLOEXEC, 0) }
+	if err := rc.Control(dup); err != nil {
 		return -1, err
 	}
 	if derr != nil {

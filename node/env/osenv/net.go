@@ -366,26 +366,36 @@ func (c *conn) readLoop() {
 //   - Each read fills a fresh buffer that is handed over whole, so frames
 //     that lie inside one read are returned by the loop's frame reader as
 //     slices of it, uncopied.
-//   - When a read ends inside a frame larger than a read buffer, the rest of
-//     that frame is read into a buffer of the frame's exact size, holding
-//     its beginning too; each read's bytes are delivered as the next piece
-//     of that buffer, and the loop's frame reader, seeing the pieces
-//     continue one another in memory, returns the buffer itself
-//     (wire.FrameReader).
+//   - When a read ends inside a frame larger than a read buffer whose size
+//     prefix lies in that read, the rest of that frame is read into a
+//     buffer of the frame's exact size, holding its beginning too; each
+//     read's bytes are delivered as the next piece of that buffer, and the
+//     loop's frame reader, seeing the pieces continue one another in memory,
+//     returns the buffer itself (wire.FrameReader).
 //
-// Either way a large frame's bytes are copied once, by the kernel. This is
-// the off-loop framing DESIGN.md allows osenv to do.
+// The aligner follows the stream's frame boundaries across reads (a frame,
+// or a size prefix, may be cut anywhere); once a size is absurd it stops
+// aligning for good and passes bytes through.
 type frameAligner struct {
 	// frame is the buffer of a large frame being read in place, of which
 	// filled bytes are read and delivered.
 	frame  []byte
 	filled int
+	// skip is how many bytes of the current frame are still to come when it
+	// is not being read in place.
+	skip int64
+	// prefix holds the first prefixN bytes of a size prefix cut by a read.
+	prefix  [4]byte
+	prefixN int
+	// lost is set once the stream does not look framed.
+	lost bool
 }
 
-// alignedFrameMax bounds the size prefix the aligner trusts for a
-// frame-sized allocation; beyond it (or for a negative size) the bytes go
-// out as they come and the loop's frame reader judges them.
-const alignedFrameMax = 256 << 20
+// alignedFrameMax bounds a frame read in place. A peer can announce any size
+// with four bytes; beyond this the bytes go out as they come (and the loop's
+// frame reader judges them), so a stranger cannot make the reader allocate
+// more than this before sending anything.
+const alignedFrameMax = 16 << 20
 
 // next reads once and returns the chunks to deliver, in order, and the read
 // error, if any. Ownership of the chunks passes to the caller.
@@ -402,33 +412,56 @@ func (r *frameAligner) next(src io.Reader) ([][]byte, error) {
 	buf := make([]byte, readBufferSize)
 	n, err := src.Read(buf)
 	buf = buf[:n:n]
-	start := wholeFrames(buf)
-	if err != nil || len(buf)-start < 4 {
+	if r.lost || err != nil {
 		return [][]byte{buf}, err
 	}
-	size := int64(int32(binary.BigEndian.Uint32(buf[start:])))
-	if size < 0 || size > alignedFrameMax || int64(len(buf)-start) >= 4+size {
-		return [][]byte{buf}, nil // not framed: pass the bytes on as they are
+	if start, size, ok := r.track(buf); ok {
+		// buf ends inside a large frame that starts in it: its beginning
+		// moves to the frame's own buffer, which every further piece fills.
+		r.frame = make([]byte, 4+size)
+		r.filled = copy(r.frame, buf[start:])
+		return [][]byte{buf[:start], r.frame[:r.filled]}, nil
 	}
-	// buf ends inside a large frame: its beginning moves to the frame's own
-	// buffer, from which every further piece is delivered.
-	r.frame = make([]byte, 4+size)
-	r.filled = copy(r.frame, buf[start:])
-	return [][]byte{buf[:start], r.frame[:r.filled]}, nil
+	return [][]byte{buf}, nil
 }
 
-// wholeFrames returns the length of the longest prefix of p made of whole
-// size-prefixed frames.
-func wholeFrames(p []byte) int {
-	off := 0
-	for len(p)-off >= 4 {
-		size := int64(int32(binary.BigEndian.Uint32(p[off:])))
-		if size < 0 || int64(len(p)-off-4) < size {
-			break
+// track follows frame boundaries through buf. If buf ends inside a frame
+// larger than a read buffer (and at most alignedFrameMax) whose size prefix
+// starts in buf, it returns where that frame starts and its size.
+func (r *frameAligner) track(buf []byte) (start int, size int64, ok bool) {
+	i := 0
+	for i < len(buf) {
+		if r.skip > 0 {
+			d := int(min(r.skip, int64(len(buf)-i)))
+			i += d
+			r.skip -= int64(d)
+			continue
 		}
-		off += 4 + int(size)
+		frameStart := i - r.prefixN // negative if the prefix began in an earlier read
+		need := 4 - r.prefixN
+		if len(buf)-i < need {
+			r.prefixN += copy(r.prefix[r.prefixN:], buf[i:])
+			return 0, 0, false
+		}
+		copy(r.prefix[r.prefixN:], buf[i:i+need])
+		i += need
+		r.prefixN = 0
+		size := int64(int32(binary.BigEndian.Uint32(r.prefix[:])))
+		if size < 0 {
+			r.lost = true
+			return 0, 0, false
+		}
+		if int64(len(buf)-i) >= size {
+			i += int(size)
+			continue
+		}
+		if frameStart >= 0 && 4+size > readBufferSize && size <= alignedFrameMax {
+			return frameStart, size, true
+		}
+		r.skip = size - int64(len(buf)-i)
+		return 0, 0, false
 	}
-	return off
+	return 0, 0, false
 }
 
 func (c *conn) writeLoop() {
