@@ -162,6 +162,12 @@ func serve(cmd *cobra.Command, o serveOptions) error {
 				loop.Stop()
 			})
 		})
+		// A second signal means the operator will not wait for a shutdown
+		// that is stuck (a disk that no longer answers): exit at once.
+		if sig, ok := <-signals; ok {
+			logger.Error("second signal: exiting without a clean shutdown", "signal", sig.String())
+			os.Exit(1)
+		}
 	}()
 	loop.Run()
 	if runErr != nil {
