@@ -354,6 +354,9 @@ func (x *crashRun) reopen() {
 		if attempt == 5 {
 			must(x.t, x.h.disk.SetFaults(simfs.Faults{}))
 		}
+		if attempt == 10 {
+			x.fatalf("the log does not open on a disk without faults")
+		}
 		cfg := x.cfg
 		cfg.Clock, cfg.Loop = harnessClock{x.h, x.h.inc}, harnessLoop{x.h, x.h.inc}
 		l, err := Open(cfg)

@@ -54,13 +54,27 @@ func Open(cfg Config) (*Log, error) {
 		},
 		producers: newProducerState(),
 	}
-	if err := l.load(); err != nil {
-		for _, s := range l.segs {
-			s.closeFiles()
-		}
+	err := l.load(recoveryStart{rp: -1})
+	if errors.Is(err, ErrCorrupt) && !errors.Is(err, ErrFailed) {
+		// What the recovery point promised does not hold: recover again,
+		// scanning the whole log, rather than never open.
+		l.cfg.Logger.Error("log does not add up below its recovery point, scanning it whole", "dir", l.dir, "err", err)
+		l.closeSegments()
+		fresh := &Log{cfg: l.cfg, fs: l.fs, clock: l.clock, loop: l.loop, dir: l.dir, rules: l.rules, producers: newProducerState()}
+		l = fresh
+		err = l.load(recoveryStart{rp: 0})
+	}
+	if err != nil {
+		l.closeSegments()
 		return nil, err
 	}
 	return l, nil
+}
+
+func (l *Log) closeSegments() {
+	for _, s := range l.segs {
+		s.closeFiles()
+	}
 }
 
 // markUnsynced makes the first flush sync what a restart (rather than a
@@ -158,7 +172,9 @@ type recoveryStart struct {
 	clean bool
 }
 
-func (l *Log) load() error {
+// load lists, checks and recovers the partition's files. A non-negative
+// force.rp overrides the checkpoint's recovery point.
+func (l *Log) load(force recoveryStart) error {
 	li, err := l.listDir()
 	if err != nil {
 		return err
@@ -172,6 +188,9 @@ func (l *Log) load() error {
 	start, err := l.loadCheckpoints(li)
 	if err != nil {
 		return err
+	}
+	if force.rp >= 0 {
+		start = force
 	}
 	l.snapshots = li.snapshots
 	changed := false
@@ -200,7 +219,8 @@ func (l *Log) load() error {
 	l.epochs.truncateFromStart(l.logStart)
 	l.dur.durable = min(start.rp, end)
 	l.markUnsynced()
-	if start.rp > end || !start.clean {
+	fresh := len(li.logs) == 0 && !li.ckpt
+	if start.rp > end || (!start.clean && !fresh) {
 		// After anything but a clean close, files may hold changes that
 		// never reached the disk (a cut whose sync a failure prevented):
 		// they must before the log moves on, or a segment rolled at the
