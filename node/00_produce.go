@@ -55,9 +55,10 @@ func (b *Broker) handleProduce(r *request) {
 			case topicErr != nil:
 				out.ErrorCode = topicErr.Code
 			default:
-				p := b.partitions[partitionKey{t.ID, rp.Partition}]
+				key := partitionKey{t.ID, rp.Partition}
+				p := b.partitions[key]
 				if p == nil {
-					out.ErrorCode = kerr.UnknownTopicOrPartition.Code
+					out.ErrorCode = b.missingPartition(key).Code
 					break
 				}
 				end, ok := b.appendProduced(p, rp.Records, out)

@@ -139,10 +139,11 @@ func (b *Broker) fetchPartition(req *kmsg.FetchRequest, sp *sessionPartition) (*
 	} else if t = b.image.TopicByName(sp.key.topic); t == nil {
 		return nil, kerr.UnknownTopicOrPartition
 	}
-	p := b.partitions[partitionKey{t.ID, sp.key.partition}]
+	key := partitionKey{t.ID, sp.key.partition}
+	p := b.partitions[key]
 	switch {
 	case p == nil:
-		return nil, kerr.UnknownTopicOrPartition
+		return nil, b.missingPartition(key)
 	case sp.leaderEpoch >= 0 && sp.leaderEpoch < p.leaderEpoch:
 		return p, kerr.FencedLeaderEpoch
 	case sp.leaderEpoch > p.leaderEpoch:

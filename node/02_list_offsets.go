@@ -99,10 +99,11 @@ func (b *Broker) leaderPartition(topic string, index, leaderEpoch int32) (*parti
 	if t == nil {
 		return nil, kerr.UnknownTopicOrPartition
 	}
-	p := b.partitions[partitionKey{t.ID, index}]
+	key := partitionKey{t.ID, index}
+	p := b.partitions[key]
 	switch {
 	case p == nil:
-		return nil, kerr.UnknownTopicOrPartition
+		return nil, b.missingPartition(key)
 	case leaderEpoch >= 0 && leaderEpoch < p.leaderEpoch:
 		return nil, kerr.FencedLeaderEpoch
 	case leaderEpoch > p.leaderEpoch:

@@ -127,7 +127,10 @@ func (b *Broker) describeTopic(req *kmsg.MetadataRequest, t *raftmeta.Topic) kms
 		mp.Replicas = append([]int32(nil), p.Replicas...)
 		mp.ISR = append([]int32(nil), p.ISR...)
 		mp.OfflineReplicas = []int32{}
-		if _, ok := b.image.Brokers[p.Leader]; !ok {
+		if b.offline[partitionKey{t.ID, p.Index}] != nil {
+			mp.ErrorCode = kerr.LeaderNotAvailable.Code
+			mp.OfflineReplicas = append(mp.OfflineReplicas, b.cfg.NodeID)
+		} else if _, ok := b.image.Brokers[p.Leader]; !ok {
 			mp.ErrorCode = kerr.LeaderNotAvailable.Code
 		}
 		mt.Partitions = append(mt.Partitions, mp)

@@ -39,7 +39,9 @@ type Broker struct {
 	// producerIDs hands out idempotent producers' ids.
 	producerIDs producerIDAllocator
 
-	partitions    map[partitionKey]*partition
+	partitions map[partitionKey]*partition
+	// offline holds partitions this broker leads whose logs failed to open.
+	offline       map[partitionKey]error
 	fetchSessions *fetchSessionCache
 
 	listeners []env.Listener
@@ -79,6 +81,7 @@ func New(e env.Env, cfg Config) (*Broker, error) {
 		conns:         map[uint64]*conn{},
 		creating:      map[string]bool{},
 		partitions:    map[partitionKey]*partition{},
+		offline:       map[partitionKey]error{},
 		fetchSessions: newFetchSessionCache(e.Rand),
 	}
 	b.handlers = map[int16]func(*request){}

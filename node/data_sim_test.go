@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicemq/sluice/node/env"
+	"github.com/sluicemq/sluice/sim/simfs"
 	"github.com/sluicemq/sluice/wire"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -250,4 +252,25 @@ func TestRetentionDeletesOldSegments(t *testing.T) {
 	require.Len(t, recs, 1)
 	first, _ := s.fetch("t", 0, 0)
 	require.Equal(t, kerr.OffsetOutOfRange.Code, first.ErrorCode)
+}
+
+func TestPartitionThatCannotOpenIsOfflineNotFatal(t *testing.T) {
+	s := newSimBroker(t, 18, nil)
+	// The partition directory cannot be made: the topic commits, its
+	// partition is offline, and the broker goes on serving.
+	require.NoError(t, s.world.Node("n1").Disk().FailNext(simfs.OpMkdir, env.ErrIO))
+	req := kmsg.NewPtrMetadataRequest()
+	req.Version = 12
+	req.AllowAutoTopicCreation = true
+	rt := kmsg.NewMetadataRequestTopic()
+	rt.Topic = kmsg.StringPtr("t")
+	req.Topics = append(req.Topics, rt)
+	mp := s.do(req).(*kmsg.MetadataResponse).Topics[0].Partitions[0]
+	require.Equal(t, kerr.LeaderNotAvailable.Code, mp.ErrorCode)
+	require.Equal(t, []int32{1}, mp.OfflineReplicas)
+	require.Equal(t, kerr.KafkaStorageError.Code, s.produce("t", 0, -1, valueBatch(wire.NoProducer, 1, "a")).ErrorCode)
+
+	// A restart with a healthy disk brings it back.
+	s.restart()
+	require.Zero(t, s.produce("t", 0, -1, valueBatch(wire.NoProducer, 1, "a")).ErrorCode)
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/sluicemq/sluice/log"
 	"github.com/sluicemq/sluice/raftmeta"
+	"github.com/twmb/franz-go/pkg/kerr"
 )
 
 // partitionKey names a partition by its topic's id, which unlike the name
@@ -78,14 +79,17 @@ func partitionDir(topic string, index int32) string {
 func (b *Broker) openPartitions() error {
 	for _, name := range b.image.TopicNames() {
 		if err := b.openTopicPartitions(b.image.TopicByName(name)); err != nil {
-			return err
+			b.env.Log.Error("partition offline", "err", err)
 		}
 	}
 	return b.removeOrphanDirs()
 }
 
-// openTopicPartitions opens (creating) the logs of a topic's partitions.
+// openTopicPartitions opens (creating) the logs of a topic's partitions. A
+// partition whose log cannot be opened (its disk fails) is marked offline
+// and the others are still served; the error names every failure.
 func (b *Broker) openTopicPartitions(t *raftmeta.Topic) error {
+	var errs []error
 	for _, mp := range t.Partitions {
 		if mp.Leader != b.cfg.NodeID {
 			continue
@@ -95,13 +99,17 @@ func (b *Broker) openTopicPartitions(t *raftmeta.Topic) error {
 			continue
 		}
 		cfg, err := b.logConfig(t, mp.Index)
-		if err != nil {
-			return err
+		var l *log.Log
+		if err == nil {
+			l, err = log.Open(cfg)
 		}
-		l, err := log.Open(cfg)
 		if err != nil {
-			return fmt.Errorf("node: open partition %s: %w", cfg.Dir, err)
+			err = fmt.Errorf("node: open partition %s: %w", cfg.Dir, err)
+			b.offline[key] = err
+			errs = append(errs, err)
+			continue
 		}
+		delete(b.offline, key)
 		p := &partition{topic: t.Name, topicID: t.ID, index: mp.Index, leaderEpoch: mp.LeaderEpoch, log: l}
 		// What recovery found may sit only in the page cache (a process
 		// crash keeps it there): it is served once a flush proves it
@@ -109,7 +117,16 @@ func (b *Broker) openTopicPartitions(t *raftmeta.Topic) error {
 		p.hw = min(l.DurableOffset(), l.LogEndOffset())
 		b.partitions[key] = p
 	}
-	return nil
+	return errors.Join(errs...)
+}
+
+// missingPartition is the error for a partition of a known topic that this
+// broker does not serve: offline if its log failed to open, else unknown.
+func (b *Broker) missingPartition(key partitionKey) *kerr.Error {
+	if b.offline[key] != nil {
+		return kerr.KafkaStorageError
+	}
+	return kerr.UnknownTopicOrPartition
 }
 
 // awaitPartitionsDurable calls done once every open partition's log is
@@ -119,7 +136,16 @@ func (b *Broker) awaitPartitionsDurable(done func(error)) {
 	all := newJoin(done)
 	for _, key := range b.sortedPartitionKeys() {
 		p := b.partitions[key]
-		p.whenDurable(p.log.LogEndOffset(), all.add())
+		ready := all.add()
+		// A log recovered from anything but a clean shutdown refuses
+		// appends until its recovery is durable (Log.Ready).
+		p.log.Ready(func(err error) {
+			if err != nil {
+				ready(err)
+				return
+			}
+			p.whenDurable(p.log.LogEndOffset(), ready)
+		})
 	}
 	all.wait()
 }
@@ -246,6 +272,7 @@ func (b *Broker) removeTopicPartitions(t *raftmeta.Topic, done func(error)) {
 	for _, mp := range t.Partitions {
 		key := partitionKey{t.ID, mp.Index}
 		p := b.partitions[key]
+		delete(b.offline, key)
 		if p == nil {
 			continue
 		}

@@ -119,6 +119,8 @@ func (b *Broker) createTopics(specs []topicSpec, validateOnly bool, done func([]
 		return
 	}
 	b.commit(records, func(err error) {
+		// Answer once every new partition's log accepts appends.
+		all := newJoin(func(error) { done(results) })
 		for _, i := range created {
 			delete(b.creating, specs[i].name)
 			if err != nil {
@@ -131,9 +133,22 @@ func (b *Broker) createTopics(specs []topicSpec, validateOnly bool, done func([]
 				b.env.Log.Error("open partitions of new topic", "topic", t.Name, "err", perr)
 				results[i].err, results[i].msg = kerr.KafkaStorageError, perr.Error()
 			}
+			b.awaitTopicReady(t, all.add())
 		}
-		done(results)
+		all.wait()
 	})
+}
+
+// awaitTopicReady calls done once each open partition of t accepts appends
+// (a new log is ready once its first files are durable: see Log.Ready).
+func (b *Broker) awaitTopicReady(t *raftmeta.Topic, done func(error)) {
+	all := newJoin(done)
+	for _, mp := range t.Partitions {
+		if p := b.partitions[partitionKey{t.ID, mp.Index}]; p != nil {
+			p.log.Ready(all.add())
+		}
+	}
+	all.wait()
 }
 
 // planTopic checks a spec against the image and Kafka's rules and returns
