@@ -11,12 +11,31 @@ import (
 // what survives. Open files become invalid and pending Syncs and SyncDirs
 // never complete. Afterwards everything on the disk is durable.
 func (d *Disk) Crash() {
-	d.incarnation++
+	d.endProcess()
 	d.stats.Crashes++
-	d.stats.SyncsLost += d.pendingSyncs
-	d.pendingSyncs = 0
 	d.resolveEntries(d.directories())
 	d.rebuild()
+}
+
+// CrashProcess is the death of the process using the disk while the machine
+// stays up (kill -9, a panic, an OOM kill): open files become invalid and
+// pending Syncs and SyncDirs never call back, but the page cache is kept.
+// Reads by the next process see every change, synced or not, and the
+// unsynced ones stay as volatile as before: a later Crash may take them.
+// Syncs in flight are abandoned without making anything durable.
+func (d *Disk) CrashProcess() {
+	d.endProcess()
+	d.stats.ProcessCrashes++
+	d.killedAt = d.seq
+}
+
+// endProcess invalidates the open files and the syncs in flight of the
+// process using the disk. Abandoned syncs stay queued on their inodes until
+// a later sync of the same inode or a Crash discards them.
+func (d *Disk) endProcess() {
+	d.incarnation++
+	d.stats.SyncsLost += d.pendingSyncs
+	d.pendingSyncs = 0
 }
 
 // directories returns, in creation order, every directory whose entries a
@@ -80,6 +99,7 @@ func (d *Disk) resolveEntries(dirs []*inode) {
 				d.stats.EntriesKept++
 			} else {
 				d.stats.EntriesLost++
+				d.countLostAfterKill(op.seq)
 			}
 		}
 	}
@@ -152,15 +172,27 @@ func (d *Disk) resolveFile(ino *inode) {
 		if i == k-1 && !op.trunc && d.crash.Intn(2) == 0 {
 			ino.durable = d.tear(ino.durable, op)
 			d.stats.WritesTorn++
+			d.countLostAfterKill(op.seq)
 			continue
 		}
 		ino.durable = applyOp(ino.durable, op)
 		d.stats.ChangesKept++
 	}
 	d.stats.ChangesLost += n - k
+	for _, op := range ino.ops[k:] {
+		d.countLostAfterKill(op.seq)
+	}
 	ino.data = append([]byte(nil), ino.durable...)
 	ino.ops = nil
 	ino.syncs = nil
+}
+
+// countLostAfterKill counts a change a crash lost (or tore) that a process
+// killed since had made: the next process may have read it, and served it.
+func (d *Disk) countLostAfterKill(seq uint64) {
+	if seq <= d.killedAt {
+		d.stats.LostAfterKill++
+	}
 }
 
 // choosePrefix picks how many of n unsynced changes a crash keeps, favouring

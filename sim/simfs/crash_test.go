@@ -45,7 +45,7 @@ func TestCrashConsistency(t *testing.T) {
 		total.add(st)
 	}
 	t.Logf("%d seeds: %+v", n, total)
-	if total.WritesTorn == 0 || total.ChangesLost == 0 || total.EntriesLost == 0 || total.EntriesKept == 0 {
+	if total.WritesTorn == 0 || total.ChangesLost == 0 || total.EntriesLost == 0 || total.EntriesKept == 0 || total.LostAfterKill == 0 {
 		t.Fatalf("the workload never reached some crash outcomes: %+v", total)
 	}
 }
@@ -63,6 +63,8 @@ func (s *Stats) add(o Stats) {
 	s.WritesTorn += o.WritesTorn
 	s.EntriesKept += o.EntriesKept
 	s.EntriesLost += o.EntriesLost
+	s.ProcessCrashes += o.ProcessCrashes
+	s.LostAfterKill += o.LostAfterKill
 }
 
 func TestDeterminismSameSeedSameOutcome(t *testing.T) {
@@ -170,6 +172,14 @@ func runWorkload(t *testing.T, seed uint64) (string, Stats) {
 			h.step()
 		}
 		h.setFaults(false)
+		if h.w.Intn(2) == 0 {
+			h.killAndCheck()
+			h.setFaults(h.faults)
+			for range h.w.Intn(100) {
+				h.step()
+			}
+			h.setFaults(false)
+		}
 		h.crashAndCheck()
 	}
 	sum := fnv.New64a()
@@ -484,6 +494,43 @@ func (h *harness) flushDir(dir string, upto int) {
 			h.dirs[op.to].durable[op.toName] = op.id
 		}
 	}
+}
+
+// killAndCheck crashes the process only: old handles are dead and their
+// syncs never call back, but every file and entry reads as before, the
+// unsynced changes still unsynced in the model.
+func (h *harness) killAndCheck() {
+	old := h.handles
+	h.d.CrashProcess()
+	h.epoch++
+	for h.s.Step() { // completions of the old process must not run
+	}
+	for _, hd := range old {
+		if _, err := hd.f.Write([]byte("x")); !errors.Is(err, env.ErrClosed) {
+			h.fatalf("Write on a file opened before the process crash: %v", err)
+		}
+	}
+	for _, dir := range testDirs {
+		names, err := h.d.List(dir)
+		if err != nil {
+			h.fatalf("List(%s) after a process crash: %v", dir, err)
+		}
+		if dir == "." {
+			names = slices.DeleteFunc(names, func(n string) bool { return slices.Contains(testDirs, n) })
+		}
+		if want := slices.Sorted(maps.Keys(h.dirs[dir].cur)); !slices.Equal(names, want) {
+			h.fatalf("after a process crash %s lists %v, want %v", dir, names, want)
+		}
+		for _, name := range names {
+			id := h.dirs[dir].cur[name]
+			if got := readAll(h.t, h.d, pathOf(dir, name)); got != string(h.files[id].cur) {
+				h.fatalf("after a process crash %s reads %d bytes, not the page cache's %d", pathOf(dir, name), len(got), len(h.files[id].cur))
+			}
+		}
+	}
+	h.note("process crash")
+	h.handles = nil
+	h.expected = map[string][]int{}
 }
 
 func (h *harness) crashAndCheck() {

@@ -218,10 +218,11 @@ func (d *Disk) lookupDurable(verb, name string) (*inode, error) {
 
 // Stats counts what the disk has done and what its faults and crashes did.
 type Stats struct {
-	Crashes     int
-	SyncsDone   int // Syncs and SyncDirs that made their changes durable
-	SyncsFailed int // ... that reported an injected failure instead
-	SyncsLost   int // ... still in flight at a crash, never completed
+	Crashes        int
+	ProcessCrashes int // CrashProcess calls: the page cache was kept
+	SyncsDone      int // Syncs and SyncDirs that made their changes durable
+	SyncsFailed    int // ... that reported an injected failure instead
+	SyncsLost      int // ... still in flight at a crash or a process crash, never completed
 
 	InjectedIO      int
 	InjectedNoSpace int
@@ -236,6 +237,10 @@ type Stats struct {
 	WritesTorn  int // kept in part
 	EntriesKept int // directory changes (links, unlinks, renames)
 	EntriesLost int
+	// LostAfterKill counts the changes above, lost or torn, that a process
+	// ended by CrashProcess had made: a later process could read them from
+	// the page cache before the crash took them.
+	LostAfterKill int
 }
 
 // Stats returns the disk's counters.

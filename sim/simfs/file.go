@@ -198,8 +198,15 @@ func (d *Disk) syncReady(ino *inode, ps *pendingSync) {
 		return // the disk crashed since: this sync never happened
 	}
 	ps.ready = true
-	for len(ino.syncs) > 0 && ino.syncs[0].ready {
+	for len(ino.syncs) > 0 {
 		next := ino.syncs[0]
+		if next.incarnation != d.incarnation {
+			ino.syncs = ino.syncs[1:] // abandoned by a process crash
+			continue
+		}
+		if !next.ready {
+			break
+		}
 		ino.syncs = ino.syncs[1:]
 		d.pendingSyncs--
 		d.complete(ino, next)
@@ -225,7 +232,12 @@ func (d *Disk) complete(ino *inode, ps *pendingSync) {
 
 // fail reports an error to a sync's done on the loop, on a later turn.
 func (d *Disk) fail(kind, name string, err error, done func(error)) {
-	d.loop.Schedule(0, sched.Label{Kind: kind, Digest: sched.Digest([]byte(name))}, func() { done(err) })
+	inc := d.incarnation
+	d.loop.Schedule(0, sched.Label{Kind: kind, Digest: sched.Digest([]byte(name))}, func() {
+		if inc == d.incarnation {
+			done(err)
+		}
+	})
 }
 
 func (d *Disk) syncLatency() time.Duration {

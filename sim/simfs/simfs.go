@@ -68,6 +68,19 @@
 // last one), which recovery code that truncates at the first bad record
 // handles the same way.
 //
+// # CrashProcess
+//
+// CrashProcess is the death of the process while the machine stays up, as
+// kill -9 is: open files become invalid (env.ErrClosed) and the completions
+// of its Syncs and SyncDirs never run, but nothing on the disk changes. The
+// page cache survives: the next process reads every change, synced or not,
+// and the unsynced ones stay exactly as volatile as before, so a later Crash
+// may still take them. A Sync in flight at the kill is abandoned without
+// making anything durable; the kernel would finish it at some point, and a
+// power loss before that point is the case modeled (background writeback of
+// dirty pages is not modeled either). A process that recovers from the disk
+// must therefore sync what it read before it relies on it being durable.
+//
 // # Faults
 //
 // SetFaults sets seeded per-operation rates and FailNext injects a failure on
@@ -137,9 +150,13 @@ type Disk struct {
 	// seq orders every change, to files and directories alike; a sync
 	// captures the changes with seq at most the value when it was issued.
 	seq uint64
-	// incarnation is bumped by Crash. Open files and pending completions
-	// carry the incarnation they belong to and are dead once it changes.
+	// incarnation is bumped by Crash and CrashProcess. Open files and
+	// pending completions carry the incarnation they belong to and are dead
+	// once it changes.
 	incarnation uint64
+	// killedAt is seq at the last CrashProcess: unsynced changes with seq at
+	// most this were made by a process that died with the machine up.
+	killedAt uint64
 
 	rates        Faults
 	failNext     [opCount][]error

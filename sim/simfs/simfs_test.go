@@ -859,3 +859,90 @@ func BenchmarkAppendAndSync(b *testing.B) {
 		}
 	}
 }
+
+func TestCrashProcessKeepsThePageCacheVolatile(t *testing.T) {
+	d, s := newDisk(1)
+	f := mustCreate(t, d, "f")
+	if err := await(t, s, func(done func(error)) { d.SyncDir(".", done) }); err != nil {
+		t.Fatal(err)
+	}
+	mustWrite(t, f, "synced")
+	if err := await(t, s, f.Sync); err != nil {
+		t.Fatal(err)
+	}
+	mustWrite(t, f, "+cached")
+	g := mustCreate(t, d, "g") // an entry not yet durable
+	mustWrite(t, g, "new")
+	if err := d.SetSyncLatency(time.Second, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	ran := false
+	f.Sync(func(error) { ran = true })
+	d.SyncDir(".", func(error) { ran = true })
+	d.CrashProcess()
+	for s.Step() {
+	}
+	if ran {
+		t.Fatal("a sync issued before the process crash called back after it")
+	}
+	_, err := f.Write([]byte("x"))
+	wantErr(t, "Write after a process crash", err, env.ErrClosed)
+	wantErr(t, "Close after a process crash", g.Close(), env.ErrClosed)
+	if got := readAll(t, d, "f"); got != "synced+cached" {
+		t.Fatalf("after a process crash f reads %q, want the page cache's %q", got, "synced+cached")
+	}
+	if got := readAll(t, d, "g"); got != "new" {
+		t.Fatalf("after a process crash g reads %q", got)
+	}
+	if got, _ := d.ReadDurable("f"); string(got) != "synced" {
+		t.Fatalf("the abandoned sync made %q durable, want only %q", got, "synced")
+	}
+	if names, _ := d.ListDurable("."); !slices.Equal(names, []string{"f"}) {
+		t.Fatalf("the abandoned SyncDir made %v durable", names)
+	}
+	if st := d.Stats(); st.SyncsLost != 2 || st.ProcessCrashes != 1 || st.Crashes != 0 {
+		t.Fatalf("stats %+v: want 2 syncs lost, 1 process crash, no crash", st)
+	}
+	// The next process's sync of the same file is not held up by the
+	// abandoned one, and makes the cached data durable.
+	f2, err := d.Open("f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := await(t, s, f2.Sync); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := d.ReadDurable("f"); string(got) != "synced+cached" {
+		t.Fatalf("after the new process's sync f holds %q durably", got)
+	}
+}
+
+func TestPowerLossAfterProcessCrashMayDropTheCache(t *testing.T) {
+	seen := overSeeds(t, 200, func(d *Disk, s *sched.Scheduler) string {
+		f := mustCreate(t, d, "f")
+		mustWrite(t, f, "synced")
+		if err := await(t, s, f.Sync); err != nil {
+			t.Fatal(err)
+		}
+		if err := await(t, s, func(done func(error)) { d.SyncDir(".", done) }); err != nil {
+			t.Fatal(err)
+		}
+		mustWrite(t, f, "+cached")
+		d.CrashProcess()
+		if got := readAll(t, d, "f"); got != "synced+cached" {
+			t.Fatalf("after a process crash f reads %q", got)
+		}
+		d.Crash()
+		got := readAll(t, d, "f")
+		if lost := d.Stats().LostAfterKill; got != "synced+cached" && lost == 0 {
+			t.Fatalf("f reads %q after the crash, yet %d changes counted lost after the kill", got, lost)
+		}
+		if got != "synced" && got != "synced+cached" {
+			return "torn"
+		}
+		return got
+	})
+	if seen["synced"] == 0 || seen["synced+cached"] == 0 {
+		t.Fatalf("outcomes %v: a crash after a process crash must sometimes keep, sometimes drop the cached write", seen)
+	}
+}
