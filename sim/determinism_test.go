@@ -55,6 +55,9 @@ func newCounterRun(seed uint64) *counterRun {
 	}
 	w.Net().SetTimeouts(5*time.Second, 5*time.Second)
 	count := 3 + r.Intn(3)
+	if r.Chance(0.6) { // drawn last, so the draws above stay as they were
+		run.mix = append(run.mix, "kill")
+	}
 	for i := range count {
 		run.names = append(run.names, fmt.Sprintf("n%d", i))
 	}
@@ -92,6 +95,13 @@ func (run *counterRun) inject(r *rng.Rand, kind string) {
 	switch kind {
 	case "crash":
 		n.Crash()
+		w.After(within(2*time.Second), "test.restart", func() {
+			if !n.Up() {
+				n.Restart()
+			}
+		})
+	case "kill":
+		n.Kill()
 		w.After(within(2*time.Second), "test.restart", func() {
 			if !n.Up() {
 				n.Restart()

@@ -9,8 +9,9 @@
 // simulated network (sim/simnet). Everything that happens is an event in one
 // queue, ordered by (virtual time, sequence); the virtual clock jumps from
 // event to event, so an idle hour costs nothing. Every delivered event folds
-// into the trace hash (World.Trace), and so do the lifecycle faults below: two
-// runs with the same trace did the same things at the same times.
+// into the trace hash (World.Trace), and so do the lifecycle faults below,
+// a crash and a kill apart: two runs with the same trace did the same
+// things at the same times.
 //
 // A node sees the world only through its env.Env:
 //
@@ -34,16 +35,21 @@
 // # Node lifecycle
 //
 // A node's process lives in incarnations. AddNode boots the first; boot runs
-// as the node's first event. Crash ends an incarnation: every event it had
-// pending (posts, timers, disk completions, arriving bytes) is dropped, its
-// disk loses what the POSIX durability contract allows (simfs.Disk.Crash),
-// and its connections break (simnet's Crash). Restart boots a new
-// incarnation over the same disk and clock, with a fresh Env and a new Rand
-// stream (derived from the incarnation's number, not continued), and calls
-// boot again. Pause freezes the process, as SIGSTOP would: events that come
-// due are held, the clock runs on, and Resume delivers the held events first,
-// in the order they came due, timers whose deadline passed among them.
-// PowerLoss crashes every node at once.
+// as the node's first event. Crash, a machine crash, ends an incarnation:
+// every event it had pending (posts, timers, disk completions, arriving
+// bytes) is dropped, its disk loses what the POSIX durability contract
+// allows (simfs.Disk.Crash), and its connections break (simnet's Crash).
+// Kill ends an incarnation the same way but the machine stays up, as after
+// kill -9: the disk keeps its page cache (simfs.Disk.CrashProcess), so the
+// next incarnation reads what the dead one wrote and never synced, and a
+// later Crash or PowerLoss (even while the node is down) may still take it.
+// Restart, after either, boots a new incarnation over the same disk and
+// clock, with a fresh Env and a new Rand stream (derived from the
+// incarnation's number, not continued), and calls boot again. Pause freezes
+// the process, as SIGSTOP would: events that come due are held, the clock
+// runs on, and Resume delivers the held events first, in the order they came
+// due, timers whose deadline passed among them. PowerLoss crashes every node
+// at once.
 //
 // Disks and hosts reach their node through sched.NodeLoop, which Node
 // implements: this is how a crash drops and a pause holds their completions.

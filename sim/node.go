@@ -33,6 +33,10 @@ type Node struct {
 	// boots counts incarnations, the first being 1.
 	boots  int
 	paused bool
+	// killed says the process was killed while the machine stayed up: the
+	// disk's page cache still holds what it had not synced, which a Crash or
+	// a PowerLoss of the down node may still take.
+	killed bool
 	// held are the events that came due while the node was paused, in the
 	// order they came due; they run, in that order, after Resume. While any
 	// are held, newly due events queue behind them so the order holds.
@@ -132,15 +136,44 @@ func (inc *incarnation) Post(f func()) {
 	inc.schedule(0, sched.Label{Kind: "loop.post"}, f)
 }
 
-// Crash kills the node's process: its memory is gone, every event it had
-// pending is dropped, its timers are dead, its disk loses what the
+// Crash is a machine crash: the process's memory is gone, every event it
+// had pending is dropped, its timers are dead, its disk loses what the
 // durability contract allows (simfs.Disk.Crash) and its connections break
-// (the network's Crash). Crashing a node that is down does nothing.
+// (the network's Crash). Crashing a node that is down does nothing, unless
+// its process was killed: then the crash takes the page cache it left.
 func (n *Node) Crash() {
-	if n.cur == nil {
+	if n.cur == nil && !n.killed {
 		return
 	}
 	n.w.sched.Fold("node.crash/"+n.name, uint64(n.boots))
+	n.stop()
+	n.killed = false
+	n.disk.Crash()
+	n.w.net.Crash(n.name)
+}
+
+// Kill kills the node's process while the machine stays up, as kill -9 or
+// an OOM kill does: its memory, pending events and timers are gone as in a
+// Crash, but its disk keeps the page cache (simfs.Disk.CrashProcess), so the
+// next incarnation reads what the dead one wrote and never synced, which a
+// later Crash or PowerLoss may still take. Its connections break as in a
+// Crash. Killing a node that is down does nothing.
+func (n *Node) Kill() {
+	if n.cur == nil {
+		return
+	}
+	n.w.sched.Fold("node.kill/"+n.name, uint64(n.boots))
+	n.stop()
+	n.killed = true
+	n.disk.CrashProcess()
+	n.w.net.Crash(n.name)
+}
+
+// stop ends the running incarnation, dropping what it had pending or held.
+func (n *Node) stop() {
+	if n.cur == nil {
+		return
+	}
 	n.last = n.cur
 	n.cur = nil
 	n.paused = false
@@ -149,13 +182,11 @@ func (n *Node) Crash() {
 		n.release.Cancel()
 		n.release = nil
 	}
-	n.disk.Crash()
-	n.w.net.Crash(n.name)
 }
 
 // Restart boots a new incarnation over the same disk and clock: boot runs
-// again, on the loop, with a fresh Env. Restarting a running node crashes it
-// first.
+// again, on the loop, with a fresh Env. It works after a Crash or a Kill;
+// restarting a running node crashes it first.
 func (n *Node) Restart() {
 	if n.cur != nil {
 		n.Crash()
@@ -167,6 +198,7 @@ func (n *Node) Restart() {
 // start makes a new incarnation current and schedules its boot.
 func (n *Node) start() {
 	n.boots++
+	n.killed = false
 	inc := &incarnation{node: n}
 	inc.env = env.Env{
 		Loop:  inc,

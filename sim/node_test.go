@@ -369,3 +369,69 @@ func TestRunUntilGivesUpAtItsLimit(t *testing.T) {
 		t.Fatalf("RunUntil stopped at %d ticks, want exactly 100", ticks)
 	}
 }
+
+func TestKillKeepsThePageCacheACrashThenMayTakeIt(t *testing.T) {
+	write := func(e env.Env) {
+		f, err := e.FS.Create("f")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.Write([]byte("unsynced")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	kept, lost := 0, 0
+	for seed := range uint64(40) {
+		w := New(seed)
+		var got record
+		n := w.AddNode("a", func(e env.Env) {
+			e.Clock.AfterFunc(time.Second, func() { got.add("timer") })
+		})
+		w.Run(time.Millisecond)
+		n.Post(func() { write(n.Env()) })
+		w.Run(time.Millisecond)
+		trace := w.Trace()
+		n.Kill()
+		if n.Up() || w.Trace() == trace {
+			t.Fatalf("seed %d: after Kill up=%v, trace moved %v", seed, n.Up(), w.Trace() != trace)
+		}
+		n.Kill() // a no-op
+		w.Run(time.Hour)
+		if len(got) != 0 {
+			t.Fatalf("seed %d: the killed incarnation ran %q", seed, got)
+		}
+		n.Restart()
+		var read string
+		n.Post(func() {
+			f, err := n.Env().FS.Open("f")
+			if err != nil {
+				t.Fatalf("seed %d: after Kill and Restart: %v", seed, err)
+			}
+			p := make([]byte, 8)
+			k, _ := f.ReadAt(p, 0)
+			read = string(p[:k])
+		})
+		w.Run(2 * time.Second)
+		if read != "unsynced" || got.String() != "timer" {
+			t.Fatalf("seed %d: after Kill and Restart read %q, ran %q", seed, read, got)
+		}
+		// Killed again, then a power cut while it is down: the cache may go.
+		n.Kill()
+		w.PowerLoss()
+		if st := n.Disk().Stats(); st.ProcessCrashes != 2 || st.Crashes != 1 {
+			t.Fatalf("seed %d: disk stats %+v, want 2 process crashes then 1 crash", seed, st)
+		}
+		n.Crash() // down and already crashed: a no-op
+		if st := n.Disk().Stats(); st.Crashes != 1 {
+			t.Fatalf("seed %d: a Crash of a crashed node crashed the disk again", seed)
+		}
+		if n.Disk().Stats().LostAfterKill > 0 {
+			lost++
+		} else {
+			kept++
+		}
+	}
+	if kept == 0 || lost == 0 {
+		t.Fatalf("over 40 seeds a power loss after a kill kept the cache %d times, lost it %d times", kept, lost)
+	}
+}

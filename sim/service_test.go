@@ -118,16 +118,31 @@ func (c *counterNode) recover() {
 			}
 		}
 	}
-	c.file = f
 	c.oracle.recoveries++
 	if want := c.oracle.synced[c.name]; best < want {
 		c.oracle.violate("%s recovered counter %d, below %d whose sync completed", c.name, best, want)
 	}
-	// After a crash whatever the disk holds is durable, so the recovered
-	// value is now as good as synced, even if its own Sync never completed.
-	c.oracle.synced[c.name] = max(c.oracle.synced[c.name], best)
-	c.durable, c.slot, c.value = best, bestSlot, best
-	c.tick()
+	// What was read may sit only in the page cache (the last process was
+	// killed, the machine stayed up): sync the file and its entry before
+	// counting the recovered value as durable or gossiping it.
+	f.Sync(func(err error) {
+		if err != nil {
+			f.Close()
+			c.retry("sync recovered file", err, c.recover)
+			return
+		}
+		c.e.FS.SyncDir(".", func(err error) {
+			if err != nil {
+				f.Close()
+				c.retry("sync recovered dir", err, c.recover)
+				return
+			}
+			c.file = f
+			c.oracle.synced[c.name] = max(c.oracle.synced[c.name], best)
+			c.durable, c.slot, c.value = best, bestSlot, best
+			c.tick()
+		})
+	})
 }
 
 // readSlot reads one slot; a slot past the end of the file (its size was

@@ -119,9 +119,9 @@ func (w *World) Node(name string) *Node { return w.byName[name] }
 // Nodes returns every node, in the order added.
 func (w *World) Nodes() []*Node { return append([]*Node(nil), w.nodes...) }
 
-// PowerLoss crashes every running node at once, as a power cut to the whole
-// cluster would: every disk loses its unsynced state. Restart each node to
-// bring it back.
+// PowerLoss crashes every node at once, as a power cut to the whole cluster
+// would: every disk loses its unsynced state, that of a node whose process
+// was killed included. Restart each node to bring it back.
 func (w *World) PowerLoss() {
 	w.sched.Fold("power.loss", uint64(len(w.nodes)))
 	for _, n := range w.nodes {
