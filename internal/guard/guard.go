@@ -110,6 +110,7 @@ package guard
 import (
 	"fmt"
 	"go/ast"
+	"go/constant"
 	"go/types"
 	"strings"
 
@@ -228,6 +229,7 @@ func (c *checker) visit(n ast.Node) bool {
 		c.rangeStmt(n)
 	case *ast.CallExpr:
 		c.sanction(n)
+		c.printAddress(n)
 	case *ast.Ident:
 		c.ident(n)
 	}
@@ -255,6 +257,22 @@ func (c *checker) selectStmt(s *ast.SelectStmt) {
 	}
 	if comms > 1 {
 		c.report(s, "select", "select with %d communication clauses: the runtime picks a ready one at random; receive events one at a time through env.Loop", comms)
+	}
+}
+
+// printAddress reports a fmt call whose constant format prints a pointer
+// with %p.
+func (c *checker) printAddress(call *ast.CallExpr) {
+	i := printfFormat(calleeName(c.pass.TypesInfo, call))
+	if i < 0 || i >= len(call.Args) {
+		return
+	}
+	tv := c.pass.TypesInfo.Types[call.Args[i]]
+	if tv.Value == nil || tv.Value.Kind() != constant.String {
+		return
+	}
+	if hasAddressVerb(constant.StringVal(tv.Value)) {
+		c.report(call.Args[i], "print-address", "%%p prints an address, which differs from run to run; print an ID the code assigns")
 	}
 }
 

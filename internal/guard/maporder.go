@@ -1,10 +1,12 @@
 package guard
 
 import (
+	"fmt"
 	"go/ast"
 	"go/token"
 	"go/types"
 	"slices"
+	"strings"
 )
 
 // This file holds rule 5, map-order: which loops over a map cannot let the
@@ -54,6 +56,11 @@ func (c *checker) rangeStmt(rs *ast.RangeStmt) {
 	if bad := l.stmts(rs.Body.List, false); bad != nil {
 		c.report(rs, "map-order", "range over a map: its order is random and %s at line %d depends on it; %s",
 			describe(bad), c.pass.Fset.Position(bad.Pos()).Line, fix)
+		return
+	}
+	if bad, why := l.leak(rs.Body); bad != nil {
+		c.report(rs, "map-order", "range over a map: its order is random and reaches line %d, where %s; %s",
+			c.pass.Fset.Position(bad.Pos()).Line, why, fix)
 		return
 	}
 	for _, s := range l.appended {
@@ -155,6 +162,30 @@ type loopCheck struct {
 	// appended lists the variables outside the loop that the body appends
 	// to; each must be sorted after the loop.
 	appended []types.Object
+	// accs lists the body's updates of storage outside the loop that fold
+	// a value in (x++, x += e, x = max(x, e), s = append(s, e)), and consts
+	// its assignments of constants to such storage. self holds the
+	// occurrences of that storage that an update may contain: the target,
+	// and the operand naming it again. Any other occurrence reads a value
+	// that depends on how many elements came before.
+	accs, consts []update
+	self         map[ast.Expr]bool
+}
+
+// update is one statement's write to storage declared outside the loop.
+type update struct {
+	target ast.Expr
+	// root is the variable at the base of target, and key spells target
+	// as a path from it (see pathKey).
+	root types.Object
+	key  string
+	// op is the accumulation's operator (token.INC for ++, token.ADD for
+	// += and x = x + e, token.LOR for x = x || e, token.ILLEGAL for min,
+	// max and append), or for a constant its value.
+	op    token.Token
+	value string
+	// keyed says the target is m[k] for the loop's key k.
+	keyed bool
 }
 
 // stmts returns the first node in list through which the map's order could
@@ -180,7 +211,11 @@ func (l *loopCheck) stmt(s ast.Stmt, breakOK bool) ast.Node {
 	case *ast.ExprStmt:
 		return l.exprStmt(s)
 	case *ast.IncDecStmt:
-		if l.expr(s.X) == nil && (isInteger(l.info.TypeOf(s.X)) || l.localOrBlank(s.X)) {
+		if l.expr(s.X) == nil && l.localOrBlank(s.X) {
+			return nil
+		}
+		if l.expr(s.X) == nil && isInteger(l.info.TypeOf(s.X)) {
+			l.accumulate(s.X, s.Tok)
 			return nil
 		}
 	case *ast.AssignStmt:
@@ -308,6 +343,7 @@ func (l *loopCheck) opAssign(s *ast.AssignStmt) ast.Node {
 	case token.ADD_ASSIGN, token.SUB_ASSIGN, token.MUL_ASSIGN, token.AND_ASSIGN,
 		token.OR_ASSIGN, token.XOR_ASSIGN, token.AND_NOT_ASSIGN:
 		if isInteger(l.info.TypeOf(lhs)) {
+			l.accumulate(lhs, s.Tok)
 			return nil
 		}
 	}
@@ -324,8 +360,18 @@ func (l *loopCheck) assignOne(lhs, rhs ast.Expr) ast.Node {
 	if bad := l.expr(rhs); bad != nil {
 		return bad
 	}
-	switch {
-	case l.localOrBlank(lhs), l.idempotent(rhs), l.keyedByLoop(lhs), l.accumulates(lhs, rhs):
+	if l.localOrBlank(lhs) {
+		return nil
+	}
+	if l.idempotent(rhs) {
+		l.constant(lhs, rhs)
+		return nil
+	}
+	if l.keyedByLoop(lhs) {
+		return nil
+	}
+	if op, operands := l.accumulates(lhs, rhs); operands != nil {
+		l.accumulate(lhs, op, operands...)
 		return nil
 	}
 	return lhs
@@ -351,6 +397,7 @@ func (l *loopCheck) appendTo(lhs ast.Expr, call *ast.CallExpr) ast.Node {
 	if !slices.Contains(l.appended, obj) {
 		l.appended = append(l.appended, obj)
 	}
+	l.accumulate(lhs, token.ILLEGAL, call.Args[0])
 	return nil
 }
 
@@ -377,32 +424,250 @@ func (l *loopCheck) keyedByLoop(lhs ast.Expr) bool {
 
 // accumulates reports whether lhs = rhs folds a value into lhs with a
 // commutative, associative operation: x = x op e for integer or boolean
-// ops, or x = min(x, e), x = max(x, e).
-func (l *loopCheck) accumulates(lhs, rhs ast.Expr) bool {
+// ops, or x = min(x, e), x = max(x, e). It returns the operator and the
+// operands of rhs that name lhs again, or nil operands if not.
+func (l *loopCheck) accumulates(lhs, rhs ast.Expr) (token.Token, []ast.Expr) {
 	target := types.ExprString(lhs)
+	same := func(e ast.Expr) bool { return types.ExprString(e) == target }
 	switch r := ast.Unparen(rhs).(type) {
 	case *ast.BinaryExpr:
 		t := l.info.TypeOf(lhs)
-		left := types.ExprString(r.X) == target
-		right := types.ExprString(r.Y) == target
+		var ok bool
 		switch r.Op {
 		case token.ADD, token.MUL, token.AND, token.OR, token.XOR:
-			return (left || right) && isInteger(t)
+			ok = isInteger(t)
 		case token.SUB, token.AND_NOT:
-			return left && isInteger(t)
+			ok = isInteger(t) && same(r.X)
 		case token.LAND, token.LOR:
-			return (left || right) && isBool(t)
+			ok = isBool(t)
+		}
+		switch {
+		case !ok:
+		case same(r.X):
+			return r.Op, []ast.Expr{r.X}
+		case same(r.Y):
+			return r.Op, []ast.Expr{r.Y}
 		}
 	case *ast.CallExpr:
 		if name := calleeName(l.info, r); name == "min" || name == "max" {
+			var operands []ast.Expr
 			for _, arg := range r.Args {
-				if types.ExprString(arg) == target {
-					return true
+				if same(arg) {
+					operands = append(operands, arg)
 				}
+			}
+			return token.ILLEGAL, operands
+		}
+	}
+	return token.ILLEGAL, nil
+}
+
+// accumulate records an update of target by op; operands are the
+// occurrences of target in the new value.
+func (l *loopCheck) accumulate(target ast.Expr, op token.Token, operands ...ast.Expr) {
+	target = ast.Unparen(target)
+	if l.self == nil {
+		l.self = make(map[ast.Expr]bool)
+	}
+	l.self[target] = true
+	for _, e := range operands {
+		l.self[ast.Unparen(e)] = true
+	}
+	l.accs = append(l.accs, update{target: target, root: l.root(target), key: pathKey(target), op: op})
+}
+
+// constant records the assignment of the constant c to target.
+func (l *loopCheck) constant(target, c ast.Expr) {
+	target = ast.Unparen(target)
+	value := types.ExprString(c)
+	if tv := l.info.Types[c]; tv.Value != nil {
+		value = tv.Value.ExactString()
+	}
+	l.consts = append(l.consts, update{target: target, root: l.root(target), key: pathKey(target), value: value, keyed: l.keyedByLoop(target)})
+}
+
+// leak returns the first place in body where the loop's order reaches a
+// value through the updates recorded while checking it, and says how; or
+// nil. Each update commutes with the others, but a read of the updated
+// storage in between sees how many elements came before (ids[k] = next;
+// next++), and two constants written to one place leave the last.
+func (l *loopCheck) leak(body *ast.BlockStmt) (ast.Node, string) {
+	for i, a := range l.consts {
+		for _, b := range l.consts[:i] {
+			if a.value != b.value && !(a.keyed && b.keyed) && a.root != nil && a.root == b.root && overlap(a.key, b.key) {
+				return a.target, fmt.Sprintf("%s and %s are set to different constants (%s, %s), so the last iteration wins",
+					shorten(b.key), shorten(a.key), shorten(b.value), shorten(a.value))
 			}
 		}
 	}
+	accs := make(map[types.Object][]update)
+	for _, a := range l.accs {
+		if a.root != nil {
+			accs[a.root] = append(accs[a.root], a)
+		}
+	}
+	if len(accs) == 0 {
+		return nil, ""
+	}
+	// A constant may join an accumulation it absorbs: x = true beside
+	// x = x || e. Anywhere else a constant resets a running value.
+	for _, c := range l.consts {
+		absorbed := false
+		for _, a := range accs[c.root] {
+			if !overlap(a.key, c.key) {
+				continue
+			}
+			absorbed = a.key == c.key && (a.op == token.LOR && c.value == "true" || a.op == token.LAND && c.value == "false")
+			if !absorbed {
+				break
+			}
+		}
+		if absorbed {
+			l.self[c.target] = true
+		}
+	}
+	bad := l.reads(body, accs)
+	if bad == nil {
+		return nil, ""
+	}
+	return bad, fmt.Sprintf("%s, which the loop accumulates into, is read outside its own updates", shorten(pathKey(bad)))
+}
+
+// reads returns the first occurrence in n of storage that accs update,
+// other than the occurrences the updates themselves hold, or nil.
+func (l *loopCheck) reads(n ast.Node, accs map[types.Object][]update) ast.Expr {
+	var bad ast.Expr
+	ast.Inspect(n, func(n ast.Node) bool {
+		e, ok := n.(ast.Expr)
+		if bad != nil || !ok || !l.isPath(e) {
+			return bad == nil
+		}
+		if !l.self[e] {
+			key := pathKey(e)
+			for _, a := range accs[l.root(e)] {
+				if overlap(key, a.key) {
+					bad = e
+					return false
+				}
+			}
+		}
+		// The base of a path is part of it; its indexes are reads.
+		for _, inner := range l.pathParts(e) {
+			if bad = l.reads(inner, accs); bad != nil {
+				break
+			}
+		}
+		return false
+	})
+	return bad
+}
+
+// isPath reports whether e names storage: a variable, a field of one, an
+// element of a map, slice or array, or a pointer's target.
+func (l *loopCheck) isPath(e ast.Expr) bool {
+	switch e := e.(type) {
+	case *ast.Ident:
+		_, ok := l.info.ObjectOf(e).(*types.Var)
+		return ok
+	case *ast.SelectorExpr:
+		if sel := l.info.Selections[e]; sel != nil {
+			return sel.Kind() == types.FieldVal
+		}
+		_, ok := l.info.ObjectOf(e.Sel).(*types.Var)
+		return ok
+	case *ast.IndexExpr:
+		t := l.info.TypeOf(e.X)
+		if t == nil {
+			return false
+		}
+		switch t.Underlying().(type) {
+		case *types.Map, *types.Slice, *types.Array, *types.Pointer, *types.Basic:
+			return true
+		}
+	case *ast.StarExpr:
+		return !l.info.Types[e].IsType()
+	}
 	return false
+}
+
+// pathParts returns the parts of the path e that are read to find its
+// storage (indexes, and a base that is no path, like a call), in no order.
+func (l *loopCheck) pathParts(e ast.Expr) (parts []ast.Expr) {
+	for {
+		switch x := e.(type) {
+		case *ast.ParenExpr:
+			e = x.X
+		case *ast.StarExpr:
+			e = x.X
+		case *ast.SelectorExpr:
+			if l.info.Selections[x] == nil {
+				return parts // a package-level variable
+			}
+			e = x.X
+		case *ast.IndexExpr:
+			parts = append(parts, x.Index)
+			e = x.X
+		case *ast.Ident:
+			return parts
+		default:
+			return append(parts, e)
+		}
+	}
+}
+
+// root returns the variable at the base of the path e, or nil.
+func (l *loopCheck) root(e ast.Expr) types.Object {
+	for {
+		switch x := e.(type) {
+		case *ast.ParenExpr:
+			e = x.X
+		case *ast.StarExpr:
+			e = x.X
+		case *ast.SelectorExpr:
+			if l.info.Selections[x] == nil {
+				return l.info.ObjectOf(x.Sel)
+			}
+			e = x.X
+		case *ast.IndexExpr:
+			e = x.X
+		case *ast.Ident:
+			return l.info.ObjectOf(x)
+		default:
+			return nil
+		}
+	}
+}
+
+// pathKey spells the path e without parentheses and dereferences:
+// (*p).n[i] is "p.n[i]".
+func pathKey(e ast.Expr) string {
+	switch x := e.(type) {
+	case *ast.ParenExpr:
+		return pathKey(x.X)
+	case *ast.StarExpr:
+		return pathKey(x.X)
+	case *ast.SelectorExpr:
+		return pathKey(x.X) + "." + x.Sel.Name
+	case *ast.IndexExpr:
+		return pathKey(x.X) + "[" + types.ExprString(x.Index) + "]"
+	}
+	return types.ExprString(e)
+}
+
+// overlap reports whether the paths a and b, from one root, may share
+// storage: one contains the other, or both index the same thing, perhaps
+// at the same place.
+func overlap(a, b string) bool {
+	if partOf(a, b) || partOf(b, a) {
+		return true
+	}
+	ia, ib := strings.IndexByte(a, '['), strings.IndexByte(b, '[')
+	return ia >= 0 && ib >= 0 && a[:ia] == b[:ib]
+}
+
+// partOf reports whether path a is b or a part of it.
+func partOf(a, b string) bool {
+	return a == b || strings.HasPrefix(a, b+".") || strings.HasPrefix(a, b+"[")
 }
 
 // localOrBlank reports whether e is _ or a variable declared in the loop

@@ -12,6 +12,10 @@ func forbiddenImport(path string) string {
 		return "randomness must come from env.Rand, seeded by the simulator"
 	case "hash/maphash":
 		return "its seeds are random per process, so hashes differ between runs"
+	case "golang.org/x/exp/rand":
+		return "randomness must come from env.Rand, seeded by the simulator"
+	case "weak":
+		return "a weak pointer turns nil when the collector runs, and when it runs differs from run to run"
 	case "io/ioutil", "log", "log/syslog":
 		return "it reaches the OS (files, stderr, the wall clock); use env.FS and env.Env.Log"
 	case "crypto/tls":
@@ -68,8 +72,41 @@ func forbiddenRef(name string) (rule, why string) {
 	case "path/filepath.Abs", "path/filepath.EvalSymlinks", "path/filepath.Glob",
 		"path/filepath.Walk", "path/filepath.WalkDir":
 		return "forbidden-call", "reads the real file system; use env.FS"
+	case "(reflect.Value).MapKeys", "(reflect.Value).MapRange":
+		return "map-order", "yields a map's elements in random order; sort the keys (Value.Interface, then slices.Sorted)"
 	}
 	return "", ""
+}
+
+// printfFormat returns the index of the format argument of the named fmt
+// function that takes one, or -1. fmt.Printf is forbidden outright, but its
+// format is checked all the same.
+func printfFormat(name string) int {
+	switch name {
+	case "fmt.Sprintf", "fmt.Printf", "fmt.Errorf":
+		return 0
+	case "fmt.Fprintf", "fmt.Appendf":
+		return 1
+	}
+	return -1
+}
+
+// hasAddressVerb reports whether the fmt format string prints a %p verb,
+// with any flags, width, precision or explicit argument index.
+func hasAddressVerb(format string) bool {
+	for i := 0; i < len(format); i++ {
+		if format[i] != '%' {
+			continue
+		}
+		i++
+		for i < len(format) && strings.IndexByte("+-# 0123456789.*[]", format[i]) >= 0 {
+			i++
+		}
+		if i < len(format) && format[i] == 'p' {
+			return true
+		}
+	}
+	return false
 }
 
 // isMapsIter reports whether name is one of the maps package's iterators,

@@ -4,8 +4,10 @@ package calls
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"path/filepath"
+	"reflect"
 	"runtime"
 	"time"
 )
@@ -38,4 +40,29 @@ func logging() {
 func files() {
 	_, _ = filepath.Abs(".")      // want `forbidden-call: path/filepath.Abs: reads the real file system`
 	_, _ = filepath.Glob("*.log") // want `forbidden-call: path/filepath.Glob`
+}
+
+// Reflection hands out a map's elements in the map's random order.
+func reflection(m map[string]int) {
+	v := reflect.ValueOf(m)
+	_ = v.MapKeys()                      // want `map-order: \(reflect.Value\).MapKeys: yields a map's elements in random order`
+	for it := v.MapRange(); it.Next(); { // want `map-order: \(reflect.Value\).MapRange`
+	}
+	keys := v.MapKeys // want `map-order: \(reflect.Value\).MapKeys`
+	_ = keys
+	_ = reflect.Value.MapRange // want `map-order: \(reflect.Value\).MapRange`
+}
+
+type conn struct{ id int }
+
+// %p prints an address, and addresses differ from run to run.
+func addresses(w io.Writer, c *conn) error {
+	_ = fmt.Sprintf("conn %p", c)           // want `print-address: %p prints an address`
+	_ = fmt.Sprintf("conn %[1]p %[1]d", c)  // want `print-address: %p prints an address`
+	_ = fmt.Sprintf("conn %#-8p", c)        // want `print-address`
+	fmt.Fprintf(w, "conn %v at %p\n", c, c) // want `print-address`
+	_ = fmt.Appendf(nil, "%p", c)           // want `print-address`
+	const format = "closing %p"
+	fmt.Printf(format, c)                          // want `forbidden-call: fmt.Printf` `print-address`
+	return fmt.Errorf("conn "+"%p: %w", c, io.EOF) // want `print-address`
 }

@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"path/filepath"
+	"reflect"
 	"runtime"
 )
 
@@ -22,4 +23,17 @@ func allowed(ctx context.Context, w io.Writer, log *slog.Logger) {
 	_ = filepath.Join("a", "b")
 	_ = runtime.GOOS
 	runtime.KeepAlive(w)
+}
+
+// Reflection that does not walk a map, and verbs that print values.
+func formats(w io.Writer, m map[string]int, c *struct{ id int }) {
+	v := reflect.ValueOf(m)
+	_ = v.Len()
+	_ = v.MapIndex(reflect.ValueOf("k"))
+	_ = fmt.Sprintf("100%% of %d at %v", c.id, c)
+	_ = fmt.Sprintf("%%p is not a verb here")
+	fmt.Fprintf(w, "%d%%p\n", c.id)
+	_ = fmt.Sprint("%p is not a format for Sprint")
+	format := "%p"
+	_ = fmt.Sprintf(format, c) // not a constant: not checked
 }

@@ -3,6 +3,7 @@ package imports
 
 import (
 	_ "crypto/rand"                // want `forbidden-import: import of crypto/rand: randomness must come from env.Rand`
+	_ "golang.org/x/exp/rand"      // want `forbidden-import: import of golang.org/x/exp/rand: randomness must come from env.Rand`
 	_ "golang.org/x/sync/errgroup" // want `forbidden-import: import of golang.org/x/sync/errgroup`
 	_ "golang.org/x/sys/unix"      // want `forbidden-import: import of golang.org/x/sys/unix`
 	_ "hash/maphash"               // want `forbidden-import: import of hash/maphash: its seeds are random`
@@ -20,4 +21,5 @@ import (
 	_ "sync/atomic"                // want `forbidden-import: import of sync/atomic`
 	_ "syscall"                    // want `forbidden-import: import of syscall`
 	_ "unsafe"                     // want `forbidden-import: import of unsafe`
+	_ "weak"                       // want `forbidden-import: import of weak: a weak pointer turns nil when the collector runs`
 )

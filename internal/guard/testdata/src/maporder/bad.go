@@ -168,3 +168,131 @@ func typeSwitchLeak(m map[string]any) (last int) {
 	}
 	return last
 }
+
+// An accumulator commutes with itself, but read anywhere else in the body
+// it tells how many elements came before.
+func numbering(m map[string]int) map[string]int {
+	ids := make(map[string]int)
+	next := 0
+	for k := range m { // want `map-order: range over a map: its order is random and reaches line 178, where next, which the loop accumulates into, is read outside its own updates; range over slices.Sorted\(maps.Keys\(m\)\) instead`
+		ids[k] = next
+		next++
+	}
+	return ids
+}
+
+func runningTotal(m map[string]int, out map[string]int) {
+	total := 0
+	for k, v := range m { // want `total, which the loop accumulates into`
+		total += v
+		out[k] = total
+	}
+}
+
+func accumulatorInCondition(m map[string]int, st *stats) (big int) {
+	for _, v := range m { // want `st.count, which the loop accumulates into`
+		st.count++
+		if st.count > 3 {
+			big += v
+		}
+	}
+	return big
+}
+
+func accumulatorAsIndex(m map[string]int, slots []string) {
+	var next int
+	for k := range m { // want `reaches line 206, where next, which the loop accumulates into, is read outside its own updates`
+		next += len(k)
+		slots[next%len(slots)] = "x"
+	}
+}
+
+func accumulatorInCall(m map[string]int, seen map[int]bool) {
+	count := 0
+	for k := range m { // want `count, which`
+		count++
+		if strings.HasPrefix(k, strings.Repeat("x", count)) {
+			seen[count] = true
+		}
+	}
+}
+
+func perKeyCounts(m map[string]int, hist map[int]int, firsts map[string]bool) {
+	for k, v := range m { // want `hist\[v\], which`
+		hist[v]++
+		firsts[k] = hist[v] == 1
+	}
+}
+
+func selfFeeding(m map[string]int, st *stats) {
+	for _, v := range m { // want `st.bytes, which`
+		st.bytes += v
+		st.count += st.bytes
+	}
+	for _, v := range m { // want `st.high, which`
+		st.high = max(st.high, int64(v))
+		st.count = st.count + int(st.high)
+	}
+}
+
+func wholeStruct(m map[string]int, st *stats, snaps map[string]stats) {
+	for k := range m { // want `st, which`
+		st.count++
+		snaps[k] = *st
+	}
+}
+
+func collectedAndRead(m map[string]int, sizes map[string]int) {
+	var keys []string
+	for k := range m { // want `keys, which`
+		keys = append(keys, k)
+		sizes[k] = len(keys)
+	}
+	slices.Sort(keys)
+}
+
+func resets(m map[string]int, st *stats) {
+	n := 0
+	for _, v := range m { // want `n, which`
+		if v < 0 {
+			n = 0
+		}
+		n++
+	}
+	for _, v := range m { // want `st.any, which`
+		st.any = st.any || v > 0
+		st.any = false // false does not absorb ||: it undoes the ones before
+	}
+	for range m {
+	}
+	for _, v := range m { // want `n, which`
+		n += v
+		*&n = 0
+	}
+}
+
+func lastConstant(m map[string]int, st *stats) {
+	for _, v := range m { // want `st.high and st.high are set to different constants \(1, 2\), so the last iteration wins`
+		if v > 0 {
+			st.high = 1
+		} else {
+			st.high = 2
+		}
+	}
+}
+
+func nestedAccumulator(m map[string]map[string]int, out map[string]int) {
+	total := 0
+	for k, inner := range m { // want `total, which`
+		for _, v := range inner {
+			total += v
+		}
+		out[k] = total
+	}
+}
+
+type stats struct {
+	count, bytes int
+	any          bool
+	high         int64
+}
