@@ -22,12 +22,13 @@
 //     out: they depend on the machine's time zone, so a trace would differ
 //     between two machines. time.Duration, Time values and their other
 //     methods, time.Unix and time.Date are fine.
-//  2. forbidden-import: math/rand, math/rand/v2 and crypto/rand (use
-//     env.Rand); hash/maphash (seeded at random per process); os, os/...,
-//     io/ioutil, log and log/syslog (the OS by other doors; use env.FS and
-//     env.Env.Log); net and net/... (use env.Net), except
-//     net/netip, whose address types are pure values with no I/O, no global
-//     state and no randomness; crypto/tls (sockets and the system's
+//  2. forbidden-import: math/rand, math/rand/v2, golang.org/x/exp/rand and
+//     crypto/rand (use env.Rand); hash/maphash (seeded at random per
+//     process); weak (a weak pointer turns nil when the collector happens
+//     to run); os, os/..., io/ioutil, log and log/syslog (the OS by other
+//     doors; use env.FS and env.Env.Log); net and net/... (use env.Net),
+//     except net/netip, whose address types are pure values with no I/O,
+//     no global state and no randomness; crypto/tls (sockets and the system's
 //     randomness; TLS lives in osenv); syscall and golang.org/x/sys/...;
 //     sync, sync/atomic and golang.org/x/sync/... (a node is one loop, so
 //     there is nothing to lock, and a lock would hide a goroutine); unsafe
@@ -54,7 +55,13 @@
 //  5. map-order: no range over a map (or over maps.Keys, maps.Values,
 //     maps.All of one) unless the loop cannot observe the order; see below.
 //     Go randomizes map order on purpose, and an order that reaches a
-//     message, a file or a decision breaks replay.
+//     message, a file or a decision breaks replay. reflect.Value's MapKeys
+//     and MapRange, called or taken as method values, walk a map the same
+//     way and are always reported.
+//  6. print-address: no %p verb in a constant format string passed to
+//     fmt.Sprintf, Printf, Errorf, Fprintf or Appendf. An address differs
+//     from run to run; print an ID the code assigns. (A format built at
+//     run time is not checked.)
 //
 // # Order-insensitive map loops
 //
@@ -74,6 +81,18 @@
 //     with op one of + - * & | ^ &^ on an integer x; x = x op e with the
 //     same ops, or && and || on a bool x; x = min(x, e) and x = max(x, e).
 //     Floating-point sums are not commutative and are rejected.
+//     Such updates commute only with each other. The storage an
+//     accumulation updates (x++, x op= e, x = x op e, min, max, and the s of
+//     form (a)) may appear in the body only in its own update statements,
+//     as their target and the operand that names the target again; any
+//     other appearance, in an expression, an index, a condition or a call
+//     argument, reads a running value that depends on the elements before
+//     it (`ids[k] = next; next++`). Storage overlaps when one path contains
+//     the other (st and st.n) or both index one thing (h[a] and h[b]). A
+//     constant may be written to an accumulator only where it absorbs
+//     every update (`x = true` beside `x = x || e`), and two different
+//     constants may not be written to overlapping storage unless both are
+//     m[k] for the loop's key k: the last iteration would win.
 //   - (c) iteration-local work: declarations and assignments of variables
 //     declared inside the body; if, switch and type switch statements,
 //     nested loops and blocks whose parts pass these rules; continue, and a
@@ -135,7 +154,7 @@ const (
 // Analyzer reports the nondeterminism that core packages must not contain.
 var Analyzer = &analysis.Analyzer{
 	Name: "sluiceguard",
-	Doc:  "reports real time, OS access, goroutines, racy selects and map-order dependence in Sluice's core packages",
+	Doc:  "reports real time, OS access, goroutines, racy selects, map-order dependence and printed addresses in Sluice's core packages",
 	URL:  "https://pkg.go.dev/github.com/sluicemq/sluice/internal/guard",
 	Run:  run,
 	// The syntactic rules hold even where types are missing; the test

@@ -22,7 +22,8 @@ import (
 // analysistest type-checks the standard library from source each time.
 //
 //	realtime        rule 1, real time
-//	imports, calls  rule 2, forbidden imports and calls
+//	imports, calls  rule 2, forbidden imports and calls; calls also holds
+//	                rule 5's reflect walks and rule 6, %p
 //	gostmt          rule 3, go statements
 //	selectstmt      rule 4, select on several channels
 //	maporder        rule 5, map order (bad.go and ok.go)

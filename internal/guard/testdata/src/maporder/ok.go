@@ -192,3 +192,41 @@ func ordered(s []string, w *strings.Builder, ch chan int) {
 		_ = v
 	}
 }
+
+// Accumulators read only by their own updates, or after the loop.
+func accumulatorsOK(m map[string]int, st *stats, hist map[int]int, out map[string]int) int {
+	next := 0
+	for k, v := range m {
+		next++
+		hist[v]++
+		hist[len(k)] += v // hist[v] and hist[len(k)] may be one counter: both only add
+		st.count += v
+		st.high = 0 // a field no update accumulates into
+		st.any = true
+		if v > 0 {
+			st.any = true // the same constant twice
+		}
+	}
+	for _, v := range m {
+		st.bytes = st.bytes + v
+		st.count = min(st.count, v, st.count)
+		st.any = st.any || v > 0
+		st.any = true // true absorbs ||
+	}
+	for k, inner := range map[string]map[string]int{} {
+		sum := 0 // one per iteration of the outer loop
+		for _, v := range inner {
+			sum += v
+		}
+		out[k] = sum + next // next is not updated in this loop
+	}
+	flags := make(map[string]int)
+	for k, v := range m {
+		if v > 0 {
+			flags[k] = 1 // per key: no two iterations write one place
+		} else {
+			flags[k] = 2
+		}
+	}
+	return next
+}
