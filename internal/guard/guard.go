@@ -91,8 +91,10 @@
 //     the other (st and st.n) or both index one thing (h[a] and h[b]). A
 //     constant may be written to an accumulator only where it absorbs
 //     every update (`x = true` beside `x = x || e`), and two different
-//     constants may not be written to overlapping storage unless both are
-//     m[k] for the loop's key k: the last iteration would win.
+//     constants may not be written to overlapping storage: the last
+//     iteration would win. Exempt is m[k] for the loop's key k, which
+//     belongs to one iteration: where every access to it is spelled so, it
+//     may be reset, updated and read (`out[k] = 0; out[k] += x`).
 //   - (c) iteration-local work: declarations and assignments of variables
 //     declared inside the body; if, switch and type switch statements,
 //     nested loops and blocks whose parts pass these rules; continue, and a

@@ -473,7 +473,7 @@ func (l *loopCheck) accumulate(target ast.Expr, op token.Token, operands ...ast.
 	for _, e := range operands {
 		l.self[ast.Unparen(e)] = true
 	}
-	l.accs = append(l.accs, update{target: target, root: l.root(target), key: pathKey(target), op: op})
+	l.accs = append(l.accs, update{target: target, root: l.root(target), key: pathKey(target), op: op, keyed: l.keyedByLoop(target)})
 }
 
 // constant records the assignment of the constant c to target.
@@ -512,9 +512,9 @@ func (l *loopCheck) leak(body *ast.BlockStmt) (ast.Node, string) {
 	// A constant may join an accumulation it absorbs: x = true beside
 	// x = x || e. Anywhere else a constant resets a running value.
 	for _, c := range l.consts {
-		absorbed := false
+		absorbed := true
 		for _, a := range accs[c.root] {
-			if !overlap(a.key, c.key) {
+			if !overlap(a.key, c.key) || sameIteration(a, c) {
 				continue
 			}
 			absorbed = a.key == c.key && (a.op == token.LOR && c.value == "true" || a.op == token.LAND && c.value == "false")
@@ -543,9 +543,9 @@ func (l *loopCheck) reads(n ast.Node, accs map[types.Object][]update) ast.Expr {
 			return bad == nil
 		}
 		if !l.self[e] {
-			key := pathKey(e)
+			here := update{key: pathKey(e), keyed: l.keyedByLoop(e)}
 			for _, a := range accs[l.root(e)] {
-				if overlap(key, a.key) {
+				if overlap(here.key, a.key) && !sameIteration(a, here) {
 					bad = e
 					return false
 				}
@@ -560,6 +560,12 @@ func (l *loopCheck) reads(n ast.Node, accs map[types.Object][]update) ast.Expr {
 		return false
 	})
 	return bad
+}
+
+// sameIteration reports whether a and b are both m[k] for the loop's key
+// k: storage that only the current iteration touches.
+func sameIteration(a, b update) bool {
+	return a.keyed && b.keyed && a.key == b.key
 }
 
 // isPath reports whether e names storage: a variable, a field of one, an

@@ -296,3 +296,12 @@ type stats struct {
 	any          bool
 	high         int64
 }
+
+func perKeyLeak(m map[string]string, out map[string]int) {
+	for k, v := range m { // want `out\[v\], which`
+		out[k]++
+		if out[v] > 1 { // another iteration's counter
+			out[k] = 0
+		}
+	}
+}

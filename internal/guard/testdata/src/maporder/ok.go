@@ -230,3 +230,17 @@ func accumulatorsOK(m map[string]int, st *stats, hist map[int]int, out map[strin
 	}
 	return next
 }
+
+// m[k] for the loop's key belongs to one iteration: it may be reset and
+// read there.
+func perKeyOK(m map[string][]int, out map[string]int, big map[string]bool) {
+	for k, xs := range m {
+		out[k] = 0
+		for _, x := range xs {
+			out[k] += x
+		}
+		if out[k] > 10 {
+			big[k] = true
+		}
+	}
+}
