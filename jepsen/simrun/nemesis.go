@@ -12,9 +12,9 @@ import (
 
 // nemesis injects the seed's mix of faults during the safety phase, one
 // every FaultEvery on average (exponentially distributed), each undone
-// after a seeded while: a crashed node restarts, a paused one resumes, a cut
-// link heals, a disk's fault rates return to zero. heal undoes at once
-// whatever is still in effect.
+// after a seeded while: a crashed or killed node restarts, a paused one
+// resumes, a cut link heals, a disk's fault rates return to zero. heal
+// undoes at once whatever is still in effect.
 type nemesis struct {
 	r     *run
 	rand  *rng.Rand
@@ -84,7 +84,13 @@ func (n *nemesis) inject(f Fault) {
 		if !broker.Up() {
 			return
 		}
-		broker.Crash()
+		n.crash(broker.Crash)
+		n.later(n.uniform(0, 3*time.Second), func() { r.restartIfDown(broker) })
+	case FaultKill:
+		if !broker.Up() {
+			return
+		}
+		broker.Kill()
 		n.later(n.uniform(0, 3*time.Second), func() { r.restartIfDown(broker) })
 	case FaultRestart:
 		if !r.broker.running || broker.Paused() {
@@ -92,7 +98,7 @@ func (n *nemesis) inject(f Fault) {
 		}
 		n.restart(broker)
 	case FaultPowerLoss:
-		w.PowerLoss()
+		n.crash(w.PowerLoss)
 		r.clientsCrashed()
 		n.later(n.uniform(0, 3*time.Second), func() {
 			for _, node := range w.Nodes() {
@@ -141,6 +147,16 @@ func (n *nemesis) inject(f Fault) {
 	}
 	r.probes.add("fault." + string(f))
 	r.logf("fault %s", f)
+}
+
+// crash runs a crash or a power loss and counts, as the probe
+// disk.lost_after_kill, the broker's unsynced changes it took that a killed
+// process had made (and its successor may have read and served).
+func (n *nemesis) crash(f func()) {
+	d := n.r.w.Node(brokerName).Disk()
+	before := d.Stats().LostAfterKill
+	f()
+	n.r.probes.addN("disk.lost_after_kill", d.Stats().LostAfterKill-before)
 }
 
 // restart asks the running broker to shut down cleanly, as SIGTERM does,

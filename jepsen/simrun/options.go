@@ -14,9 +14,13 @@ type Fault string
 // The faults a seed may mix. Each is undone (a restart, a resume, a heal)
 // after a seeded while, or at the latest when the liveness phase begins.
 const (
-	// FaultCrash kills the broker's process: memory and unsynced disk state
-	// are lost; it restarts from disk.
+	// FaultCrash crashes the broker's machine: memory and unsynced disk
+	// state are lost; it restarts from disk.
 	FaultCrash Fault = "crash"
+	// FaultKill kills the broker's process (kill -9) while its machine
+	// stays up: memory is lost but the page cache is kept, so it restarts
+	// over unsynced data that a later crash or power loss may still take.
+	FaultKill Fault = "kill"
 	// FaultRestart shuts the broker down cleanly (SIGTERM) and starts it
 	// again.
 	FaultRestart Fault = "restart"
@@ -40,8 +44,9 @@ const (
 	FaultClock Fault = "clock"
 )
 
-// allFaults lists every fault, in the order a seed considers them.
-var allFaults = []Fault{FaultCrash, FaultRestart, FaultPowerLoss, FaultPause, FaultReset, FaultPartition, FaultStall, FaultDisk, FaultBitFlip, FaultClock}
+// allFaults lists every fault, in the order a seed considers them. New
+// faults go last, so that the draws for the older ones stay as they were.
+var allFaults = []Fault{FaultCrash, FaultRestart, FaultPowerLoss, FaultPause, FaultReset, FaultPartition, FaultStall, FaultDisk, FaultBitFlip, FaultClock, FaultKill}
 
 // Options are what a seed chose for a run (swarm testing: each seed picks
 // its own shape and its own mix of faults, so rare combinations get runs of

@@ -64,10 +64,10 @@ func formatCounts(cs []Count) string {
 func KnownProbes() []string {
 	return []string{
 		"fault.crash", "fault.restart", "fault.powerloss", "fault.pause", "fault.reset", "fault.partition", "fault.stall",
-		"fault.disk", "fault.bitflip", "fault.clock",
+		"fault.disk", "fault.bitflip", "fault.clock", "fault.kill",
 		"produce.multi_partition", "produce.retry", "produce.ok_after_retry", "produce.info", "produce.fail", "producer.reset",
 		"consumer.seek", "consumer.list_offsets", "consumer.out_of_range",
-		"disk.eio", "disk.enospc", "disk.sync_lost", "disk.write_torn", "disk.read_flip",
+		"disk.eio", "disk.enospc", "disk.sync_lost", "disk.write_torn", "disk.read_flip", "disk.lost_after_kill",
 		"broker.start_failed", "broker.operator_restart",
 	}
 }
