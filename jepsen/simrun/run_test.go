@@ -30,7 +30,7 @@ func seedCount(t *testing.T, def int) int {
 // out and the broker recovers once the faults stop. It reports which
 // probes fired across the sweep, and which never did.
 func TestSweep(t *testing.T) {
-	seeds := seedCount(t, 20)
+	seeds := seedCount(t, 60)
 	fired := map[string]int{} // probe -> seeds it fired in
 	var failed []string
 	for seed := uint64(1); seed <= uint64(seeds); seed++ {
