@@ -31,6 +31,7 @@ import (
 // dbgLog, when set by a debugging test, receives the logs' messages.
 var dbgLog *slog.Logger
 
+
 // crashTracker knows what may be on disk.
 type crashTracker struct {
 	cur *model

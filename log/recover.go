@@ -714,21 +714,23 @@ func (l *Log) scannedEpochOK(w *scanWindow, pos int64, h *header) (bool, error) 
 	return true, nil
 }
 
-// stableEpoch reads the leader epoch of the batch at pos from the file until
-// some value has been read twice (counting seen, what the window holds), or
-// returns nil if none is after a few reads.
+// stableEpoch reads the leader epoch of the batch at pos from the file again:
+// one read that agrees with seen (what the window holds) settles it; after
+// a disagreement, a value needs three votes (seen counting as one), since
+// two small reads may well be flipped alike. It returns nil if no value
+// gets them.
 func (w *scanWindow) stableEpoch(pos int64, seen int32) (*int32, error) {
 	var p [4]byte
-	values := []int32{seen}
-	for attempt := 0; attempt < 2*readAttempts; attempt++ {
+	votes := map[int32]int{seen: 1}
+	for attempt := 0; attempt < 3*readAttempts; attempt++ {
 		if err := readFull(w.f, p[:], pos+offLeaderEpoch); err != nil {
 			return nil, storageError(err, "read %s at %d", w.f.Name(), pos)
 		}
 		epoch := int32(binary.BigEndian.Uint32(p[:]))
-		if slices.Contains(values, epoch) {
+		votes[epoch]++
+		if (attempt == 0 && epoch == seen) || votes[epoch] >= 3 {
 			return &epoch, nil
 		}
-		values = append(values, epoch)
 	}
 	return nil, nil
 }
