@@ -31,7 +31,6 @@ import (
 // dbgLog, when set by a debugging test, receives the logs' messages.
 var dbgLog *slog.Logger
 
-
 // crashTracker knows what may be on disk.
 type crashTracker struct {
 	cur *model
