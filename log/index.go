@@ -61,11 +61,12 @@ func (x *offsetIndex) append(offset, pos int64) {
 	x.buf = binary.BigEndian.AppendUint32(x.buf, uint32(pos))
 }
 
-// truncateAt drops the entries at or after byte position pos.
-func (x *offsetIndex) truncateAt(pos int64) {
+// truncateAt drops the entries at or after byte position pos, and those
+// for offsets at or after end (which only a damaged entry could have).
+func (x *offsetIndex) truncateAt(pos, end int64) {
 	n := x.len()
 	for n > 0 {
-		if _, p := x.entry(n - 1); p < pos {
+		if o, p := x.entry(n - 1); p < pos && o < end {
 			break
 		}
 		n--

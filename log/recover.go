@@ -602,6 +602,7 @@ func (l *Log) cleanPrefix(s *segment, rp, fileSize int64) bool {
 		s.firstTs = h.MaxTimestamp
 		s.maxTs, s.maxTsOffset = ts, tsOff
 	}
+	idx.truncateAt(pos, rp)
 	s.idx, s.tix = idx, tix
 	s.idxWritten, s.tixWritten = len(idx.buf), len(tix.buf)
 	s.size, s.next = pos, rp

@@ -212,7 +212,7 @@ func (s *segment) trimIndexes() error {
 // first batch begins at offset next) and rewrites the files' tails as
 // zeros, keeping them preallocated if they were.
 func (s *segment) truncateIndexes(pos, next int64, indexBytesMax int64) error {
-	s.idx.truncateAt(pos)
+	s.idx.truncateAt(pos, next)
 	s.tix.truncateFrom(next)
 	return s.truncateIndexFiles(indexBytesMax)
 }
