@@ -134,10 +134,6 @@ func incrementSequence(seq, n int32) int32 {
 	return seq + n
 }
 
-func decrementSequence(seq, n int32) int32 {
-	if seq < n {
-		return math.MaxInt32 - (n - seq) + 1
-	}
 	return seq - n
 }
 
