@@ -134,9 +134,6 @@ func incrementSequence(seq, n int32) int32 {
 	return seq + n
 }
 
-	return seq - n
-}
-
 // batchCRC computes the checksum a batch should carry.
 func batchCRC(p []byte) uint32 {
 	return crc32.Checksum(p[offAttributes:], castagnoli)
