@@ -41,17 +41,12 @@ func Open(cfg Config) (*Log, error) {
 		return nil, err
 	}
 	l := &Log{
-		cfg:   cfg,
-		fs:    cfg.FS,
-		clock: cfg.Clock,
-		loop:  cfg.Loop,
-		dir:   cfg.Dir,
-		rules: clientRules{
-			maxMessageBytes: cfg.MaxMessageBytes,
-			timestampType:   cfg.TimestampType,
-			beforeMax:       unboundedIfZero(cfg.TimestampBeforeMax),
-			afterMax:        unboundedIfZero(cfg.TimestampAfterMax),
-		},
+		cfg:       cfg,
+		fs:        cfg.FS,
+		clock:     cfg.Clock,
+		loop:      cfg.Loop,
+		dir:       cfg.Dir,
+		rules:     newClientRules(cfg),
 		producers: newProducerState(),
 	}
 	err := l.load(recoveryStart{rp: -1})
@@ -811,4 +806,36 @@ func (w *scanWindow) bytes(pos, n int64) ([]byte, error) {
 	}
 	w.win, w.winPos = w.buf[:m], pos
 	return w.win[:n], nil
+}
+
+// newClientRules derives the checks on appended batches from cfg.
+func newClientRules(cfg Config) clientRules {
+	return clientRules{
+		maxMessageBytes: cfg.MaxMessageBytes,
+		timestampType:   cfg.TimestampType,
+		beforeMax:       unboundedIfZero(cfg.TimestampBeforeMax),
+		afterMax:        unboundedIfZero(cfg.TimestampAfterMax),
+	}
+}
+
+// Reconfigure applies changed topic settings to the open log, as Kafka
+// applies a topic config change: segment size and age, retention, flush
+// policy, index interval and the checks on appended batches take effect from
+// the next operation that consults them. The log's identity (FS, Clock,
+// Loop, Dir) cannot change, and neither can IndexBytesMax, which sized the
+// active segment's preallocated index files: it applies after a reopen.
+func (l *Log) Reconfigure(cfg Config) error {
+	if err := l.usable(); err != nil {
+		return err
+	}
+	cfg.FS, cfg.Clock, cfg.Loop, cfg.Dir = l.cfg.FS, l.cfg.Clock, l.cfg.Loop, l.cfg.Dir
+	cfg.IndexBytesMax = l.cfg.IndexBytesMax
+	if cfg.Logger == nil {
+		cfg.Logger = l.cfg.Logger
+	}
+	if err := cfg.normalize(); err != nil {
+		return err
+	}
+	l.cfg, l.rules = cfg, newClientRules(cfg)
+	return nil
 }

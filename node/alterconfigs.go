@@ -316,9 +316,34 @@ func (b *Broker) applyAlterPlan(plan alterPlan, validateOnly bool, done func([]a
 		}
 		for _, name := range plan.topics {
 			b.altering.finish(name)
+			if err == nil {
+				b.reconfigureTopic(name)
+			}
 		}
 		done(plan.results)
 	})
+}
+
+// reconfigureTopic applies a topic's committed configs to its open
+// partition logs, so a change takes effect at once, as in Kafka.
+func (b *Broker) reconfigureTopic(name string) {
+	t := b.image.TopicByName(name)
+	if t == nil {
+		return
+	}
+	for _, mp := range t.Partitions {
+		p := b.partitions[partitionKey{t.ID, mp.Index}]
+		if p == nil {
+			continue
+		}
+		cfg, err := b.logConfig(t, mp.Index)
+		if err == nil {
+			err = p.log.Reconfigure(cfg)
+		}
+		if err != nil {
+			b.env.Log.Error("apply topic config to partition", "topic", name, "partition", mp.Index, "err", err)
+		}
+	}
 }
 
 // sortedStrings returns the strings sorted, for messages that list names.

@@ -274,3 +274,20 @@ func TestPartitionThatCannotOpenIsOfflineNotFatal(t *testing.T) {
 	s.restart()
 	require.Zero(t, s.produce("t", 0, -1, valueBatch(wire.NoProducer, 1, "a")).ErrorCode)
 }
+
+func TestAlteredTopicConfigAppliesAtOnce(t *testing.T) {
+	s := newSimBroker(t, 19, nil)
+	s.createTopic("t", 1)
+	big := valueBatch(wire.NoProducer, 1, string(make([]byte, 500)))
+	require.Zero(t, s.produce("t", 0, -1, big).ErrorCode)
+	req := kmsg.NewPtrIncrementalAlterConfigsRequest()
+	res := kmsg.NewIncrementalAlterConfigsRequestResource()
+	res.ResourceType, res.ResourceName = kmsg.ConfigResourceTypeTopic, "t"
+	c := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+	c.Name, c.Op, c.Value = "max.message.bytes", kmsg.IncrementalAlterConfigOpSet, kmsg.StringPtr("100")
+	res.Configs = append(res.Configs, c)
+	req.Resources = append(req.Resources, res)
+	require.Zero(t, s.do(req).(*kmsg.IncrementalAlterConfigsResponse).Resources[0].ErrorCode)
+	big = valueBatch(wire.NoProducer, 1, string(make([]byte, 500)))
+	require.Equal(t, kerr.MessageTooLarge.Code, s.produce("t", 0, -1, big).ErrorCode)
+}
