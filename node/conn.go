@@ -2,6 +2,7 @@ package node
 
 import (
 	"errors"
+	"fmt"
 
 	"github.com/sluicemq/sluice/node/env"
 	"github.com/sluicemq/sluice/wire"
@@ -21,8 +22,12 @@ type conn struct {
 	// queue holds frames received but not yet started. Kafka mutes a socket
 	// while a request is in flight; env.Net cannot stop reading, so frames
 	// wait here instead.
-	queue    [][]byte
-	inflight *request
+	queue [][]byte
+	// queuedBytes counts the bytes of queue. A client may pipeline, but a
+	// client that keeps sending while a request is parked would otherwise
+	// grow the queue without bound: past queuedBytesMax it is disconnected.
+	queuedBytes int
+	inflight    *request
 	// starting is set while startNext runs: a request answered from inside
 	// its own dispatch lets startNext's loop go on, instead of starting the
 	// next request one stack frame deeper (a client pipelining thousands of
@@ -68,8 +73,20 @@ func (cn *conn) OnData(p []byte) {
 			break
 		}
 		cn.queue = append(cn.queue, frame)
+		cn.queuedBytes += len(frame)
+	}
+	if max := cn.queuedBytesMax(); cn.queuedBytes > max {
+		cn.fail("too many requests queued behind one in flight", fmt.Errorf("%d bytes queued, limit %d", cn.queuedBytes, max))
+		return
 	}
 	cn.startNext()
+}
+
+// queuedBytesMax is how much a connection may queue: two maximal requests,
+// far more than clients pipeline (franz-go and the Java client keep at most
+// five produce requests of a megabyte or so in flight).
+func (cn *conn) queuedBytesMax() int {
+	return 2 * int(cn.b.cfg.SocketRequestMaxBytes)
 }
 
 // OnClose forgets the connection; a parked request's response goes nowhere.
@@ -105,6 +122,7 @@ func (cn *conn) startNext() {
 		frame := cn.queue[0]
 		cn.queue[0] = nil
 		cn.queue = cn.queue[1:]
+		cn.queuedBytes -= len(frame)
 		req, err := cn.b.table.ParseRequest(frame)
 		if err != nil {
 			cn.rejectRequest(req, err)

@@ -138,3 +138,20 @@ func TestPipelinedRequestsDoNotDeepenTheStack(t *testing.T) {
 	})
 	require.True(t, s.world.RunUntil(func() bool { return answered == n }, time.Minute))
 }
+
+func TestAClientThatFloodsAParkedConnectionIsDisconnected(t *testing.T) {
+	s := newSimBroker(t, 24, func(c *Config) { c.SocketRequestMaxBytes = 1 << 16 })
+	s.createTopic("t", 1)
+	var lastErr error
+	answered := 0
+	s.world.Node("c1").Post(func() {
+		// A long poll parks; everything behind it queues.
+		s.client.Request(fetchRequest("t", 0, 0, 60_000), func(kmsg.Response, error) {})
+		for i := 0; i < 40; i++ {
+			big := produceRequest("t", 0, 1, valueBatch(wire.NoProducer, 1, string(make([]byte, 8000))))
+			s.client.Request(big, func(_ kmsg.Response, err error) { lastErr = err; answered++ })
+		}
+	})
+	require.True(t, s.world.RunUntil(func() bool { return answered == 40 }, time.Minute))
+	require.ErrorIs(t, lastErr, wire.ErrClientClosed)
+}
