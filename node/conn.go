@@ -75,8 +75,8 @@ func (cn *conn) OnData(p []byte) {
 		cn.queue = append(cn.queue, frame)
 		cn.queuedBytes += len(frame)
 	}
-	if max := cn.queuedBytesMax(); cn.queuedBytes > max {
-		cn.fail("too many requests queued behind one in flight", fmt.Errorf("%d bytes queued, limit %d", cn.queuedBytes, max))
+	if limit := cn.queuedBytesMax(); cn.queuedBytes > limit {
+		cn.fail("too many requests queued behind one in flight", fmt.Errorf("%d bytes queued, limit %d", cn.queuedBytes, limit))
 		return
 	}
 	cn.startNext()
