@@ -125,7 +125,7 @@ func (cn *conn) startNext() {
 		cn.queuedBytes -= len(frame)
 		req, err := cn.b.table.ParseRequest(frame)
 		if err != nil {
-			cn.rejectRequest(req, err)
+			cn.rejectRequest(err)
 			continue
 		}
 		r := &request{c: cn, header: req.Header, body: req.Body}
@@ -134,11 +134,11 @@ func (cn *conn) startNext() {
 	}
 }
 
-// rejectRequest answers or closes for a request the table refused. Kafka
-// closes the connection for every such request: a client that sends a
-// version it was not offered, or bytes that do not decode, has lost track of
-// the protocol and nothing it sends next can be trusted.
-func (cn *conn) rejectRequest(req wire.Request, err error) {
+// rejectRequest closes the connection for a request the table refused, as
+// Kafka does: a client that sends a version it was not offered, or bytes that
+// do not decode, has lost track of the protocol and nothing it sends next can
+// be trusted. The log says which.
+func (cn *conn) rejectRequest(err error) {
 	var unsupported *wire.UnsupportedError
 	if errors.As(err, &unsupported) {
 		cn.fail("unsupported request", err)
