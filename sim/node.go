@@ -156,8 +156,10 @@ func (n *Node) Crash() {
 // an OOM kill does: its memory, pending events and timers are gone as in a
 // Crash, but its disk keeps the page cache (simfs.Disk.CrashProcess), so the
 // next incarnation reads what the dead one wrote and never synced, which a
-// later Crash or PowerLoss may still take. Its connections break as in a
-// Crash. Killing a node that is down does nothing.
+// later Crash or PowerLoss may still take. The kernel closes its
+// connections (peers see a reset) and dials to it are refused until it
+// listens again (simnet.Network.Kill). Killing a node that is down does
+// nothing.
 func (n *Node) Kill() {
 	if n.cur == nil {
 		return
@@ -166,7 +168,7 @@ func (n *Node) Kill() {
 	n.stop()
 	n.killed = true
 	n.disk.CrashProcess()
-	n.w.net.Crash(n.name)
+	n.w.net.Kill(n.name)
 }
 
 // stop ends the running incarnation, dropping what it had pending or held.

@@ -86,6 +86,24 @@ func (n *Network) Crash(name string) {
 	}
 }
 
+// Kill ends the host's process while the machine stays up, as kill -9
+// does: the kernel closes every connection of the process (each peer sees
+// its connection reset) and its listeners, so dials to the host are refused
+// until it listens again, rather than timing out as for a host that is
+// down. Killing a host that is down, or unknown, does nothing.
+func (n *Network) Kill(name string) {
+	h := n.hosts[name]
+	if h == nil || !h.up {
+		return
+	}
+	h.listeners = make(map[int]*listener)
+	for _, c := range n.liveConns() {
+		if c.ends[0].h == h || c.ends[1].h == h {
+			c.reset()
+		}
+	}
+}
+
 // Restart brings the host back with a new loop (nil keeps the old one),
 // crashing it first if it is up. It has no connections and no listeners;
 // segments held for it are retransmitted, and it answers those of old
