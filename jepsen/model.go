@@ -339,34 +339,26 @@ func describeLog(n *logNode) string {
 }
 
 func describeRecords(rs []Record, max int) string {
-	var b strings.Builder
-	b.WriteByte('[')
-	for i, r := range rs {
-		if i == max {
-			fmt.Fprintf(&b, " ... %d more", len(rs)-max)
-			break
-		}
-		if i > 0 {
-			b.WriteByte(' ')
-		}
-		fmt.Fprintf(&b, "%d:%q", r.Offset, r.Value)
-	}
-	b.WriteByte(']')
-	return b.String()
+	return describeList(rs, max, func(r Record) string { return fmt.Sprintf("%d:%q", r.Offset, r.Value) })
 }
 
 func quoteValues(vs []string, max int) string {
+	return describeList(vs, max, strconv.Quote)
+}
+
+// describeList writes items as "[a b c ... N more]", at most max of them.
+func describeList[T any](items []T, max int, describe func(T) string) string {
 	var b strings.Builder
 	b.WriteByte('[')
-	for i, v := range vs {
+	for i, item := range items {
 		if i == max {
-			fmt.Fprintf(&b, " ... %d more", len(vs)-max)
+			fmt.Fprintf(&b, " ... %d more", len(items)-max)
 			break
 		}
 		if i > 0 {
 			b.WriteByte(' ')
 		}
-		b.WriteString(strconv.Quote(v))
+		b.WriteString(describe(item))
 	}
 	b.WriteByte(']')
 	return b.String()

@@ -69,7 +69,7 @@ func (f *fetchWait) probe() (bytes int64, failed bool) {
 		if code != nil {
 			return total, true
 		}
-		recs, err := f.read(p, sp, total)
+		recs, err := f.b.readFetch(f.req, p, sp, total)
 		if err != nil {
 			return total, true
 		}
@@ -78,10 +78,11 @@ func (f *fetchWait) probe() (bytes int64, failed bool) {
 	return total, false
 }
 
-// read reads one partition's records within the response's remaining room;
-// the first partition with data may exceed it by one batch (KIP-74).
-func (f *fetchWait) read(p *partition, sp *sessionPartition, used int64) (log.Records, error) {
-	return p.log.Read(sp.fetchOffset, f.b.roomFor(f.req, sp, used), p.highWatermark(), used == 0)
+// readFetch reads one partition's records below its high watermark, within
+// the room a response holding used bytes has left; the first partition with
+// data may exceed it by one batch (KIP-74).
+func (b *Broker) readFetch(req *kmsg.FetchRequest, p *partition, sp *sessionPartition, used int64) (log.Records, error) {
+	return p.log.Read(sp.fetchOffset, b.roomFor(req, sp, used), p.highWatermark(), used == 0)
 }
 
 // park waits for a high watermark to move on a watched partition, or for
@@ -203,7 +204,7 @@ func (b *Broker) fetchOne(req *kmsg.FetchRequest, sp *sessionPartition, used int
 	var recs log.Records
 	if code == nil {
 		var err error
-		recs, err = p.log.Read(sp.fetchOffset, b.roomFor(req, sp, used), p.highWatermark(), used == 0)
+		recs, err = b.readFetch(req, p, sp, used)
 		if err == nil && !zeroCopy {
 			rp.RecordBatches, err = recs.AppendTo(rp.RecordBatches)
 		}
