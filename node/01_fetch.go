@@ -140,17 +140,7 @@ func (b *Broker) fetchPartition(req *kmsg.FetchRequest, sp *sessionPartition) (*
 	} else if t = b.image.TopicByName(sp.key.topic); t == nil {
 		return nil, kerr.UnknownTopicOrPartition
 	}
-	key := partitionKey{t.ID, sp.key.partition}
-	p := b.partitions[key]
-	switch {
-	case p == nil:
-		return nil, b.missingPartition(key)
-	case sp.leaderEpoch >= 0 && sp.leaderEpoch < p.leaderEpoch:
-		return p, kerr.FencedLeaderEpoch
-	case sp.leaderEpoch > p.leaderEpoch:
-		return p, kerr.UnknownLeaderEpoch
-	}
-	return p, nil
+	return b.ledPartition(t, sp.key.partition, sp.leaderEpoch)
 }
 
 // fetchResponse reads every partition of ctx, in order, into a response.

@@ -99,15 +99,5 @@ func (b *Broker) leaderPartition(topic string, index, leaderEpoch int32) (*parti
 	if t == nil {
 		return nil, kerr.UnknownTopicOrPartition
 	}
-	key := partitionKey{t.ID, index}
-	p := b.partitions[key]
-	switch {
-	case p == nil:
-		return nil, b.missingPartition(key)
-	case leaderEpoch >= 0 && leaderEpoch < p.leaderEpoch:
-		return nil, kerr.FencedLeaderEpoch
-	case leaderEpoch > p.leaderEpoch:
-		return nil, kerr.UnknownLeaderEpoch
-	}
-	return p, nil
+	return b.ledPartition(t, index, leaderEpoch)
 }

@@ -336,11 +336,7 @@ func (b *Broker) reconfigureTopic(name string) {
 		if p == nil {
 			continue
 		}
-		cfg, err := b.logConfig(t, mp.Index)
-		if err == nil {
-			err = p.log.Reconfigure(cfg)
-		}
-		if err != nil {
+		if err := p.log.Reconfigure(b.logConfig(t, mp.Index)); err != nil {
 			b.env.Log.Error("apply topic config to partition", "topic", name, "partition", mp.Index, "err", err)
 		}
 	}

@@ -98,11 +98,8 @@ func (b *Broker) openTopicPartitions(t *raftmeta.Topic) error {
 		if b.partitions[key] != nil {
 			continue
 		}
-		cfg, err := b.logConfig(t, mp.Index)
-		var l *log.Log
-		if err == nil {
-			l, err = log.Open(cfg)
-		}
+		cfg := b.logConfig(t, mp.Index)
+		l, err := log.Open(cfg)
 		if err != nil {
 			err = fmt.Errorf("node: open partition %s: %w", cfg.Dir, err)
 			b.offline[key] = err
@@ -118,6 +115,25 @@ func (b *Broker) openTopicPartitions(t *raftmeta.Topic) error {
 		b.partitions[key] = p
 	}
 	return errors.Join(errs...)
+}
+
+// ledPartition returns partition index of t as this broker leads it, with
+// the error a request carrying the client's leaderEpoch gets: none, or
+// FENCED_LEADER_EPOCH for an older epoch (-1 skips the check),
+// UNKNOWN_LEADER_EPOCH for a newer one. The partition is returned with
+// those two errors too, for responses that still report its offsets.
+func (b *Broker) ledPartition(t *raftmeta.Topic, index, leaderEpoch int32) (*partition, *kerr.Error) {
+	key := partitionKey{t.ID, index}
+	p := b.partitions[key]
+	switch {
+	case p == nil:
+		return nil, b.missingPartition(key)
+	case leaderEpoch >= 0 && leaderEpoch < p.leaderEpoch:
+		return p, kerr.FencedLeaderEpoch
+	case leaderEpoch > p.leaderEpoch:
+		return p, kerr.UnknownLeaderEpoch
+	}
+	return p, nil
 }
 
 // missingPartition is the error for a partition of a known topic that this
@@ -183,7 +199,7 @@ func (b *Broker) enforceRetention() {
 
 // logConfig maps a topic's configs (over the broker's defaults) to its
 // partition log's.
-func (b *Broker) logConfig(t *raftmeta.Topic, index int32) (log.Config, error) {
+func (b *Broker) logConfig(t *raftmeta.Topic, index int32) log.Config {
 	value := func(name string) string {
 		if v, ok := t.Configs[name]; ok {
 			return v
@@ -229,7 +245,7 @@ func (b *Broker) logConfig(t *raftmeta.Topic, index int32) (log.Config, error) {
 	if value("message.timestamp.type") == "LogAppendTime" {
 		cfg.TimestampType = log.LogAppendTime
 	}
-	return cfg, nil
+	return cfg
 }
 
 // removeOrphanDirs removes partition directories that no topic owns.
