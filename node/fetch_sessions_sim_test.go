@@ -1,6 +1,7 @@
 package node
 
 import (
+	"runtime"
 	"testing"
 	"time"
 
@@ -124,13 +125,19 @@ func TestTimedOutFetchesLeaveNoWatchers(t *testing.T) {
 	}
 }
 
-// TestThousandsOfPipelinedRequestsAreAllAnswered exercises the dispatch
-// loop that answers requests completed inside their own dispatch (conn's
-// starting flag). It cannot see the stack depth itself: Go's stacks grow to
-// a gigabyte, so the old recursion would have passed it too.
-func TestThousandsOfPipelinedRequestsAreAllAnswered(t *testing.T) {
+// TestPipelinedRequestsDoNotDeepenTheStack answers thousands of pipelined
+// requests, each inside its own dispatch, and watches the stack depth at
+// the handler: answering one must not start the next a frame deeper.
+func TestPipelinedRequestsDoNotDeepenTheStack(t *testing.T) {
 	s := newSimBroker(t, 23, nil)
 	const n = 3000
+	depthMin, depthMax := 1<<30, 0
+	inner := s.broker.handlers[18]
+	s.broker.handlers[18] = func(r *request) {
+		depth := runtime.Callers(0, make([]uintptr, 4096))
+		depthMin, depthMax = min(depthMin, depth), max(depthMax, depth)
+		inner(r)
+	}
 	answered := 0
 	s.world.Node("c1").Post(func() {
 		for i := 0; i < n; i++ {
@@ -141,21 +148,5 @@ func TestThousandsOfPipelinedRequestsAreAllAnswered(t *testing.T) {
 		}
 	})
 	require.True(t, s.world.RunUntil(func() bool { return answered == n }, time.Minute))
-}
-
-func TestAClientThatFloodsAParkedConnectionIsDisconnected(t *testing.T) {
-	s := newSimBroker(t, 24, func(c *Config) { c.SocketRequestMaxBytes = 1 << 16 })
-	s.createTopic("t", 1)
-	var lastErr error
-	answered := 0
-	s.world.Node("c1").Post(func() {
-		// A long poll parks; everything behind it queues.
-		s.client.Request(fetchRequest("t", 0, 0, 60_000), func(kmsg.Response, error) {})
-		for i := 0; i < 40; i++ {
-			big := produceRequest("t", 0, 1, valueBatch(wire.NoProducer, 1, string(make([]byte, 8000))))
-			s.client.Request(big, func(_ kmsg.Response, err error) { lastErr = err; answered++ })
-		}
-	})
-	require.True(t, s.world.RunUntil(func() bool { return answered == 40 }, time.Minute))
-	require.ErrorIs(t, lastErr, wire.ErrClientClosed)
+	require.LessOrEqual(t, depthMax-depthMin, 8, "the handler's stack depth grew from %d to %d frames", depthMin, depthMax)
 }
