@@ -17,8 +17,9 @@ import (
 // directory, so that no name (not even through a symbolic link) reaches
 // outside it.
 type fileSystem struct {
-	node *Node
-	root *os.Root
+	node   *Node
+	root   *os.Root
+	syncer groupSyncer
 }
 
 // errBadPath explains the one form of name env.FS accepts.
@@ -147,8 +148,8 @@ func (s *fileSystem) syncDir(dir string) error {
 }
 
 // file is the production env.File. Reads and writes are plain pread/pwrite
-// calls on the loop (they hit the page cache); Syncs queue up for a worker
-// goroutine that calls fdatasync and posts the results back in order.
+// calls on the loop (they hit the page cache); Syncs go to the node's
+// groupSyncer, which covers the Syncs of many files with one flush.
 type file struct {
 	fs   *fileSystem
 	name string
@@ -159,11 +160,10 @@ type file struct {
 	// closed is set by Close (or Node.Close): every later call fails with
 	// env.ErrClosed.
 	closed bool
-	// syncs are the callbacks of Syncs not yet handed to the worker.
-	syncs []func(error)
-	// syncing says a worker goroutine is running. While it is, f stays
-	// open even after Close: the worker closes it when it runs dry.
-	syncing bool
+	// pending counts this file's Syncs queued or in flight. While it is
+	// above zero, f stays open even after Close: the last Sync to finish
+	// closes it.
+	pending int
 }
 
 func (f *file) Name() string { return f.name }
@@ -220,88 +220,43 @@ func (f *file) Size() (int64, error) {
 	return fi.Size(), nil
 }
 
-// Sync implements env.File. Syncs issued while the worker is busy are
-// grouped: one fdatasync issued after all of them covers them all, and their
-// callbacks run in the order the Syncs were issued.
+// Sync implements env.File. Syncs issued while the node's sync worker is
+// busy are grouped, across files: one flush issued after all of them covers
+// them all, and their callbacks run in the order the Syncs were issued.
 //
-// A failed fdatasync is reported to every Sync it covered. After one, the
-// kernel may have dropped the dirty pages it could not write, so a later
-// Sync can succeed without the data being durable: callers must treat a
-// Sync error as fatal for the file.
+// A failed flush is reported to every Sync of the file it covered. After
+// one, the kernel may have dropped the dirty pages it could not write, so a
+// later Sync can succeed without the data being durable: callers must treat
+// a Sync error as fatal for the file.
 func (f *file) Sync(done func(error)) {
 	if done == nil {
 		panic("osenv: Sync with a nil callback")
 	}
-	node := f.fs.node
 	f.mu.Lock()
-	defer f.mu.Unlock()
 	if f.closed {
-		err := &fs.PathError{Op: "sync", Path: f.name, Err: env.ErrClosed}
-		node.post(func() { done(err) })
-		return
-	}
-	f.syncs = append(f.syncs, done)
-	if f.syncing {
-		return
-	}
-	f.syncing = node.spawn(f.syncWorker)
-	// If spawn failed the node is closed and Node.Close has closed (or is
-	// closing) this file; the callbacks would be dropped anyway.
-}
-
-// syncWorker runs fdatasync until no Sync is pending, then closes the file if
-// Close came while it worked.
-func (f *file) syncWorker() {
-	for {
-		f.mu.Lock()
-		batch := f.syncs
-		f.syncs = nil
-		if len(batch) == 0 {
-			f.syncing = false
-			release := f.closed
-			f.mu.Unlock()
-			if release {
-				// Close already returned; its error can only be logged.
-				if err := f.release(); err != nil {
-					f.fs.node.log.Warn("close after sync failed", "file", f.name, "err", err)
-				}
-			}
-			return
-		}
 		f.mu.Unlock()
-
-		err := fdatasync(f.f)
-		if err != nil {
-			err = mapErr(&fs.PathError{Op: "sync", Path: f.name, Err: err})
-		}
-		f.fs.node.post(func() {
-			for _, done := range batch {
-				done(err)
-			}
-		})
+		err := &fs.PathError{Op: "sync", Path: f.name, Err: env.ErrClosed}
+		f.fs.node.post(func() { done(err) })
+		return
 	}
+	f.pending++
+	f.mu.Unlock()
+	f.fs.syncer.enqueue(f, done)
 }
 
-// fdatasync flushes f's data, and the metadata needed to read it back, to
-// the device.
-func fdatasync(f *os.File) error {
-	rc, err := f.SyscallConn()
-	if err != nil {
-		return err
-	}
-	var serr error
-	err = rc.Control(func(fd uintptr) {
-		for {
-			serr = unix.Fdatasync(int(fd))
-			if serr != unix.EINTR {
-				return
-			}
+// syncFinished settles one Sync of f, and closes the descriptor if Close
+// came while Syncs were pending.
+func (f *file) syncFinished() {
+	f.mu.Lock()
+	f.pending--
+	release := f.closed && f.pending == 0
+	f.mu.Unlock()
+	if release {
+		// Close already returned; its error can only be logged.
+		if err := f.release(); err != nil {
+			f.fs.node.log.Warn("close after sync failed", "file", f.name, "err", err)
 		}
-	})
-	if err != nil {
-		return err
 	}
-	return serr
 }
 
 // dup duplicates the file's descriptor, for a sendfile that may outlive
@@ -336,7 +291,7 @@ func (f *file) Close() error {
 		return &fs.PathError{Op: "close", Path: f.name, Err: env.ErrClosed}
 	}
 	f.closed = true
-	busy := f.syncing
+	busy := f.pending > 0
 	f.mu.Unlock()
 	if busy {
 		return nil
@@ -353,7 +308,7 @@ func (f *file) closeForNode() error {
 		return nil
 	}
 	f.closed = true
-	busy := f.syncing
+	busy := f.pending > 0
 	f.mu.Unlock()
 	if busy {
 		return nil

@@ -12,7 +12,8 @@
 //	per connection  a reader (posts OnData and OnClose) and a writer (drains
 //	                the queue that Conn.Write appends to)
 //	per Dial        a goroutine that connects, then posts the result
-//	per open file   a sync worker while Syncs are pending (fdatasync)
+//	per node        a sync worker while Syncs are pending (one fdatasync or
+//	                syncfs covers every file's pending Syncs; sync.go)
 //	per SyncDir     a goroutine that fsyncs the directory
 //	per clock       a time.Timer armed for the earliest deadline
 //
@@ -109,8 +110,16 @@ func New(cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("osenv: open data directory: %w", err)
 	}
+	// The syncer's syncfs goes through a descriptor opened now, so that
+	// every writeback failure from here on is reported to it (sync.go).
+	dir, err := root.Open(".")
+	if err != nil {
+		root.Close()
+		return nil, fmt.Errorf("osenv: open data directory: %w", err)
+	}
 	rnd, err := newRand()
 	if err != nil {
+		dir.Close()
 		root.Close()
 		return nil, err
 	}
@@ -139,7 +148,7 @@ func New(cfg Config) (*Node, error) {
 	}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	n.clock = newClock(n.loop, n)
-	n.fs = &fileSystem{node: n, root: root}
+	n.fs = &fileSystem{node: n, root: root, syncer: groupSyncer{node: n, dir: dir}}
 	n.net = &network{node: n, dialer: net.Dialer{Timeout: dialTimeout}}
 	return n, nil
 }
@@ -193,6 +202,9 @@ func (n *Node) Close() error {
 		}
 	}
 	n.wg.Wait()
+	if err := n.fs.syncer.dir.Close(); err != nil {
+		errs = append(errs, err)
+	}
 	if err := n.fs.root.Close(); err != nil {
 		errs = append(errs, err)
 	}
