@@ -79,6 +79,9 @@ func (b *Broker) handleProduce(r *request) {
 	case len(waits) == 0:
 		r.respond(resp)
 	default:
+		// Appended: a Produce behind this one may append before these
+		// records are durable, and share their flush (see conn).
+		r.letNextStart()
 		b.awaitDurable(waitParts, waitEnds, waits, time.Duration(req.TimeoutMillis)*time.Millisecond, func() { r.respond(resp) })
 	}
 }

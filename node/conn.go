@@ -14,6 +14,16 @@ import (
 // has its response (or, for Produce with acks=0, has been handled). A request
 // that must wait (long-poll Fetch, acks=all Produce, a metadata change) parks
 // and calls respond later; requests behind it stay queued.
+//
+// One exception makes group commit possible: a Produce whose records are
+// appended and which waits only for them to become durable lets the next
+// request start if that one is a Produce too. Idempotent clients keep up to
+// five produce requests in flight on a connection; appending them all before
+// the first is durable lets one flush cover them all, instead of one flush
+// each, one after another. Their responses still leave in request order
+// (answered holds a response until those before it have gone), and since the
+// appends happen in request order too, the log sees exactly what it would
+// have seen one request at a time: only their acknowledgements overlap.
 type conn struct {
 	b      *Broker
 	id     uint64 // the n-th connection this broker accepted, for logs and order
@@ -27,7 +37,9 @@ type conn struct {
 	// client that keeps sending while a request is parked would otherwise
 	// grow the queue without bound: past queuedBytesMax it is disconnected.
 	queuedBytes int
-	inflight    *request
+	// started are the requests started and not yet answered on the wire,
+	// oldest first. All but the last have let the next one start.
+	started []*request
 	// starting is set while startNext runs: a request answered from inside
 	// its own dispatch lets startNext's loop go on, instead of starting the
 	// next request one stack frame deeper (a client pipelining thousands of
@@ -36,12 +48,25 @@ type conn struct {
 	closed   bool
 }
 
+// maxOvertaking bounds how many produce requests may be started while the
+// oldest awaits durability: the five in flight that idempotent Kafka
+// clients allow, with room to spare.
+const maxOvertaking = 8
+
 // request is one request being handled.
 type request struct {
 	c      *conn
 	header wire.RequestHeader
 	body   kmsg.Request
+	// overtakable says the handler's work on shared state is done and only
+	// the answer is awaited: the next request may start (see conn).
+	overtakable bool
+	// done says the request is answered; the answer is held in frame or
+	// parts until every request started before it has been sent.
 	done   bool
+	frame  []byte
+	parts  []framePart
+	sender env.FileSender
 }
 
 func (b *Broker) accept(c env.Conn) env.ConnHandler {
@@ -111,14 +136,15 @@ func (cn *conn) fail(why string, err error) {
 	cn.close()
 }
 
-// startNext parses and dispatches queued requests until one is in flight.
+// startNext parses and dispatches queued requests until one is in flight
+// that the next may not overtake.
 func (cn *conn) startNext() {
 	if cn.starting {
 		return
 	}
 	cn.starting = true
 	defer func() { cn.starting = false }()
-	for !cn.closed && cn.inflight == nil && len(cn.queue) > 0 {
+	for !cn.closed && len(cn.queue) > 0 && cn.mayStart(cn.queue[0]) {
 		frame := cn.queue[0]
 		cn.queue[0] = nil
 		cn.queue = cn.queue[1:]
@@ -129,10 +155,27 @@ func (cn *conn) startNext() {
 			continue
 		}
 		r := &request{c: cn, header: req.Header, body: req.Body}
-		cn.inflight = r
+		cn.started = append(cn.started, r)
 		cn.b.dispatch(r)
 	}
 }
+
+// mayStart says whether the request in frame may start now: when nothing
+// else is in flight, or when it is a Produce and every request in flight is
+// a Produce waiting only for durability.
+func (cn *conn) mayStart(frame []byte) bool {
+	if len(cn.started) == 0 {
+		return true
+	}
+	if len(cn.started) >= maxOvertaking || !cn.started[len(cn.started)-1].overtakable {
+		return false
+	}
+	key, ok := wire.FrameAPIKey(frame)
+	return ok && key == produceKey
+}
+
+// produceKey is Produce's API key.
+var produceKey = (&kmsg.ProduceRequest{}).Key()
 
 // rejectRequest closes the connection for a request the table refused, as
 // Kafka does: a client that sends a version it was not offered, or bytes that
@@ -152,59 +195,69 @@ func (cn *conn) rejectRequest(err error) {
 // r.body.ResponseKind(), which copies the request's (ApiVersions alone may
 // answer in another). Responding after the connection closed sends nothing.
 func (r *request) respond(resp kmsg.Response) {
-	if r.done {
-		panic("node: request " + r.header.String() + " answered twice")
-	}
-	r.done = true
-	cn := r.c
-	if cn.closed {
-		return
-	}
+	r.answer()
 	if resp != nil {
-		frame := wire.AppendResponse(make([]byte, 0, responseSizeHint(resp)), r.header.CorrelationID, resp)
-		if err := cn.c.Write(frame); err != nil {
-			cn.close()
-			return
-		}
+		r.frame = wire.AppendResponse(make([]byte, 0, responseSizeHint(resp)), r.header.CorrelationID, resp)
 	}
-	r.finish()
-}
-
-// finish lets the connection start its next request.
-func (r *request) finish() {
-	cn := r.c
-	if cn.inflight == r {
-		cn.inflight = nil
-		cn.startNext()
-	}
+	r.c.sendAnswered()
 }
 
 // respondParts sends a response laid out in parts (see fetch_encode.go),
 // file ranges by sendfile, and lets the connection go on to its next
 // request.
 func (r *request) respondParts(parts []framePart, sender env.FileSender) {
+	r.answer()
+	r.parts, r.sender = parts, sender
+	r.c.sendAnswered()
+}
+
+// letNextStart says r's handler is done with shared state and only awaits
+// its answer: a Produce may start behind it (see conn).
+func (r *request) letNextStart() {
+	r.overtakable = true
+	r.c.startNext()
+}
+
+func (r *request) answer() {
 	if r.done {
 		panic("node: request " + r.header.String() + " answered twice")
 	}
 	r.done = true
-	cn := r.c
-	if cn.closed {
-		return
-	}
-	for _, part := range parts {
-		var err error
-		if part.bytes != nil {
-			err = cn.c.Write(part.bytes)
-		} else {
-			err = sender.SendFile(part.chunk.File, part.chunk.Position, part.chunk.Size)
-		}
-		if err != nil {
+}
+
+// sendAnswered writes the answers of the oldest started requests that have
+// one, in order, then starts whatever may start next.
+func (cn *conn) sendAnswered() {
+	for !cn.closed && len(cn.started) > 0 && cn.started[0].done {
+		r := cn.started[0]
+		cn.started[0] = nil
+		cn.started = cn.started[1:]
+		if err := cn.send(r); err != nil {
 			// Part of a frame may be out: the stream is broken.
 			cn.fail("send response", err)
 			return
 		}
 	}
-	r.finish()
+	cn.startNext()
+}
+
+// send writes r's answer, if it has one.
+func (cn *conn) send(r *request) error {
+	if r.frame != nil {
+		return cn.c.Write(r.frame)
+	}
+	for _, part := range r.parts {
+		var err error
+		if part.bytes != nil {
+			err = cn.c.Write(part.bytes)
+		} else {
+			err = r.sender.SendFile(part.chunk.File, part.chunk.Position, part.chunk.Size)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // noResponse finishes a request that gets no answer (Produce with acks=0).

@@ -80,6 +80,15 @@ func responseHeaderVersion(resp kmsg.Response, version int16) int8 {
 	return 0
 }
 
+// FrameAPIKey returns the API key a request frame starts with, without
+// parsing the rest of it; false if the frame is too short to have one.
+func FrameAPIKey(frame []byte) (int16, bool) {
+	if len(frame) < 2 {
+		return 0, false
+	}
+	return int16(binary.BigEndian.Uint16(frame)), true
+}
+
 // ParseRequestHeader reads the header at the start of a frame and returns it
 // with the body bytes that follow (a slice of frame). Errors are a
 // *HeaderError for malformed bytes, or an *UnsupportedError for an API key
