@@ -52,8 +52,8 @@ func TestFrameAlignerDeliversEveryByteAndLargeFramesInPlace(t *testing.T) {
 	for {
 		chunks, err := a.next(src)
 		for _, c := range chunks {
-			if len(c) > readBufferSize {
-				t.Fatalf("a chunk of %d bytes exceeds the read buffer", len(c))
+			if len(c) > frameReadMax {
+				t.Fatalf("a chunk of %d bytes exceeds the largest read", len(c))
 			}
 			delivered = append(delivered, c...)
 			fr.Feed(c)

@@ -15,8 +15,14 @@ import (
 )
 
 // readBufferSize is how much one read from a socket may deliver in one
-// OnData call.
+// OnData call, outside a large frame read in place.
 const readBufferSize = 64 << 10
+
+// frameReadMax is how much one read into a large frame's own buffer may
+// deliver. Larger than readBufferSize because each delivery costs a wake-up
+// of the loop: a megabyte produce request then takes one or two instead of
+// sixteen.
+const frameReadMax = 1 << 20
 
 // readAheadMax bounds the bytes a connection's reader may have posted to the
 // loop and not yet delivered. A peer that sends faster than the loop keeps up
@@ -401,7 +407,7 @@ const alignedFrameMax = 16 << 20
 // error, if any. Ownership of the chunks passes to the caller.
 func (r *frameAligner) next(src io.Reader) ([][]byte, error) {
 	if r.frame != nil {
-		n, err := src.Read(r.frame[r.filled:min(len(r.frame), r.filled+readBufferSize)])
+		n, err := src.Read(r.frame[r.filled:min(len(r.frame), r.filled+frameReadMax)])
 		piece := r.frame[r.filled : r.filled+n] // capacity runs to the frame's end
 		r.filled += n
 		if r.filled == len(r.frame) {

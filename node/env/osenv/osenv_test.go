@@ -533,8 +533,8 @@ func TestReadAheadIsBounded(t *testing.T) {
 	n.Loop().Post(func() { <-release }) // the loop is stuck from here
 	waitForValue(t, func() bool { return c.readAhead.Load() >= readAheadMax })
 	time.Sleep(50 * time.Millisecond) // were the bound broken, the reader would run on
-	if ahead := c.readAhead.Load(); ahead > readAheadMax+readBufferSize {
-		t.Errorf("reader ran %d bytes ahead of the loop, bound is %d", ahead, readAheadMax+readBufferSize)
+	if ahead := c.readAhead.Load(); ahead > readAheadMax+frameReadMax {
+		t.Errorf("reader ran %d bytes ahead of the loop, bound is %d", ahead, readAheadMax+frameReadMax)
 	}
 	close(release)
 	waitFor(t, n, func() bool { return got == total })
