@@ -47,6 +47,10 @@ import (
 // with linger 0: with the default, the client itself holds most records for
 // up to 10 ms, so the broker's own latency shows only in the second.
 //
+// SLUICE_BENCH_ONLY=sluice (or a comma-separated list of sink, synth,
+// sluice, kfake) measures only those, to iterate on one; the ratios of the
+// others then read zero.
+//
 // Set SLUICE_BENCH_PERF=dir to record `perf record -g` profiles of sluice and
 // kfake while they take the first half of the produce load and the consume
 // load (this slows them).
@@ -65,11 +69,15 @@ func BenchmarkBroker(b *testing.B) {
 }
 
 type benchConfig struct {
-	records     int           // records produced to, and consumed from, each broker
-	latencyDur  time.Duration // how long each latency run samples
-	latencyRate int           // records per second in latency runs
-	perfDir     string        // where perf profiles of sluice go; "" for none
+	records     int             // records produced to, and consumed from, each broker
+	latencyDur  time.Duration   // how long each latency run samples
+	latencyRate int             // records per second in latency runs
+	perfDir     string          // where perf profiles of sluice go; "" for none
+	only        map[string]bool // the servers to measure; nil for all
 }
+
+// measures says whether the run includes the server named name.
+func (cfg benchConfig) measures(name string) bool { return cfg.only == nil || cfg.only[name] }
 
 const (
 	benchValueBytes = 1024
@@ -95,6 +103,15 @@ func benchConfigFromEnv(b *testing.B) benchConfig {
 		cfg.latencyDur = d
 	}
 	cfg.perfDir = os.Getenv("SLUICE_BENCH_PERF")
+	if v := os.Getenv("SLUICE_BENCH_ONLY"); v != "" {
+		cfg.only = map[string]bool{}
+		for _, name := range strings.Split(v, ",") {
+			if !slices.Contains([]string{"sink", "synth", "sluice", "kfake"}, name) {
+				b.Fatalf("SLUICE_BENCH_ONLY=%q: %q is not one of sink, synth, sluice, kfake", v, name)
+			}
+			cfg.only[name] = true
+		}
+	}
 	return cfg
 }
 
@@ -152,24 +169,29 @@ func runBench(b *testing.B, cfg benchConfig, bins benchBins) benchResult {
 	r.loadBefore = loadAverage()
 	r.loopbackMBps = loopbackMBps(b, 4<<30)
 
-	sink := startChild(b, "sink", bins.sink)
-	r.sink.produceMBps, r.sink.produceCPUPerG = measureProduce(ctx, b, sink, cfg.records, values, "")
-	r.sink.latDefault = measureLatency(ctx, b, sink.addr, cfg, values, -1)
-	r.sink.latNoLinger = measureLatency(ctx, b, sink.addr, cfg, values, 0)
-	sink.kill()
-
-	synth := startChild(b, "synth", bins.kfake, "-synthetic")
-	createTopics(ctx, b, synth.addr)
-	r.synth.consumeMBps, r.synth.consumeCPUPerG = measureConsume(ctx, b, synth, cfg.records, "")
-	synth.kill()
-
-	sluice := startSluice(b)
-	r.sluice = measureBroker(ctx, b, sluice, cfg, values)
-	sluice.kill()
-
-	kfake := startChild(b, "kfake", bins.kfake)
-	r.kfake = measureBroker(ctx, b, kfake, cfg, values)
-	kfake.kill()
+	if cfg.measures("sink") {
+		sink := startChild(b, "sink", bins.sink)
+		r.sink.produceMBps, r.sink.produceCPUPerG = measureProduce(ctx, b, sink, cfg.records, values, "")
+		r.sink.latDefault = measureLatency(ctx, b, sink.addr, cfg, values, -1)
+		r.sink.latNoLinger = measureLatency(ctx, b, sink.addr, cfg, values, 0)
+		sink.kill()
+	}
+	if cfg.measures("synth") {
+		synth := startChild(b, "synth", bins.kfake, "-synthetic")
+		createTopics(ctx, b, synth.addr)
+		r.synth.consumeMBps, r.synth.consumeCPUPerG = measureConsume(ctx, b, synth, cfg.records, "")
+		synth.kill()
+	}
+	if cfg.measures("sluice") {
+		sluice := startSluice(b)
+		r.sluice = measureBroker(ctx, b, sluice, cfg, values)
+		sluice.kill()
+	}
+	if cfg.measures("kfake") {
+		kfake := startChild(b, "kfake", bins.kfake)
+		r.kfake = measureBroker(ctx, b, kfake, cfg, values)
+		kfake.kill()
+	}
 	r.loadAfter = loadAverage()
 	return r
 }
