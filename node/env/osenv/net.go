@@ -320,7 +320,11 @@ func (c *conn) dequeued(n int64) {
 	if n == 0 {
 		return
 	}
-	if c.unsent.Add(-n) <= sendQueueResume {
+	u := c.unsent.Add(-n)
+	if u < 0 {
+		panic(fmt.Sprintf("osenv: %d bytes unsent to %s after %d more went", u, c.remote, n))
+	}
+	if u <= sendQueueResume {
 		c.wakeReader()
 	}
 }
