@@ -29,6 +29,43 @@ const frameReadMax = 1 << 20
 // then waits in TCP flow control instead of filling our memory.
 const readAheadMax = 4 << 20
 
+// sendQueueMax and sendQueueResume mute a connection whose peer does not
+// read, as Kafka mutes a channel while a response to it is pending: once
+// more than sendQueueMax bytes are queued for the peer and not yet handed to
+// the kernel, the reader stops reading the socket (so TCP flow control holds
+// the peer's further requests in its own buffers) until the writer has
+// brought them down to sendQueueResume.
+//
+// Write never refuses or waits, as the loop must not block: a response of
+// any size (a Fetch of tens of MiB) is always accepted whole. The bound is on
+// reading, not on accepting, so a connection holds at most sendQueueMax plus
+// the responses to what was read before the reader stopped (at most
+// readAheadMax posted plus one read).
+//
+// Muting costs throughput only if the socket runs dry while the reader is
+// stopped. When it resumes, the writer still has sendQueueResume bytes to
+// hand over and the kernel's send buffer (a few MiB once autotuned) to
+// transmit: a millisecond or more even at 10 Gbit/s, far longer than reading
+// the next request, one loop turn and queueing its response. A client that
+// waits for its responses (franz-go and the Java client keep one Fetch in
+// flight per connection, and Produce responses are small) never reaches the
+// mark, except during a single response above it, when Kafka would be muted
+// too.
+//
+// File ranges queued by SendFile count by their length, like bytes: they
+// cost no memory here, but each holds a duplicated descriptor (a peer that
+// never reads would otherwise run the process out of them), and they are
+// backlog the peer must take before anything queued after them.
+const (
+	sendQueueMax    = 4 << 20
+	sendQueueResume = 1 << 20
+)
+
+// writeChunk is how many queued bytes the writer hands the kernel at once
+// before it accounts for them, so that a large response lowers the queued
+// count (and can let the reader resume) as it goes out, not only at its end.
+const writeChunk = 256 << 10
+
 // network is the production env.Net over TCP.
 type network struct {
 	node   *Node
@@ -135,7 +172,9 @@ func (l *listener) acceptLoop() {
 }
 
 // conn is the production env.Conn. Its reader goroutine posts OnData and
-// OnClose; its writer goroutine drains the queue that Write fills.
+// OnClose; its writer goroutine drains the queue that Write fills. The
+// reader stops reading while the loop is too far behind it (readAheadMax) or
+// the queue too far ahead of the peer (sendQueueMax).
 //
 // Closing has three paths. A local Close (on the loop) lets the writer flush
 // the queue and half-close (FIN), then the reader discards whatever the peer
@@ -165,6 +204,19 @@ type conn struct {
 	readAhead atomic.Int64
 	delivered chan struct{}
 
+	// unsent counts the bytes queued by Write and SendFile and not yet
+	// handed to the kernel (or dropped); drained wakes a reader muted
+	// because of it (see sendQueueMax) when it falls to sendQueueResume or
+	// when the reader must stop waiting: the writer exited, or quiet was
+	// set.
+	unsent     atomic.Int64
+	drained    chan struct{}
+	writerDone atomic.Bool
+	// unsentPeak and mutes are for tests: the most unsent ever reached, and
+	// how many times the reader stopped because of it.
+	unsentPeak atomic.Int64
+	mutes      atomic.Int64
+
 	mu      sync.Mutex // guards the writer's state below
 	queue   []outItem
 	closing bool  // local Close: flush, then half-close
@@ -186,6 +238,7 @@ func newConn(n *Node, nc *net.TCPConn) *conn {
 		remote:    nc.RemoteAddr().String(),
 		wake:      make(chan struct{}, 1),
 		delivered: make(chan struct{}, 1),
+		drained:   make(chan struct{}, 1),
 	}
 	if !register(n, n.conns, c) {
 		nc.Close()
@@ -228,8 +281,14 @@ func (c *conn) Write(p []byte) error {
 		return nil
 	}
 	c.mu.Lock()
+	if c.stopped {
+		// Broken, its OnClose on the way: nobody would send p.
+		c.mu.Unlock()
+		return fmt.Errorf("write to %s: %w", c.remote, env.ErrClosed)
+	}
 	c.queue = append(c.queue, outItem{bytes: p})
 	c.mu.Unlock()
+	c.enqueued(int64(len(p)))
 	c.signal()
 	return nil
 }
@@ -239,9 +298,49 @@ func (c *conn) Write(p []byte) error {
 // the file meanwhile is harmless).
 type outItem struct {
 	bytes []byte
-	fd    int // the file range, when bytes is nil
+	file  bool // the item is the file range below, which owns fd
+	fd    int
 	off   int64
 	n     int64
+}
+
+// size is what the item counts in unsent.
+func (it outItem) size() int64 {
+	if it.file {
+		return it.n
+	}
+	return int64(len(it.bytes))
+}
+
+// enqueued counts n more unsent bytes, on the loop.
+func (c *conn) enqueued(n int64) {
+	u := c.unsent.Add(n)
+	if u > c.unsentPeak.Load() { // only the loop raises unsent
+		c.unsentPeak.Store(u)
+	}
+}
+
+// dequeued counts n unsent bytes as gone, sent or dropped, and wakes a muted
+// reader once few enough are left.
+func (c *conn) dequeued(n int64) {
+	if n == 0 {
+		return
+	}
+	u := c.unsent.Add(-n)
+	if u < 0 {
+		panic(fmt.Sprintf("osenv: %d bytes unsent to %s after %d more went", u, c.remote, n))
+	}
+	if u <= sendQueueResume {
+		c.wakeReader()
+	}
+}
+
+// wakeReader makes a reader muted in awaitWriter look again.
+func (c *conn) wakeReader() {
+	select {
+	case c.drained <- struct{}{}:
+	default:
+	}
 }
 
 // SendFile implements env.FileSender: n bytes of f from off go out after
@@ -271,8 +370,9 @@ func (c *conn) SendFile(f env.File, off, n int64) error {
 		unix.Close(fd)
 		return fmt.Errorf("send file to %s: %w", c.remote, env.ErrClosed)
 	}
-	c.queue = append(c.queue, outItem{fd: fd, off: off, n: n})
+	c.queue = append(c.queue, outItem{file: true, fd: fd, off: off, n: n})
 	c.mu.Unlock()
+	c.enqueued(n)
 	c.signal()
 	return nil
 }
@@ -285,6 +385,7 @@ func (c *conn) Close() error {
 	}
 	c.done = true
 	c.quiet.Store(true)
+	c.wakeReader() // a muted reader now drains what the peer sends
 	deadline := time.Now().Add(c.node.closeTimeout)
 	c.nc.SetDeadline(deadline)
 	c.mu.Lock()
@@ -308,17 +409,30 @@ func (c *conn) stop() {
 	dropped := c.queue
 	c.queue = nil
 	c.mu.Unlock()
-	closeFiles(dropped)
+	c.drop(dropped)
 	c.signal()
+	c.wakeReader()
 }
 
-// closeFiles closes the file descriptors of items that will not be sent.
-func closeFiles(items []outItem) {
-	for _, it := range items {
-		if it.bytes == nil {
-			unix.Close(it.fd)
-		}
+// drop releases items that will not be sent: it closes their descriptors and
+// takes them out of unsent.
+func (c *conn) drop(items []outItem) {
+	var n int64
+	for i := range items {
+		n += items[i].size()
+		items[i].release()
 	}
+	c.dequeued(n)
+}
+
+// release lets go of an item that is sent or dropped: its bytes, so that
+// they can be collected while the rest of its batch goes out, and its
+// descriptor.
+func (it *outItem) release() {
+	if it.file {
+		unix.Close(it.fd)
+	}
+	*it = outItem{}
 }
 
 func (c *conn) signal() {
@@ -333,6 +447,9 @@ func (c *conn) readLoop() {
 	defer c.nc.Close()
 	r := frameAligner{}
 	for {
+		if !c.awaitWriter() {
+			return
+		}
 		chunks, err := r.next(c.nc)
 		for _, p := range chunks {
 			if len(p) == 0 || c.quiet.Load() {
@@ -471,6 +588,12 @@ func (r *frameAligner) track(buf []byte) (start int, size int64, ok bool) {
 }
 
 func (c *conn) writeLoop() {
+	defer func() {
+		// Nothing will lower unsent any more: a muted reader must not wait
+		// for it.
+		c.writerDone.Store(true)
+		c.wakeReader()
+	}()
 	for {
 		c.mu.Lock()
 		batch := c.queue
@@ -479,7 +602,7 @@ func (c *conn) writeLoop() {
 		c.mu.Unlock()
 		switch {
 		case stopped:
-			closeFiles(batch)
+			c.drop(batch)
 			return
 		case len(batch) > 0:
 			if err := c.send(batch); err != nil {
@@ -499,24 +622,46 @@ func (c *conn) writeLoop() {
 	}
 }
 
-// send writes a batch of queued items in order: runs of bytes with one
-// writev, file ranges with sendfile. It closes every item's descriptor,
-// sent or not.
+// send writes a batch of queued items in order: runs of bytes with writev,
+// writeChunk bytes at a time, file ranges with sendfile. Each item is
+// released and taken out of unsent as it goes out; on an error, the rest is
+// dropped.
 func (c *conn) send(batch []outItem) error {
-	defer closeFiles(batch)
-	for i := 0; i < len(batch); {
-		if batch[i].bytes == nil {
-			if err := c.sendFile(batch[i]); err != nil {
+	i := 0
+	defer func() { c.drop(batch[i:]) }()
+	for i < len(batch) {
+		if batch[i].file {
+			err := c.sendFile(batch[i])
+			batch[i].release()
+			i++
+			if err != nil {
 				return err
 			}
-			i++
 			continue
 		}
+		// Gather up to writeChunk bytes, cutting the last item if it is
+		// larger; its rest stays in batch[i] for the next round.
 		var bufs net.Buffers
-		for ; i < len(batch) && batch[i].bytes != nil; i++ {
-			bufs = append(bufs, batch[i].bytes)
+		var size int64
+		j := i
+		for j < len(batch) && !batch[j].file && size < writeChunk {
+			p := batch[j].bytes
+			if room := writeChunk - size; int64(len(p)) > room {
+				bufs = append(bufs, p[:room])
+				batch[j].bytes = p[room:]
+				size += room
+				break
+			}
+			bufs = append(bufs, p)
+			size += int64(len(p))
+			j++
 		}
-		if _, err := bufs.WriteTo(c.nc); err != nil {
+		_, err := bufs.WriteTo(c.nc)
+		for ; i < j; i++ {
+			batch[i].release()
+		}
+		c.dequeued(size) // sent, or lost with the connection
+		if err != nil {
 			return err
 		}
 	}
@@ -524,10 +669,12 @@ func (c *conn) send(batch []outItem) error {
 }
 
 // sendFile sends one file range with sendfile(2), waiting for the socket to
-// be writable as the runtime's poller decides.
+// be writable as the runtime's poller decides. It takes the range out of
+// unsent as it goes out, and what is left of it when sending fails.
 func (c *conn) sendFile(it outItem) error {
 	rc, err := c.nc.SyscallConn()
 	if err != nil {
+		c.dequeued(it.n)
 		return err
 	}
 	off, left := it.off, it.n
@@ -537,6 +684,7 @@ func (c *conn) sendFile(it outItem) error {
 			n, err := unix.Sendfile(int(sock), it.fd, &off, int(min(left, 1<<30)))
 			if n > 0 {
 				left -= int64(n)
+				c.dequeued(int64(n))
 			}
 			switch {
 			case err == unix.EAGAIN:
@@ -552,6 +700,7 @@ func (c *conn) sendFile(it outItem) error {
 		}
 		return true
 	})
+	c.dequeued(left) // not sent: the connection is broken
 	if err != nil {
 		return err
 	}
@@ -575,6 +724,27 @@ func (c *conn) awaitLoop() bool {
 	for c.readAhead.Load() > readAheadMax {
 		select {
 		case <-c.delivered:
+		case <-c.node.quit:
+			return false
+		}
+	}
+	return true
+}
+
+// awaitWriter mutes the reader while the peer has more than sendQueueMax
+// bytes to take, until the writer brings them down to sendQueueResume. It
+// stops waiting when the writer exits (the connection is broken or closing:
+// the read that follows sees it) or the connection goes quiet (a local Close
+// or kill: the reader then drains or ends), and reports false if the node
+// closes meanwhile.
+func (c *conn) awaitWriter() bool {
+	if c.unsent.Load() <= sendQueueMax || c.quiet.Load() || c.writerDone.Load() {
+		return true
+	}
+	c.mutes.Add(1)
+	for c.unsent.Load() > sendQueueResume && !c.quiet.Load() && !c.writerDone.Load() {
+		select {
+		case <-c.drained:
 		case <-c.node.quit:
 			return false
 		}

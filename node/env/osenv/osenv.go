@@ -17,6 +17,16 @@
 //	per SyncDir     a goroutine that fsyncs the directory
 //	per clock       a time.Timer armed for the earliest deadline
 //
+// A connection's reader stops reading the socket, leaving the peer to TCP
+// flow control, while either side of it is too far behind: the loop, with
+// more than 4 MiB posted and not yet handled, or the peer, with more than 4
+// MiB queued by Write and SendFile and not yet taken by the kernel (the
+// reader is then muted, as Kafka mutes a channel with a response pending,
+// until the writer brings that down to 1 MiB). The loop never waits for the
+// reader. The first wait ends when the loop catches up; the second when the
+// writer does, or at once when the connection is closed locally, breaks, or
+// is killed; both end when the node closes.
+//
 // Methods of the env interfaces must be called from the loop, as package env
 // requires; Loop.Post and Node.Close may be called from any goroutine.
 //
