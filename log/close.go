@@ -1,5 +1,7 @@
 package log
 
+import "github.com/twmb/franz-go/pkg/kerr"
+
 // Close shuts the log down cleanly: the active segment's indexes are
 // trimmed, a producer snapshot is taken at the log end, everything is
 // flushed, and the checkpoint records the log end as the recovery point with
@@ -13,9 +15,26 @@ func (l *Log) Close(done func(error)) {
 	}
 	l.closing = true
 	l.dur.stopTimers()
-	if l.dur.barrier && l.failed == nil {
-		// A truncation is on its way to the disk; let it get there.
-		l.dur.readyWaiters = append(l.dur.readyWaiters, func(error) { l.finishClose(done) })
+	d := &l.dur
+	if d.barrier && l.failed == nil {
+		// A truncation is on its way to the disk: let it get there, unless
+		// the disk will not take it (it is full), in which case Close gives
+		// up on it rather than wait for space.
+		d.readyWaiters = append(d.readyWaiters, func(err error) {
+			if err != nil && l.failed == nil {
+				err = &Error{Code: kerr.KafkaStorageError, Msg: "close " + l.dir + " with a truncation not yet durable", Err: err}
+			}
+			if err != nil {
+				l.closeFiles()
+				done(err)
+				return
+			}
+			l.finishClose(done)
+		})
+		if d.barrierTimer != nil {
+			// Its last attempt failed; there will be no other.
+			l.abandonBarrier(d.barrierErr)
+		}
 		return
 	}
 	l.finishClose(done)
