@@ -32,7 +32,9 @@ import (
 //     truncation. Until it completes, appends get ErrNotReady, so no new
 //     byte can reach the disk at a position whose truncation might still be
 //     undone by a crash, and no checkpoint on disk still claims a recovery
-//     point above the truncation.
+//     point above the truncation. An attempt that fails without failing the
+//     log (the checkpoint did not fit on the disk) is retried a second
+//     later, except under Close, which abandons the barrier instead.
 //
 // A failed sync leaves a file's durability unknown (the kernel may have
 // dropped the pages), so it fails the log; reopening it runs recovery. A
@@ -544,10 +546,11 @@ func (l *Log) retryBarrier(seq uint64, err error) {
 }
 
 // abandonBarrier gives up on the barrier for Close: its waiters hear err,
-// and the truncation it holds never reaches the disk (its checkpoint did
-// not, so neither did any cut). The disk keeps the log as it was before
-// the truncation, which the next Open recovers; since the barrier stays
-// up, nothing is appended after the truncation meanwhile.
+// and the truncation it holds never reaches the disk. (An attempt fails
+// short of failing the log only at its checkpoint, before any file is
+// cut.) The disk keeps the log as it was before the truncation, which the
+// next Open recovers; the barrier stays up, so nothing is appended after
+// the truncation meanwhile.
 func (l *Log) abandonBarrier(err error) {
 	d := &l.dur
 	d.barrierSeq++ // the callbacks of an attempt in flight are inert
