@@ -273,3 +273,27 @@ func TestShutdownCompletesUnderDiskFaults(t *testing.T) {
 		}
 	}
 }
+
+// TestDeletedTopicLeftOnDiskKeepsItsName: when a deleted topic's partition
+// directory cannot be removed (EIO), the deletion still succeeds, but the
+// name stays reserved: a new topic of that name would open the directory,
+// records and all. A restart removes the directory and frees the name.
+func TestDeletedTopicLeftOnDiskKeepsItsName(t *testing.T) {
+	s := newSimBroker(t, 42, nil)
+	s.createTopic("x", 1)
+	require.Len(t, s.produceValues("x", 0, "old0", "old1"), 2)
+	require.NoError(t, s.world.Node("n1").Disk().FailNext(simfs.OpRemove, env.ErrIO))
+	require.Zero(t, s.do(deleteByName(6, "x")).(*kmsg.DeleteTopicsResponse).Topics[0].ErrorCode)
+	names, err := s.world.Node("n1").Disk().List(".")
+	require.NoError(t, err)
+	require.Contains(t, names, "x-0", "the failed removal left the directory")
+	require.Equal(t, kerr.TopicAlreadyExists.Code, s.createTopics(7, false, newTopic("x", 1, 1)).Topics[0].ErrorCode)
+
+	s.restart()
+	names, err = s.world.Node("n1").Disk().List(".")
+	require.NoError(t, err)
+	require.NotContains(t, names, "x-0")
+	s.createTopic("x", 1)
+	_, recs := s.fetch("x", 0, 0)
+	require.Empty(t, recs, "a deleted topic's records never come back under its name")
+}
