@@ -2,6 +2,7 @@ package node
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"strconv"
@@ -148,18 +149,8 @@ func (s *simBroker) requireRecords(topic string, partition int32, acked map[int6
 			offset = r.Offset + 1
 		}
 	}
-	for _, offset := range slices.Sorted(mapsKeys(acked)) {
+	for _, offset := range slices.Sorted(maps.Keys(acked)) {
 		require.Equal(s.t, acked[offset], got[offset], "%s: acknowledged record at offset %d of %s-%d", context, offset, topic, partition)
-	}
-}
-
-func mapsKeys[K comparable, V any](m map[K]V) func(func(K) bool) {
-	return func(yield func(K) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
 	}
 }
 
@@ -251,15 +242,13 @@ func TestShutdownCompletesUnderDiskFaults(t *testing.T) {
 		if r.Chance(0.5) {
 			faults.EIORate = 0.05
 		}
-		acked := map[int32]map[int64]string{0: {}, 1: {}}
+		acked := []map[int64]string{{}, {}}
 		for i := 0; i < 20; i++ {
 			if i == 10 {
 				require.NoError(t, s.world.Node("n1").Disk().SetFaults(faults))
 			}
-			part := int32(r.Intn(2))
-			for o, v := range s.produceValues("events", part, fmt.Sprintf("s%d-v%d", seed, i)) {
-				acked[part][o] = v
-			}
+			part := r.Intn(2)
+			maps.Copy(acked[part], s.produceValues("events", int32(part), fmt.Sprintf("s%d-v%d", seed, i)))
 		}
 		disk.full = r.Chance(0.5)
 		err := s.shutdownWithin(time.Minute)
@@ -269,7 +258,7 @@ func TestShutdownCompletesUnderDiskFaults(t *testing.T) {
 		disk.full = false
 		s.restart() // a crash first: only what Shutdown made durable counts
 		for part, a := range acked {
-			s.requireRecords("events", part, a, fmt.Sprintf("seed %d", seed))
+			s.requireRecords("events", int32(part), a, fmt.Sprintf("seed %d", seed))
 		}
 	}
 }
