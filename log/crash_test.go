@@ -495,6 +495,11 @@ func crashConfig(r *rng.Rand, h *harness) Config {
 func runCrashSeed(t testing.TB, seed int) {
 	r := rng.New(uint64(seed)).Fork("crash test")
 	h := newHarness(t, uint64(seed))
+	// Now and then the disk is full for a while: allocations fail, syncs
+	// succeed, and a truncation's barrier cannot complete. Space is back
+	// at every restart.
+	disk := &fullFS{FS: h.disk}
+	h.fs = disk
 	x := &crashRun{t: t, seed: seed, r: r, h: h, cfg: crashConfig(r, h), tr: newTracker(), seqs: map[int64]int32{}}
 	h.onStuck = func() {
 		d := &x.l.dur
@@ -517,34 +522,39 @@ func runCrashSeed(t testing.TB, seed int) {
 		switch {
 		case !ok || x.l.Err() != nil:
 			x.note("restart after failure: %v", x.l.Err())
-			x.h.wait(x.l.Close)
+			x.h.closeWithin(x.l, time.Hour)
 			x.h.inc++ // the old incarnation's timers and callbacks are dead
+			disk.full = false
 			x.reopen()
 			x.verify(false)
 		case r.Chance(0.04):
 			x.note("power loss")
 			h.crash()
+			disk.full = false
 			x.reopen()
 			x.verify(true)
 		case r.Chance(0.01):
 			x.note("clean restart")
-			if err := x.h.wait(x.l.Close); err == nil {
-				x.h.inc++
-				x.reopen()
+			err := x.h.closeWithin(x.l, time.Hour)
+			x.h.inc++
+			disk.full = false
+			x.reopen()
+			if err == nil {
 				must(t, h.disk.SetFaults(simfs.Faults{}))
 				x.tr.cur.ep.truncateFromEnd(x.tr.cur.end) // as Kafka's load does
 				x.tr.cur.dropBelow(x.l.Segments()[0])     // segments below the log start go
 				checkModel(t, x.l, x.tr.cur, fmt.Sprintf("seed %d after a clean restart", seed))
 				must(t, h.disk.SetFaults(x.faults))
-			} else {
-				x.h.inc++
-				x.reopen()
 			}
 			x.verify(false)
+		case r.Chance(0.02):
+			disk.full = !disk.full
+			x.note("disk full: %v", disk.full)
 		}
 	}
 	x.note("final power loss")
 	h.crash()
+	disk.full = false
 	x.reopen()
 	x.verify(true)
 }

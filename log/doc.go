@@ -91,6 +91,11 @@
 //     have appended a prefix of its batches (LogEndOffset says how far).
 //   - A failed sync fails the log until it is reopened (Kafka takes the
 //     whole log directory offline).
+//   - A barrier whose checkpoint the disk refuses (ENOSPC) retries every
+//     second without failing the log, but not under Close: Close waits for
+//     the attempt in flight only, then gives up on the truncation and
+//     reports the error. Close always calls back; whatever it could not
+//     make durable is left to the next Open's recovery.
 //   - The recovery point and log start offset share one per-partition file,
 //     recovery-point-checkpoint, written with the leader-epoch checkpoint and
 //     holding that file's checksum, so that a crash between the two renames

@@ -32,7 +32,9 @@ import (
 //     truncation. Until it completes, appends get ErrNotReady, so no new
 //     byte can reach the disk at a position whose truncation might still be
 //     undone by a crash, and no checkpoint on disk still claims a recovery
-//     point above the truncation.
+//     point above the truncation. An attempt that fails without failing the
+//     log (the checkpoint did not fit on the disk) is retried a second
+//     later, except under Close, which abandons the barrier instead.
 //
 // A failed sync leaves a file's durability unknown (the kernel may have
 // dropped the pages), so it fails the log; reopening it runs recovery. A
@@ -58,6 +60,10 @@ type durability struct {
 	barrier      bool
 	barrierSeq   uint64
 	readyWaiters []func(error)
+	// barrierTimer is armed while a barrier waits to retry after an attempt
+	// that failed with barrierErr (the disk was full).
+	barrierTimer env.Timer
+	barrierErr   error
 	// pending are the file changes of truncations, made by the barrier.
 	pending []pendingOp
 	// cleanClose is set by Close once the active segment's indexes are
@@ -421,6 +427,11 @@ func (w *ckptWrite) fail(err error, fatal bool) {
 // directory.
 func (w *ckptWrite) renamed() {
 	l := w.l
+	if l.closed && w.err == nil {
+		// Close did not wait for this round (the log had failed): a rename
+		// now could land in a directory since deleted and made again.
+		w.fail(fmt.Errorf("checkpoint %s: %w", l.dir, ErrClosed), false)
+	}
 	if w.err == nil {
 		for _, name := range w.names {
 			from, to := l.dir+"/"+name+tmpSuffix, l.dir+"/"+name
@@ -488,7 +499,7 @@ func (l *Log) startBarrier() {
 			return
 		}
 		if err != nil {
-			l.retryBarrier(seq)
+			l.retryBarrier(seq, err)
 			return
 		}
 		if err := l.applyPending(); err != nil {
@@ -500,7 +511,7 @@ func (l *Log) startBarrier() {
 				return
 			}
 			if err != nil {
-				l.retryBarrier(seq)
+				l.retryBarrier(seq, err)
 				return
 			}
 			d.barrier = false
@@ -516,12 +527,42 @@ func (l *Log) startBarrier() {
 // (the disk was full) waits before it tries again.
 const barrierRetry = time.Second
 
-func (l *Log) retryBarrier(seq uint64) {
-	l.clock.AfterFunc(barrierRetry, func() {
-		if seq == l.dur.barrierSeq && l.failed == nil && !l.closed {
+// retryBarrier arms the next attempt of a barrier whose attempt failed with
+// err, without failing the log: a full disk may get space back. A closing
+// log makes no more attempts; the barrier is abandoned instead.
+func (l *Log) retryBarrier(seq uint64, err error) {
+	d := &l.dur
+	if l.closing {
+		l.abandonBarrier(err)
+		return
+	}
+	d.barrierErr = err
+	d.barrierTimer = l.clock.AfterFunc(barrierRetry, func() {
+		d.barrierTimer = nil
+		if seq == d.barrierSeq && l.failed == nil && !l.closing {
 			l.startBarrier()
 		}
 	})
+}
+
+// abandonBarrier gives up on the barrier for Close: its waiters hear err,
+// and the truncation it holds never reaches the disk. (An attempt fails
+// short of failing the log only at its checkpoint, before any file is
+// cut.) The disk keeps the log as it was before the truncation, which the
+// next Open recovers; the barrier stays up, so nothing is appended after
+// the truncation meanwhile.
+func (l *Log) abandonBarrier(err error) {
+	d := &l.dur
+	d.barrierSeq++ // the callbacks of an attempt in flight are inert
+	if d.barrierTimer != nil {
+		d.barrierTimer.Stop()
+		d.barrierTimer = nil
+	}
+	waiters := d.readyWaiters
+	d.readyWaiters = nil
+	for _, done := range waiters {
+		l.post(func() { done(err) })
+	}
 }
 
 // Ready calls done once the log accepts appends: at once, or when the

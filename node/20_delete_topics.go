@@ -21,7 +21,10 @@ import (
 //     committed and the topics' partitions are removed from this broker's
 //     disk, so a client can recreate the name at once; until then the name
 //     is reserved (TOPIC_ALREADY_EXISTS to another client's CreateTopics).
-//     Errors removing files are logged: the topic is deleted all the same.
+//     Errors closing or removing files are logged: the topic is deleted all
+//     the same. A partition directory that cannot be removed keeps the name
+//     reserved until a restart removes it, so that a new topic of that name
+//     never opens the deleted one's records.
 //   - A topic whose deletion another request has in flight is waited for,
 //     and the request is then handled afresh, so it sees the topic gone
 //     (UNKNOWN_TOPIC_OR_PARTITION) and never commits a second deletion. A
@@ -204,11 +207,20 @@ func (b *Broker) deleteTopics(topics []*raftmeta.Topic, done func(error)) {
 		}
 		left := len(topics)
 		for _, t := range topics {
-			b.removeTopicPartitions(t, func(err error) {
+			b.removeTopicPartitions(t, func(stranded bool, err error) {
 				if err != nil {
 					b.env.Log.Error("remove partitions of deleted topic", "topic", t.Name, "id", t.ID.String(), "err", err)
 				}
-				delete(b.creating, t.Name)
+				if stranded {
+					// A new topic of that name would open the directory
+					// left behind, records and all: the name stays
+					// reserved until a restart removes it (orphans are
+					// removed at start).
+					b.env.Log.Error("a deleted topic's partition directory is left on disk: its name is reserved until the broker restarts",
+						"topic", t.Name, "id", t.ID.String())
+				} else {
+					delete(b.creating, t.Name)
+				}
 				if left--; left == 0 {
 					finish(nil)
 				}

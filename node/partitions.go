@@ -280,15 +280,29 @@ func (b *Broker) removeOrphanDirs() error {
 }
 
 // removeTopicPartitions closes and deletes the logs of a topic whose
-// deletion has committed; done runs on the loop.
-func (b *Broker) removeTopicPartitions(t *raftmeta.Topic, done func(error)) {
+// deletion has committed; done runs on the loop with the errors, and
+// stranded set if a partition directory could not be removed.
+func (b *Broker) removeTopicPartitions(t *raftmeta.Topic, done func(stranded bool, err error)) {
+	stranded := false
 	all := newJoin(func(err error) {
-		b.env.FS.SyncDir(".", func(serr error) { done(errors.Join(err, serr)) })
+		b.env.FS.SyncDir(".", func(serr error) { done(stranded, errors.Join(err, serr)) })
 	})
+	remove := func(dir string) error {
+		err := removeTree(b.env.FS, dir)
+		if err != nil {
+			stranded = true
+		}
+		return err
+	}
 	for _, mp := range t.Partitions {
 		key := partitionKey{t.ID, mp.Index}
 		p := b.partitions[key]
-		delete(b.offline, key)
+		dir := partitionDir(t.Name, mp.Index)
+		if b.offline[key] != nil {
+			// Its log never opened, but its directory may hold records.
+			delete(b.offline, key)
+			all.add()(remove(dir))
+		}
 		if p == nil {
 			continue
 		}
@@ -296,13 +310,12 @@ func (b *Broker) removeTopicPartitions(t *raftmeta.Topic, done func(error)) {
 		for _, f := range slices.Clone(p.watchers) {
 			f.finish()
 		}
-		dir := partitionDir(t.Name, mp.Index)
 		removed := all.add()
 		p.log.Close(func(err error) {
 			// Remove the data even when the log failed to close cleanly:
 			// a deleted topic's records must never come back under a new
 			// topic of the same name.
-			removed(errors.Join(err, removeTree(b.env.FS, dir)))
+			removed(errors.Join(err, remove(dir)))
 		})
 	}
 	all.wait()
