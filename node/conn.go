@@ -157,6 +157,21 @@ func (cn *conn) startNext() {
 		r := &request{c: cn, header: req.Header, body: req.Body}
 		cn.started = append(cn.started, r)
 		cn.b.dispatch(r)
+		if r.header.Key == produceKey {
+			cn.recycle(r, frame)
+		}
+	}
+}
+
+// recycle hands a Produce's frame back to the connection once its handler
+// has returned: by then its records are in the log (written, so copied into
+// the page cache) or rejected, and what waits for durability holds only the
+// response. Nothing of the request may be read after this; body goes so that
+// a mistake fails loudly instead of reading reused bytes.
+func (cn *conn) recycle(r *request, frame []byte) {
+	r.body = nil
+	if rc, ok := cn.c.(env.FrameRecycler); ok {
+		rc.Recycle(frame)
 	}
 }
 

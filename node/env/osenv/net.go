@@ -204,6 +204,12 @@ type conn struct {
 	readAhead atomic.Int64
 	delivered chan struct{}
 
+	// lent are the buffers of large frames handed to h, by address of
+	// their first byte, until h recycles them (frames.go); nil once the
+	// reader has exited.
+	lentMu sync.Mutex
+	lent   map[*byte][]byte
+
 	// unsent counts the bytes queued by Write and SendFile and not yet
 	// handed to the kernel (or dropped); drained wakes a reader muted
 	// because of it (see sendQueueMax) when it falls to sendQueueResume or
@@ -239,6 +245,7 @@ func newConn(n *Node, nc *net.TCPConn) *conn {
 		wake:      make(chan struct{}, 1),
 		delivered: make(chan struct{}, 1),
 		drained:   make(chan struct{}, 1),
+		lent:      make(map[*byte][]byte),
 	}
 	if !register(n, n.conns, c) {
 		nc.Close()
@@ -445,7 +452,8 @@ func (c *conn) signal() {
 func (c *conn) readLoop() {
 	defer unregister(c.node, c.node.conns, c)
 	defer c.nc.Close()
-	r := frameAligner{}
+	defer c.forgetLent()
+	r := frameAligner{newFrame: c.lendFrame}
 	for {
 		if !c.awaitWriter() {
 			return
@@ -490,18 +498,22 @@ func (c *conn) readLoop() {
 //     that lie inside one read are returned by the loop's frame reader as
 //     slices of it, uncopied.
 //   - When a read ends inside a frame larger than a read buffer whose size
-//     prefix lies in that read, the rest of that frame is read into a
-//     buffer of the frame's exact size, holding its beginning too; each
-//     read's bytes are delivered as the next piece of that buffer, and the
-//     loop's frame reader, seeing the pieces continue one another in memory,
+//     prefix lies in that read, the frame's body is read into a buffer of
+//     its own (lent from the node's frame pool, to be recycled by the
+//     handler: frames.go) holding the body's first bytes too; each read's
+//     bytes are delivered as the next piece of that buffer, and the loop's
+//     frame reader, seeing the pieces continue one another in memory,
 //     returns the buffer itself (wire.FrameReader).
 //
 // The aligner follows the stream's frame boundaries across reads (a frame,
 // or a size prefix, may be cut anywhere); once a size is absurd it stops
 // aligning for good and passes bytes through.
 type frameAligner struct {
-	// frame is the buffer of a large frame being read in place, of which
-	// filled bytes are read and delivered.
+	// newFrame returns a buffer of n bytes for the body of a large frame;
+	// nil means make one.
+	newFrame func(n int) []byte
+	// frame is the buffer of a large frame's body being read in place, of
+	// which filled bytes are read and delivered.
 	frame  []byte
 	filled int
 	// skip is how many bytes of the current frame are still to come when it
@@ -539,11 +551,17 @@ func (r *frameAligner) next(src io.Reader) ([][]byte, error) {
 		return [][]byte{buf}, err
 	}
 	if start, size, ok := r.track(buf); ok {
-		// buf ends inside a large frame that starts in it: its beginning
-		// moves to the frame's own buffer, which every further piece fills.
-		r.frame = make([]byte, 4+size)
-		r.filled = copy(r.frame, buf[start:])
-		return [][]byte{buf[:start], r.frame[:r.filled]}, nil
+		// buf ends inside a large frame whose size prefix is in it: the
+		// body's first bytes move to a buffer of its own, which every
+		// further piece fills.
+		body := start + 4
+		if r.newFrame != nil {
+			r.frame = r.newFrame(int(size))
+		} else {
+			r.frame = make([]byte, size)
+		}
+		r.filled = copy(r.frame, buf[body:])
+		return [][]byte{buf[:body], r.frame[:r.filled]}, nil
 	}
 	return [][]byte{buf}, nil
 }

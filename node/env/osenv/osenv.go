@@ -94,6 +94,7 @@ type Node struct {
 	rand         env.Rand
 	clock        *clock
 	fs           *fileSystem
+	frames       framePool // buffers of large frames, shared by connections
 	net          *network
 	closeTimeout time.Duration
 
