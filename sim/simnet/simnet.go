@@ -146,6 +146,8 @@ type Network struct {
 
 	rto            time.Duration
 	connectTimeout time.Duration
+	// noSendFile: connections made now do not implement env.FileSender.
+	noSendFile bool
 }
 
 // New returns an empty network whose events run on s and whose randomness
