@@ -15,6 +15,16 @@ import (
 // copying path, reading the bytes and writing them.
 func (n *Network) SetSendFile(on bool) { n.noSendFile = !on }
 
+// Stats counts what SendFile did.
+type Stats struct {
+	SendFiles       int   // ranges queued
+	SendFileBytes   int64 // bytes read for them
+	SendFilesFailed int   // ranges whose read failed or came up short, ending their stream
+}
+
+// Stats returns the network's counters.
+func (n *Network) Stats() Stats { return n.stats }
+
 // plainConn is an end as its application holds it when the network does
 // not offer SendFile: env.Conn's methods and nothing more.
 type plainConn struct{ env.Conn }
@@ -113,6 +123,7 @@ func (p *pipe) sendFile(fr *fileRead) {
 	}
 	p.lastReadAt = fr.readAt
 	p.reads = append(p.reads, fr)
+	p.c.n.stats.SendFiles++
 	p.pumpReads()
 }
 
@@ -166,7 +177,9 @@ func (p *pipe) readNext() {
 	data, err := fr.readFile()
 	fr.f.Close()
 	fr.f, fr.data, fr.done = nil, data, true
+	p.c.n.stats.SendFileBytes += int64(len(data))
 	if err != nil {
+		p.c.n.stats.SendFilesFailed++
 		p.sendFailed(fr, err)
 	}
 }

@@ -239,6 +239,9 @@ func TestSendFileReadFaults(t *testing.T) {
 		if st := s.disk.Stats(); st.InjectedIO != 1 {
 			t.Fatalf("the disk injected %d EIOs, want 1", st.InjectedIO)
 		}
+		if st := s.w.n.Stats(); st != (Stats{SendFiles: 1, SendFilesFailed: 1}) {
+			t.Fatalf("network stats %+v; want one range sent and failed", st)
+		}
 	})
 	t.Run("BitFlip", func(t *testing.T) {
 		s := newSendFileSetup(t, 4, 5000)
@@ -251,6 +254,9 @@ func TestSendFileReadFaults(t *testing.T) {
 		}
 		if diff != 1 || s.peer.closed || s.c.rec.closed {
 			t.Fatalf("a flipped read sent %d flipped bits (want 1); closed: peer %v, sender %v", diff, s.peer.closed, s.c.rec.closed)
+		}
+		if st := s.w.n.Stats(); st != (Stats{SendFiles: 1, SendFileBytes: 5000}) {
+			t.Fatalf("network stats %+v; want one range of 5000 bytes", st)
 		}
 	})
 }

@@ -148,6 +148,7 @@ type Network struct {
 	connectTimeout time.Duration
 	// noSendFile: connections made now do not implement env.FileSender.
 	noSendFile bool
+	stats      Stats
 }
 
 // New returns an empty network whose events run on s and whose randomness
