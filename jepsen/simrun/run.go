@@ -188,6 +188,7 @@ func Run(cfg Config) Summary {
 	if cfg.Log != nil {
 		r.w.SetLog(cfg.Log, cfg.LogLevel)
 	}
+	r.w.Net().SetSendFile(!opts.CopyFetch)
 	r.execute()
 	return r.summarize()
 }
