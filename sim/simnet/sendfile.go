@@ -113,7 +113,7 @@ func (e *end) SendFile(f env.File, off, n int64) error {
 func (p *pipe) sendFile(fr *fileRead) {
 	at := p.sendPiece(segData, &piece{file: fr})
 	lo := max(p.now(), p.lastReadAt)
-	at = max(at, lo) // never earlier; kept for safety against a future change to arrivals
+	at = max(at, lo) // arrivals never go back along a pipe, so this only guards the draw
 	switch p.link.draw(3) {
 	case 0:
 		fr.readAt = lo // the writer gets to it at once
