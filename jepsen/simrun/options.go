@@ -69,6 +69,10 @@ type Options struct {
 	// Faults is the mix; FaultEvery the mean time between two faults.
 	Faults     []Fault
 	FaultEvery time.Duration
+	// CopyFetch takes SendFile away from the network's connections, so that
+	// Fetch reads and checks the batches and writes them instead of sending
+	// file ranges (its production path, which most seeds take).
+	CopyFetch bool
 }
 
 // ChooseOptions returns the options seed decides. They draw from the
@@ -93,6 +97,7 @@ func ChooseOptions(seed uint64) Options {
 			}
 		}
 	}
+	o.CopyFetch = r.Chance(0.25) // drawn last: the draws above keep their values
 	return o
 }
 
@@ -108,8 +113,12 @@ func (o Options) String() string {
 		}
 		faults = strings.Join(names, ",")
 	}
-	return fmt.Sprintf("partitions=%d producers=%d consumers=%d batch=%d think=%s produce=v%d fetch=v%d segment=%d faults=%s every=%s",
-		o.Partitions, o.Producers, o.Consumers, o.BatchMax, o.Think, o.ProduceVersion, o.FetchVersion, o.SegmentBytes, faults, o.FaultEvery)
+	fetchPath := "sendfile"
+	if o.CopyFetch {
+		fetchPath = "copy"
+	}
+	return fmt.Sprintf("partitions=%d producers=%d consumers=%d batch=%d think=%s produce=v%d fetch=v%d fetchpath=%s segment=%d faults=%s every=%s",
+		o.Partitions, o.Producers, o.Consumers, o.BatchMax, o.Think, o.ProduceVersion, o.FetchVersion, fetchPath, o.SegmentBytes, faults, o.FaultEvery)
 }
 
 // validate refuses options a run cannot honour.

@@ -69,5 +69,6 @@ func KnownProbes() []string {
 		"consumer.seek", "consumer.list_offsets", "consumer.out_of_range",
 		"disk.eio", "disk.enospc", "disk.sync_lost", "disk.write_torn", "disk.read_flip", "disk.lost_after_kill",
 		"broker.start_failed", "broker.operator_restart",
+		"net.sendfile", "net.sendfile_failed",
 	}
 }

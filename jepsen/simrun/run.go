@@ -188,6 +188,7 @@ func Run(cfg Config) Summary {
 	if cfg.Log != nil {
 		r.w.SetLog(cfg.Log, cfg.LogLevel)
 	}
+	r.w.Net().SetSendFile(!opts.CopyFetch)
 	r.execute()
 	return r.summarize()
 }
@@ -428,6 +429,7 @@ func (r *run) summarize() Summary {
 	if r.broker.node != nil {
 		r.diskProbes()
 	}
+	r.netProbes()
 	check := jepsen.Check(r.h, jepsen.Config{Timeout: r.cfg.CheckTimeout})
 	ops := 0
 	for _, e := range r.h.Events() {
@@ -456,6 +458,14 @@ func (r *run) diskProbes() {
 	r.probes.addN("disk.sync_lost", st.SyncsLost)
 	r.probes.addN("disk.write_torn", st.WritesTorn)
 	r.probes.addN("disk.read_flip", st.ReadFlips)
+}
+
+// netProbes adds how the broker's responses went out: file ranges sent
+// with SendFile (Fetch's zero-copy path), and those whose read failed.
+func (r *run) netProbes() {
+	st := r.w.Net().Stats()
+	r.probes.addN("net.sendfile", st.SendFiles)
+	r.probes.addN("net.sendfile_failed", st.SendFilesFailed)
 }
 
 func hashString(s string) uint64 {

@@ -69,13 +69,17 @@ type FrameRecycler interface {
 }
 
 // FileSender is implemented by connections that can send a range of a file
-// without copying it through the program (sendfile in osenv). It is
-// optional: callers that find it missing (the simulator) read the bytes and
-// Write them, checking what they read.
+// without copying it through the program (sendfile in osenv; the simulator
+// models it, unless told not to with simnet's SetSendFile). It is optional:
+// callers that find it missing read the bytes and Write them, checking what
+// they read.
 type FileSender interface {
 	// SendFile queues n bytes of f starting at off, to go out after
 	// everything queued before it. The bytes are read when they are sent,
-	// so the caller must not change that range of f meanwhile; closing f is
-	// allowed.
+	// so the caller must not change that range of f meanwhile; closing or
+	// removing f is allowed. A closed f, a negative range or a closed
+	// connection is refused at once. A read that fails later, or a file
+	// that ends before the range does, breaks the connection: the peer gets
+	// a prefix of the stream, then a close, and OnClose reports the error.
 	SendFile(f File, off, n int64) error
 }

@@ -153,6 +153,19 @@ func (f *file) Sync(done func(error)) {
 	f.d.enqueueSync(f.ino, "disk.sync", f.name, err, done)
 }
 
+// Dup returns another open file on the same inode, as dup(2) gives another
+// descriptor: it stays valid when f is closed, still reads the contents
+// after the name is removed or renamed, and dies with f's process (a crash
+// or a process crash makes it fail with env.ErrClosed). It has its own
+// position, starting at 0. simnet's SendFile reads through one, as osenv
+// sends from a duplicated descriptor, so that the sender may close f.
+func (f *file) Dup() (env.File, error) {
+	if err := f.check("dup"); err != nil {
+		return nil, err
+	}
+	return f.d.open(f.name, f.ino), nil
+}
+
 // Close releases the file; its unsynced writes stay in the page cache and
 // its Syncs in flight still complete.
 func (f *file) Close() error {

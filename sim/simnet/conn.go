@@ -20,6 +20,9 @@ type conn struct {
 	// only if it is still listening when the ACK arrives.
 	listener *listener
 	retired  bool
+	// noSendFile: the application's ends do not implement env.FileSender
+	// (Network.SetSendFile).
+	noSendFile bool
 }
 
 // endState is the kernel's view of one end.
@@ -78,7 +81,7 @@ var _ env.Conn = (*end)(nil)
 
 func (n *Network) dial(src *host, local int, dst *host, port int, connected func(env.Conn, error) env.ConnHandler) {
 	n.nextConn++
-	c := &conn{n: n, id: n.nextConn, port: port, localPort: local, connected: connected}
+	c := &conn{n: n, id: n.nextConn, port: port, localPort: local, connected: connected, noSendFile: n.noSendFile}
 	dialer := &end{c: c, h: src, state: stSynSent, incarnation: src.incarnation,
 		local: joinHostPort(src.name, local), remote: joinHostPort(dst.name, port)}
 	acceptor := &end{c: c, h: dst, state: stIdle, local: dialer.remote, remote: dialer.local}
@@ -195,14 +198,14 @@ func (e *end) announce() {
 		c.connected(nil, e.dialErr)
 		return
 	case e == c.ends[0]:
-		h = c.connected(e, nil)
+		h = c.connected(e.app(), nil)
 	case !c.listener.live():
 		// Closed before accepting: the kernel resets its accept queue.
 		e.reported = true
 		e.abort(nil)
 		return
 	default:
-		h = c.listener.accept(e)
+		h = c.listener.accept(e.app())
 	}
 	if e.done() {
 		return // closed inside the callback
@@ -443,12 +446,12 @@ func (c *conn) ackArrived() {
 	a.kick()
 }
 
-func (e *end) dataArrived(pieces [][]byte) {
+func (e *end) dataArrived(pieces []piece) {
 	if e.state != stOpen || e.finRcvd {
 		return // closed locally, or broken: nobody reads them
 	}
-	for _, p := range pieces {
-		if len(p) > 0 {
+	for _, pc := range pieces {
+		if p := pc.bytes(); len(p) > 0 {
 			e.rcv = append(e.rcv, p)
 			e.rcvLen += len(p)
 		}

@@ -21,8 +21,23 @@ const (
 // several writes that arrive together.
 type segment struct {
 	kind     segKind
-	pieces   [][]byte
+	pieces   []piece
 	arriveAt time.Duration
+}
+
+// piece is what one Write or SendFile put in a data segment: bytes, or a
+// file range whose bytes are read before the segment arrives (sendfile.go).
+type piece struct {
+	p    []byte
+	file *fileRead
+}
+
+// bytes returns the piece's payload; a file range's once it is read.
+func (pc piece) bytes() []byte {
+	if pc.file != nil {
+		return pc.file.data
+	}
+	return pc.p
 }
 
 // pipe carries one direction of a connection: segments sent by from, in
@@ -48,13 +63,20 @@ type pipe struct {
 	// rto breaks the connection at from if the pipe stays blocked.
 	rto *sched.Event
 
-	transitFn, rtoFn func()
+	// reads are the file ranges queued by SendFile and not yet read, in
+	// the order sent; read is the event that reads reads[0], at its readAt.
+	// lastReadAt is the latest read time drawn, so reads stay in order.
+	reads      []*fileRead
+	read       *sched.Event
+	lastReadAt time.Duration
+
+	transitFn, rtoFn, readFn func()
 }
 
 func (n *Network) newPipe(c *conn, from, to *end) *pipe {
 	p := &pipe{c: c, from: from, to: to,
 		link: n.link(from.h.name, to.h.name), back: n.link(to.h.name, from.h.name)}
-	p.transitFn, p.rtoFn = p.onTransit, p.onRTO
+	p.transitFn, p.rtoFn, p.readFn = p.onTransit, p.onRTO, p.onRead
 	return p
 }
 
@@ -66,20 +88,39 @@ func (p *pipe) empty() bool { return len(p.segs) == 0 && p.rto == nil }
 // but not before the segment ahead of it; a write that would arrive
 // together with the data ahead of it joins that segment.
 func (p *pipe) send(kind segKind, data []byte) {
+	var pc *piece
+	if data != nil {
+		pc = &piece{p: data}
+	}
+	p.sendPiece(kind, pc)
+}
+
+// sendPiece is send with the payload of a data segment as a piece (nil for
+// none). It returns when the segment is due to arrive.
+func (p *pipe) sendPiece(kind segKind, pc *piece) time.Duration {
+	at := p.enqueue(kind, pc)
+	p.pump()
+	return at
+}
+
+// enqueue is sendPiece without scheduling the arrival: the caller pumps.
+func (p *pipe) enqueue(kind segKind, pc *piece) time.Duration {
 	at := max(p.now()+p.link.sample(), p.lastArrive)
 	if k := len(p.segs); kind == segData && k > 0 {
 		if last := &p.segs[k-1]; last.kind == segData && last.arriveAt == at {
-			last.pieces = append(last.pieces, data)
-			return
+			if pc != nil {
+				last.pieces = append(last.pieces, *pc)
+			}
+			return at
 		}
 	}
 	p.lastArrive = at
 	seg := segment{kind: kind, arriveAt: at}
-	if data != nil {
-		seg.pieces = [][]byte{data}
+	if pc != nil {
+		seg.pieces = []piece{*pc}
 	}
 	p.segs = append(p.segs, seg)
-	p.pump()
+	return at
 }
 
 // pump schedules the arrival of the first segment if it may travel.
@@ -108,6 +149,9 @@ func (p *pipe) onTransit() {
 		p.updateRTO()
 		return
 	}
+	// A file range that has not been read yet is read now, on its way out;
+	// if that fails, the segment keeps what was read and is the last.
+	p.readThrough()
 	seg := p.segs[0]
 	p.segs[0] = segment{}
 	p.segs = p.segs[1:]
@@ -202,6 +246,7 @@ func (p *pipe) clear() {
 		p.transit.Cancel()
 		p.transit = nil
 	}
+	p.dropReads()
 	p.held, p.ackLost = false, false
 	p.updateRTO()
 }

@@ -76,9 +76,19 @@
 // and the RST Linux sends when a socket closes with unread bytes (osenv
 // drains them instead).
 //
-// Every random choice (latencies, backoffs, chunk sizes) draws from a stream
-// forked per link ("link/n1->n2"), so the same seed and the same calls give
-// the same deliveries at the same virtual times.
+// # SendFile
+//
+// Ends implement env.FileSender (unless SetSendFile(false)) with osenv's
+// semantics: a file range joins the stream like a write, and is read
+// through a simfs Dup at a seeded time between the call and its segment's
+// arrival, so the disk's read faults strike it and a change to the range
+// meanwhile may or may not show. A read that fails or comes up short ends
+// the stream there, with a FIN or an RST, and the sender's OnClose reports
+// why (sendfile.go).
+//
+// Every random choice (latencies, backoffs, chunk sizes, read times) draws
+// from a stream forked per link ("link/n1->n2"), so the same seed and the
+// same calls give the same deliveries at the same virtual times.
 package simnet
 
 import (
@@ -146,6 +156,9 @@ type Network struct {
 
 	rto            time.Duration
 	connectTimeout time.Duration
+	// noSendFile: connections made now do not implement env.FileSender.
+	noSendFile bool
+	stats      Stats
 }
 
 // New returns an empty network whose events run on s and whose randomness

@@ -22,7 +22,14 @@
 //     they were set; a timer set with d <= 0 fires before any with d > 0;
 //   - OnData never delivers an empty slice;
 //   - a connection accepted on a listener has that listener's Addr as its
-//     LocalAddr, and the dialer's connection has it as its RemoteAddr.
+//     LocalAddr, and the dialer's connection has it as its RemoteAddr;
+//   - where connections implement env.FileSender: file ranges go out in
+//     order with the writes around them, even if the file is closed or
+//     removed right after; a closed file, a negative range or a closed
+//     connection is refused at once; and a file truncated before its range
+//     is sent ends the stream (the peer gets a prefix of what was queued,
+//     then a close; the sender's OnClose reports an error), unless the
+//     range had already gone out.
 package envtest
 
 import (
@@ -96,6 +103,8 @@ func tests() []test {
 		{"DialNobodyListening", testDialRefused},
 		{"ListenerCloseKeepsConnections", testListenerClose},
 		{"WriteAfterCloseFails", testWriteAfterClose},
+		{"SendFileInterleavesWithWrites", testSendFile},
+		{"SendFileOfTruncatedFile", testSendFileTruncated},
 	}
 }
 
@@ -1030,6 +1039,153 @@ func testWriteAfterClose(t *testing.T, w World) {
 		}
 		if err := s.conns[0].Write([]byte("x")); !errors.Is(err, env.ErrClosed) {
 			return fmt.Errorf("envtest: Write after OnClose: err = %v, want env.ErrClosed", err)
+		}
+		return nil
+	})
+}
+
+// fileSender returns the dialed connection as an env.FileSender, or skips
+// the test if the implementation has none (it is optional).
+func fileSender(t *testing.T, w World, node string, c *client) env.FileSender {
+	t.Helper()
+	var fs env.FileSender
+	w.Do(node, func() { fs, _ = c.conn.(env.FileSender) })
+	if fs == nil {
+		t.Skip("connections do not implement env.FileSender")
+	}
+	return fs
+}
+
+func testSendFile(t *testing.T, w World) {
+	s := listen(t, w, "a")
+	c := connect(t, w, "b", s)
+	fsend := fileSender(t, w, "b", c)
+	content := pattern(20, 300<<10)
+	var want []byte
+	on(t, w, "b", func(e env.Env) error {
+		f, err := e.FS.Create("seg")
+		if err != nil {
+			return err
+		}
+		if _, err := f.Write(content); err != nil {
+			return err
+		}
+		send := func(off, n int64) error {
+			want = append(want, content[off:off+n]...)
+			return fsend.SendFile(f, off, n)
+		}
+		write := func(p string) error {
+			want = append(want, p...)
+			return c.conn.Write([]byte(p))
+		}
+		for _, step := range []func() error{
+			func() error { return write("head") },
+			func() error { return send(100, 200<<10) },
+			func() error { return write("mid") },
+			func() error { return send(5, 1000) },
+			func() error { return send(0, 0) },
+			func() error { return send(int64(len(content))-7, 7) },
+		} {
+			if err := step(); err != nil {
+				return err
+			}
+		}
+		if err := fsend.SendFile(f, -1, 10); err == nil {
+			return errors.New("envtest: SendFile of a negative offset succeeded")
+		}
+		if err := fsend.SendFile(f, 0, -1); err == nil {
+			return errors.New("envtest: SendFile of a negative length succeeded")
+		}
+		// The queued ranges still go out after the file is closed and
+		// removed.
+		if err := f.Close(); err != nil {
+			return err
+		}
+		if err := e.FS.Remove("seg"); err != nil {
+			return err
+		}
+		if err := fsend.SendFile(f, 5, 1000); !errors.Is(err, env.ErrClosed) {
+			return fmt.Errorf("envtest: SendFile of a closed file: err = %v, want env.ErrClosed", err)
+		}
+		if err := write("tail"); err != nil {
+			return err
+		}
+		return c.conn.Close()
+	})
+	w.RunUntil(func() bool { return s.recs[0].closed })
+	on(t, w, "a", func(env.Env) error {
+		r := s.recs[0]
+		if err := r.check("server"); err != nil {
+			return err
+		}
+		if r.closeErr != nil {
+			return fmt.Errorf("the sender's Close reached the peer as error %v", r.closeErr)
+		}
+		if !bytes.Equal(r.data, want) {
+			return fmt.Errorf("received %d bytes that differ from the %d sent (%s)", len(r.data), len(want), firstDiff(r.data, want))
+		}
+		return nil
+	})
+	on(t, w, "b", func(e env.Env) error {
+		if err := fsend.SendFile(nil, 0, 1); !errors.Is(err, env.ErrClosed) {
+			return fmt.Errorf("envtest: SendFile after Close: err = %v, want env.ErrClosed", err)
+		}
+		return nil
+	})
+}
+
+// firstDiff says where two byte strings first differ.
+func firstDiff(got, want []byte) string {
+	i := 0
+	for i < len(got) && i < len(want) && got[i] == want[i] {
+		i++
+	}
+	return fmt.Sprintf("first difference at byte %d", i)
+}
+
+func testSendFileTruncated(t *testing.T, w World) {
+	s := listen(t, w, "a")
+	c := connect(t, w, "b", s)
+	fsend := fileSender(t, w, "b", c)
+	content := pattern(21, 256<<10)
+	var f env.File
+	on(t, w, "b", func(e env.Env) error {
+		var err error
+		if f, err = e.FS.Create("seg"); err != nil {
+			return err
+		}
+		if _, err := f.Write(content); err != nil {
+			return err
+		}
+		if err := c.conn.Write([]byte("head")); err != nil {
+			return err
+		}
+		if err := fsend.SendFile(f, 0, int64(len(content))); err != nil {
+			return err
+		}
+		// The caller broke SendFile's rule: the range changed before it
+		// was (perhaps) sent.
+		if err := f.Truncate(int64(len(content) / 2)); err != nil {
+			return err
+		}
+		return c.conn.Write([]byte("tail"))
+	})
+	full := append(append([]byte("head"), content...), "tail"...)
+	r := s.recs[0]
+	w.RunUntil(func() bool { return len(r.data) == len(full) || (r.closed && c.rec.closed) })
+	on(t, w, "b", func(env.Env) error {
+		defer f.Close()
+		if err := errors.Join(r.check("server"), c.rec.check("client")); err != nil {
+			return err
+		}
+		if bytes.Equal(r.data, full) {
+			return c.conn.Close() // the range went out before the truncation
+		}
+		if len(r.data) >= len(full) || !bytes.Equal(r.data, full[:len(r.data)]) {
+			return fmt.Errorf("after a truncation the peer got %d bytes that are no prefix of the %d queued", len(r.data), len(full))
+		}
+		if c.rec.closeErr == nil {
+			return errors.New("the sender's OnClose reported no error for a range cut short")
 		}
 		return nil
 	})

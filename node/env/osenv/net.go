@@ -709,7 +709,7 @@ func (c *conn) sendFile(it outItem) error {
 				return false // wait until the socket is writable
 			case err == unix.EINTR:
 			case err != nil:
-				serr = err
+				serr = fmt.Errorf("sendfile: %w", mapErr(err)) // EIO reads as env.ErrIO, as in simnet
 				return true
 			case n == 0:
 				serr = fmt.Errorf("sendfile: the file ended %d bytes early", left)
