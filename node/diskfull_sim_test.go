@@ -60,6 +60,12 @@ type fullFile struct {
 	fs *fullFS
 }
 
+// Dup lets the simulator's SendFile read the file, as it reads any simfs
+// file (a Fetch answered by sendfile goes through it).
+func (f fullFile) Dup() (env.File, error) {
+	return f.File.(interface{ Dup() (env.File, error) }).Dup()
+}
+
 // fits says whether the file may grow to end while the disk is full.
 func (f fullFile) fits(end int64) bool {
 	size, err := f.File.Size()

@@ -329,3 +329,15 @@ func TestSendFileDeterminism(t *testing.T) {
 		}
 	}
 }
+
+
+// TestRecycleOverwritesTheFrame: a recycled frame turns to junk at once.
+func TestRecycleOverwritesTheFrame(t *testing.T) {
+	frame := []byte("records")
+	(&end{}).Recycle(frame)
+	for i, b := range frame {
+		if b != recycledJunk {
+			t.Fatalf("byte %d is %#x after Recycle, want %#x", i, b, recycledJunk)
+		}
+	}
+}
