@@ -330,7 +330,6 @@ func TestSendFileDeterminism(t *testing.T) {
 	}
 }
 
-
 // TestRecycleOverwritesTheFrame: a recycled frame turns to junk at once.
 func TestRecycleOverwritesTheFrame(t *testing.T) {
 	frame := []byte("records")
