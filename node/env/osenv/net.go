@@ -512,6 +512,9 @@ type frameAligner struct {
 	// newFrame returns a buffer of n bytes for the body of a large frame;
 	// nil means make one.
 	newFrame func(n int) []byte
+	// spare is a read buffer none of whose bytes were handed over, to
+	// read into next.
+	spare []byte
 	// frame is the buffer of a large frame's body being read in place, of
 	// which filled bytes are read and delivered.
 	frame  []byte
@@ -544,8 +547,13 @@ func (r *frameAligner) next(src io.Reader) ([][]byte, error) {
 		}
 		return [][]byte{piece}, err
 	}
-	buf := make([]byte, readBufferSize)
+	buf := r.spare
+	r.spare = nil
+	if buf == nil {
+		buf = make([]byte, readBufferSize)
+	}
 	n, err := src.Read(buf)
+	full := buf
 	buf = buf[:n:n]
 	if r.lost || err != nil {
 		return [][]byte{buf}, err
@@ -561,7 +569,15 @@ func (r *frameAligner) next(src io.Reader) ([][]byte, error) {
 			r.frame = make([]byte, size)
 		}
 		r.filled = copy(r.frame, buf[body:])
-		return [][]byte{buf[:body], r.frame[:r.filled]}, nil
+		head := buf[:body]
+		if start == 0 {
+			// Nothing but the size prefix stays in buf, as when produce
+			// requests follow one another: hand over a copy of the prefix
+			// and read into buf again, instead of into fresh memory.
+			head = append([]byte(nil), head...)
+			r.spare = full
+		}
+		return [][]byte{head, r.frame[:r.filled]}, nil
 	}
 	return [][]byte{buf}, nil
 }
