@@ -55,6 +55,10 @@ func (s *fileSystem) open(op, name string, flag int) (env.File, error) {
 		osf.Close()
 		return nil, &fs.PathError{Op: op, Path: name, Err: env.ErrClosed}
 	}
+	if flag&os.O_CREATE != 0 {
+		// Creating or truncating is a change a Sync must cover.
+		s.syncer.noteWrite(f)
+	}
 	return f, nil
 }
 
@@ -160,6 +164,10 @@ type file struct {
 	// closed is set by Close (or Node.Close): every later call fails with
 	// env.ErrClosed.
 	closed bool
+	// lastWrite and durable are the node-wide numbers of this file's last
+	// completed write and of the last write a flush has made durable
+	// (sync.go); guarded by the syncer's mu.
+	lastWrite, durable uint64
 	// pending counts this file's Syncs queued or in flight. While it is
 	// above zero, f stays open even after Close: the last Sync to finish
 	// closes it.
@@ -191,6 +199,7 @@ func (f *file) Write(p []byte) (int, error) {
 		return 0, err
 	}
 	n, err := f.f.Write(p)
+	f.fs.syncer.noteWrite(f)
 	return n, mapErr(err)
 }
 
@@ -199,6 +208,7 @@ func (f *file) WriteAt(p []byte, off int64) (int, error) {
 		return 0, err
 	}
 	n, err := f.f.WriteAt(p, off)
+	f.fs.syncer.noteWrite(f)
 	return n, mapErr(err)
 }
 
@@ -206,7 +216,9 @@ func (f *file) Truncate(size int64) error {
 	if err := f.usable("truncate"); err != nil {
 		return err
 	}
-	return mapErr(f.f.Truncate(size))
+	err := f.f.Truncate(size)
+	f.fs.syncer.noteWrite(f)
+	return mapErr(err)
 }
 
 func (f *file) Size() (int64, error) {
@@ -320,6 +332,7 @@ func (f *file) closeForNode() error {
 // was set and no worker is left.
 func (f *file) release() error {
 	unregister(f.fs.node, f.fs.node.files, f)
+	f.fs.syncer.forget(f)
 	return mapErr(f.f.Close())
 }
 

@@ -9,38 +9,47 @@ import (
 )
 
 // groupSyncer makes the node's files durable with as few device flushes as
-// it can: one worker goroutine takes every Sync pending on any file and
-// covers them with a single call, so that the partitions a produce request
-// touched cost one flush between them instead of one each.
+// it can. One worker goroutine takes every Sync pending on any file and
+// covers them with a single call, and a Sync whose file has not been written
+// since a flush that covered it completes without another.
 //
-// One file alone gets an fdatasync. Two or more get one syncfs(2) on the
-// data directory's filesystem, which writes back every dirty page of it and
-// then flushes the device once. On the virtual disks Sluice is measured on,
-// each flush costs the CPU about 0.15 ms of exits into the hypervisor, and
-// parallel fdatasyncs of six files took twice the CPU of one syncfs for the
-// same bytes (and had a p99 six times longer; see ARCHITECTURE.md). The
-// price is that syncfs also writes back other programs' dirty data on the
-// same filesystem; Kafka's advice to give log.dirs a disk of their own
-// applies.
+// The call is one fdatasync when the node has a single file with unsynced
+// writes, and otherwise one syncfs(2) on the data directory's filesystem,
+// which writes back every dirty page of it and then flushes the device once,
+// making every file of the node durable up to the writes completed before it
+// started. Partitions that take produce requests in turn thus share flushes
+// instead of queueing one behind another's. On the virtual disks Sluice is
+// measured on, each flush costs the CPU about 0.15 ms of exits into the
+// hypervisor, and parallel fdatasyncs of six files took twice the CPU of one
+// syncfs for the same bytes (and had a p99 six times longer; see
+// ARCHITECTURE.md). The price is that syncfs also writes back other
+// programs' dirty data on the same filesystem; Kafka's advice to give
+// log.dirs a disk of their own applies.
+//
+// Writes are numbered node-wide as they complete (noteWrite); a flush
+// started after write number s covers every write numbered up to s, of
+// every file for syncfs, of its file for fdatasync.
 //
 // Errors. A failed writeback of any file of the filesystem is reported once
 // to every descriptor opened before it, by syncfs through the descriptor it
 // is called on and by fdatasync through the file's own. The syncer calls
 // syncfs only through dir, opened when the node was, so no failure after
-// that is missed; but syncfs cannot say which file failed. So on a syncfs
+// that is missed, and a successful syncfs means no file has failed since the
+// node started; but syncfs cannot say which file failed. So on a syncfs
 // error every file of the batch is fdatasynced to learn its own error, and
 // the syncer stays with per-file fdatasync for the rest of the node's life:
 // a file whose failure syncfs reported while it was not in the batch then
-// learns it from its next fdatasync, instead of from a syncfs that has
-// already told its one report.
+// learns it from its next fdatasync.
 type groupSyncer struct {
 	node *Node
 	dir  *os.File // the data directory, for syncfs
 
-	mu      sync.Mutex
-	queue   []syncRequest // Syncs not yet taken by the worker, in issue order
-	running bool          // a worker goroutine is running
-	perFile bool          // after a syncfs error: fdatasync each file
+	mu       sync.Mutex
+	queue    []syncRequest // Syncs not yet taken by the worker, in issue order
+	running  bool          // a worker goroutine is running
+	perFile  bool          // after a syncfs error: fdatasync each file
+	written  uint64        // writes completed, node-wide
+	unsynced map[*file]struct{}
 }
 
 type syncRequest struct {
@@ -48,10 +57,39 @@ type syncRequest struct {
 	done func(error)
 }
 
+// noteWrite records that a write (or truncation) of f has completed.
+func (g *groupSyncer) noteWrite(f *file) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.written++
+	f.lastWrite = g.written
+	if g.unsynced == nil {
+		g.unsynced = make(map[*file]struct{})
+	}
+	g.unsynced[f] = struct{}{}
+}
+
+// forget drops a released file from the unsynced set.
+func (g *groupSyncer) forget(f *file) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	delete(g.unsynced, f)
+}
+
 // enqueue queues a Sync of f, which the caller has counted in f.pending,
-// and starts the worker if none runs.
+// and starts the worker if none runs. A Sync of a file already durable up
+// to its last write completes at once, without a flush.
 func (g *groupSyncer) enqueue(f *file, done func(error)) {
 	g.mu.Lock()
+	if f.lastWrite <= f.durable {
+		// Posted under mu, after any earlier Sync of f: a worker posts a
+		// batch's callbacks under mu too, in the same section that moves
+		// durable past them.
+		g.node.post(func() { done(nil) })
+		g.mu.Unlock()
+		f.syncFinished()
+		return
+	}
 	g.queue = append(g.queue, syncRequest{f: f, done: done})
 	if g.running {
 		g.mu.Unlock()
@@ -84,28 +122,49 @@ func (g *groupSyncer) run() {
 			g.mu.Unlock()
 			return
 		}
-		perFile := g.perFile
+		upTo := g.written
+		whole := !g.perFile && len(g.unsynced) > 1
 		g.mu.Unlock()
 
-		errs := g.sync(distinctFiles(batch), perFile)
+		files := distinctFiles(batch)
+		errs, all := g.flush(whole, files)
+
+		// Durability moves and the callbacks are posted in one section, so
+		// that a Sync enqueue completes at once (because its file is now
+		// durable) cannot overtake an earlier Sync of the same file.
+		g.mu.Lock()
+		if all {
+			for f := range g.unsynced {
+				g.markDurable(f, upTo) // each file alone: the order does not matter
+			}
+		} else {
+			for _, f := range files {
+				if errs[f] == nil {
+					g.markDurable(f, upTo)
+				}
+			}
+		}
 		g.node.post(func() {
 			for _, r := range batch {
 				r.done(errs[r.f])
 			}
 		})
+		g.mu.Unlock()
 		for _, r := range batch {
 			r.f.syncFinished()
 		}
 	}
 }
 
-// sync makes files durable and returns the error of each that failed.
-func (g *groupSyncer) sync(files []*file, perFile bool) map[*file]error {
-	errs := make(map[*file]error)
-	if len(files) > 1 && !perFile {
+// flush makes the batch's files durable: with one syncfs if whole (then all
+// reports that every file of the node is durable), else, or should syncfs
+// fail, with an fdatasync of each. It returns the error of each file that
+// failed.
+func (g *groupSyncer) flush(whole bool, files []*file) (errs map[*file]error, all bool) {
+	if whole {
 		err := syncfs(g.dir)
 		if err == nil {
-			return errs
+			return nil, true
 		}
 		g.node.log.Warn("syncfs failed; learning each file's error with fdatasync, and syncing file by file from now on",
 			"err", err)
@@ -113,12 +172,22 @@ func (g *groupSyncer) sync(files []*file, perFile bool) map[*file]error {
 		g.perFile = true
 		g.mu.Unlock()
 	}
+	errs = make(map[*file]error)
 	for _, f := range files {
 		if err := fdatasync(f.f); err != nil {
 			errs[f] = mapErr(&fs.PathError{Op: "sync", Path: f.name, Err: err})
 		}
 	}
-	return errs
+	return errs, false
+}
+
+// markDurable records that f is durable up to write upTo. Called with mu
+// held.
+func (g *groupSyncer) markDurable(f *file, upTo uint64) {
+	f.durable = max(f.durable, upTo)
+	if f.lastWrite <= upTo {
+		delete(g.unsynced, f)
+	}
 }
 
 // distinctFiles returns the files of batch, each once, in first-seen order.
