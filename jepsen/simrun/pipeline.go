@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/sluicemq/sluice/jepsen"
@@ -215,7 +216,13 @@ func (pl *pipeline) enqueue(partitions []int32, mustSucceed bool) {
 		op.id = r.h.InvokeProduce(p.w.id, op.tp, true, op.values...)
 		b := &pipeBatch{op: op, mustSucceed: mustSucceed, timestampMs: now}
 		b.timer = ps.e.Clock.AfterFunc(timeout, func() { b.expired = true })
-		part.queue = append(part.queue, b)
+		if r.cfg.Sabotage == SabotageReorderPipeline && !r.sabotaged && part.sent < len(part.queue) {
+			// A test-only lie, once: the new batch goes out first.
+			r.sabotaged = true
+			part.queue = slices.Insert(part.queue, part.sent, b)
+		} else {
+			part.queue = append(part.queue, b)
+		}
 		if mustSucceed {
 			pl.probesOpen++
 		}

@@ -69,6 +69,18 @@ func TestPipelinedProducerResendsInOrderThroughFaults(t *testing.T) {
 	require.Positive(t, probeCount(s, "produce.ok_after_retry"), s.Line())
 }
 
+// A broker that appended a producer's pipelined batches out of order would
+// be caught by the producer-order check alone; the producer can be made to
+// fake one.
+func TestSabotagedPipelineOrderIsCaught(t *testing.T) {
+	o := quiet()
+	o.InFlight, o.Think = maxInFlight, 2*time.Millisecond
+	s := Run(Config{Seed: 7, Duration: 5 * time.Second, Options: o, Sabotage: SabotageReorderPipeline})
+	require.False(t, s.OK(), s.Line())
+	require.Contains(t, s.Details(), "producer-order")
+	require.Equal(t, jepsen.CheckProducerOrder, s.Check.Violations[0].Check, s.Details())
+}
+
 func TestPipelinedRunIsDeterministic(t *testing.T) {
 	o := ChooseOptions(4) // faults: crash, restart, power loss, pause, reset, partition, disk, kill
 	o.InFlight = 2
