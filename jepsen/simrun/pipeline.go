@@ -216,7 +216,7 @@ func (pl *pipeline) enqueue(partitions []int32, mustSucceed bool) {
 		op.id = r.h.InvokeProduce(p.w.id, op.tp, true, op.values...)
 		b := &pipeBatch{op: op, mustSucceed: mustSucceed, timestampMs: now}
 		b.timer = ps.e.Clock.AfterFunc(timeout, func() { b.expired = true })
-		if r.cfg.Sabotage == SabotageReorderPipeline && !r.sabotaged && part.sent < len(part.queue) {
+		if r.cfg.Sabotage == SabotageReorderPipeline && !r.sabotaged && part.sent < len(part.queue) && !part.queue[part.sent].pinned {
 			// A test-only lie, once: the new batch goes out first.
 			r.sabotaged = true
 			part.queue = slices.Insert(part.queue, part.sent, b)
@@ -281,7 +281,10 @@ func (pl *pipeline) drain() {
 			part.okOnConn = false
 		}
 	}
-	for pl.inflight < w.r.opts.inFlight() {
+	// A send that fails at once (the connection was already closed) drops
+	// the connection and answers within send: then stop here, the answer
+	// has called drain again.
+	for pl.inflight < w.r.opts.inFlight() && s.client == pl.conn && !pl.preparing {
 		var batches []*pipeBatch
 		for _, part := range pl.parts {
 			if b := pl.next(part); b != nil {
