@@ -348,6 +348,11 @@ func (pl *pipeline) next(part *pipePartition) *pipeBatch {
 				q.pinned = false
 			}
 		}
+		// Batches are numbered in queue order, so the pinned ones are a
+		// prefix of the queue.
+		if i := slices.IndexFunc(part.queue[part.sent+1:], func(q *pipeBatch) bool { return q.pinned }); i >= 0 {
+			panic(fmt.Sprintf("simrun: partition %d: batch %d of %d is numbered, batch %d is not", part.index, part.sent+1+i, len(part.queue), part.sent))
+		}
 		b.pinned, b.pid, b.epoch, b.op.seq = true, ps.pid, ps.epoch, part.seq
 		b.op.batch = buildBatch(producerBatch{ProducerID: b.pid, ProducerEpoch: b.epoch, BaseSequence: b.op.seq, TimestampMs: b.timestampMs}, b.op.values)
 		part.seq = nextSequence(part.seq, len(b.op.values))
@@ -401,6 +406,9 @@ func (pl *pipeline) send(batches []*pipeBatch) {
 		for _, b := range batches {
 			pl.parts[b.op.tp.Partition].inflight--
 			b.sending--
+		}
+		if pl.inflight < 0 || slices.ContainsFunc(pl.parts, func(p *pipePartition) bool { return p.inflight < 0 }) {
+			panic(fmt.Sprintf("simrun: more produce answers than requests: %d in flight", pl.inflight))
 		}
 		if ps.p.sess != ps {
 			return
