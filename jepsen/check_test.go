@@ -61,6 +61,26 @@ func TestCheckAcceptsLegalHistories(t *testing.T) {
 			h.ProduceOk(b, 0)
 			finalRead(h, t0, "b", "a")
 		}},
+		{"pipelined produces of one producer land in send order", func(h *History) {
+			a := h.InvokeProduce(0, t0, true, "a")
+			b := h.InvokeProduce(0, t0, true, "b")
+			c := h.InvokeProduce(0, t0, true, "c")
+			h.ProduceOk(a, 0)
+			h.ProduceOk(b, 1)
+			h.ProduceOk(c, 2)
+			finalRead(h, t0, "a", "b", "c")
+		}},
+		{"two producers interleave; an unacknowledged batch lands late", func(h *History) {
+			a := h.InvokeProduce(0, t0, true, "a")
+			x := h.InvokeProduce(1, t0, true, "x")
+			b := h.InvokeProduce(0, t0, true, "b")
+			c := h.InvokeProduce(0, t0, true, "c")
+			h.ProduceOk(x, 0)
+			h.ProduceOk(a, 1)
+			h.Info(b, errTimeout) // given up: it may land anywhere later
+			h.ProduceOk(c, 2)
+			finalRead(h, t0, "x", "a", "c", "b")
+		}},
 		{"unknown produce that landed", func(h *History) {
 			a := h.InvokeProduce(0, t0, true, "a")
 			h.Info(a, errTimeout)
@@ -243,7 +263,23 @@ var violationCases = []struct {
 		produced(h, t0, 1, "a")
 		produced(h, t0, 0, "b") // invoked after a was acknowledged at 1
 		finalRead(h, t0, "b", "a")
-	}, []string{CheckLinearizable}},
+	}, []string{CheckLinearizable, CheckProducerOrder}},
+	{"pipelined idempotent produces land out of send order", func(h *History) {
+		a := h.InvokeProduce(0, t0, true, "a1", "a2")
+		b := h.InvokeProduce(0, t0, true, "b")
+		h.ProduceOk(b, 0) // concurrent, so linearizable either way
+		h.ProduceOk(a, 1)
+		finalRead(h, t0, "b", "a1", "a2")
+	}, []string{CheckProducerOrder}},
+	{"out of send order, acknowledged without offsets", func(h *History) {
+		a := h.InvokeProduce(0, t0, true, "a")
+		b := h.InvokeProduce(0, t0, true, "b")
+		c := h.InvokeProduce(0, t0, true, "c")
+		h.ProduceOk(a, OffsetUnknown)
+		h.ProduceOk(b, OffsetUnknown)
+		h.ProduceOk(c, OffsetUnknown)
+		finalRead(h, t0, "a", "c", "b")
+	}, []string{CheckProducerOrder}},
 	{"out of range inside the log", func(h *History) {
 		produced(h, t0, 0, "a")
 		f := h.InvokeFetch(1, t0, 1, 0)
@@ -313,7 +349,7 @@ func TestCheckReportsViolations(t *testing.T) {
 // violation case expects.
 func TestEveryCheckHasAFailingCase(t *testing.T) {
 	all := []string{CheckLinearizable, CheckLostWrite, CheckOffsetConflict, CheckDuplicate, CheckReadShape,
-		CheckPhantom, CheckPositionBackwards, CheckSplitOwnership}
+		CheckPhantom, CheckPositionBackwards, CheckSplitOwnership, CheckProducerOrder}
 	for _, c := range all {
 		if !slices.ContainsFunc(violationCases, func(vc struct {
 			name  string

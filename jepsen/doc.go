@@ -45,7 +45,9 @@
 // Kafka invariants, each reported with the events that show it: no
 // acknowledged (or read) write missing from the final read; no offset
 // holding two values; no value at two offsets when its producer was
-// idempotent; every read well formed (consecutive offsets from where it
+// idempotent; an idempotent producer's acknowledged values in the final read
+// in the order it sent them, even when its produces overlapped (pipelined,
+// up to five in flight, where porcupine may order them either way); every read well formed (consecutive offsets from where it
 // began, never a value nobody produced to that partition); no consumer
 // position moving backwards between two assignments; one owner per partition
 // per group generation.

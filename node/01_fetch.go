@@ -11,7 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// Fetch, versions 4-17 (Kafka 4 removed 0-3 with message formats v0 and v1).
+// Fetch, versions 4-18 (Kafka 4 removed 0-3 with message formats v0 and v1).
 //
 //   - Reads only below the high watermark, which on a single node is the
 //     durable end of the log; a fetch offset between the high watermark and
@@ -29,6 +29,15 @@ import (
 //   - CurrentLeaderEpoch (v9+): older than the partition's is
 //     FENCED_LEADER_EPOCH, newer UNKNOWN_LEADER_EPOCH.
 //   - Topic ids (v13+): an unknown id is UNKNOWN_TOPIC_ID.
+//   - Fields only a follower replica sends are decoded and ignored, as Kafka
+//     ignores them in a consumer's fetch: ReplicaState (v15+),
+//     ReplicaDirectoryId (v17+, KIP-853) and HighWatermark (v18+, KIP-1166:
+//     the follower's own high watermark, by which Kafka's leader answers a
+//     parked follower fetch sooner when its own is ahead).
+//     Sluice has no follower replicas yet (DESIGN.md section 6), so every
+//     fetch is served as a consumer's. v18 differs from v17 only by that
+//     tagged field, which a consumer leaves at its default (MaxInt64: not
+//     sent); the responses of the two versions are identical.
 func (b *Broker) handleFetch(r *request) {
 	req := r.body.(*kmsg.FetchRequest)
 	ctx, sessionErr := b.fetchSessions.resolve(req, b.env.Clock.Now())

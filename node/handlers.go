@@ -8,7 +8,7 @@ package node
 func (b *Broker) apiHandlers() []apiHandler {
 	return []apiHandler{
 		{key: 0, min: 3, max: 13, handle: b.handleProduce},
-		{key: 1, min: 4, max: 17, handle: b.handleFetch},
+		{key: 1, min: 4, max: 18, handle: b.handleFetch},
 		{key: 2, min: 0, max: 10, handle: b.handleListOffsets},
 		{key: 3, min: 0, max: 12, handle: b.handleMetadata},
 		{key: 18, min: 0, max: 4, handle: b.handleApiVersions},

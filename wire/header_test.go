@@ -96,6 +96,9 @@ func TestHeaderVersionsNamedCases(t *testing.T) {
 	}{
 		{"Produce v8 is the last rigid", 0, 8, 1, 0},
 		{"Produce v9 is the first flexible", 0, 9, 2, 1},
+		{"Fetch v11 is the last rigid", 1, 11, 1, 0},
+		{"Fetch v12 is the first flexible", 1, 12, 2, 1},
+		{"Fetch v18 (KIP-1166)", 1, 18, 2, 1},
 		{"Metadata v0 as kafka-python sends", 3, 0, 1, 0},
 		{"Metadata v12", 3, 12, 2, 1},
 		{"ControlledShutdown v0 has no client id", 7, 0, 0, 0},

@@ -37,9 +37,12 @@
 // producer id and sequence numbers, and retries the very same batches after
 // a lost connection, a timeout or a retriable error, so the broker can tell
 // retries apart; once a batch's fate is unknown it starts over with a new
-// producer id, as a Kafka producer bumps its epoch. A consumer fetches one
-// partition at a time from its position, follows what it got, now and then
-// seeks back or resets its position by ListOffsets. Each call is an
+// producer id, as a Kafka producer bumps its epoch. With Options.InFlight
+// above 1 the producer pipelines instead, as franz-go does (pipeline.go):
+// up to five requests in flight, per-partition queues of batches numbered
+// in order, resent in order with their numbering after any failure. A
+// consumer fetches one partition at a time from its position, follows what
+// it got, now and then seeks back or resets its position by ListOffsets. Each call is an
 // operation in the history, recorded as jepsen classifies its answer: a
 // timeout or a lost connection leaves it unknown (info).
 //

@@ -73,6 +73,12 @@ type Options struct {
 	// Fetch reads and checks the batches and writes them instead of sending
 	// file ranges (its production path, which most seeds take).
 	CopyFetch bool
+	// InFlight is how many Produce requests a producer keeps in flight on
+	// its connection. 1 (or 0) sends one at a time and waits for its
+	// answer; 2 to 5 pipelines idempotent batches with consecutive
+	// sequence numbers, as Kafka clients do (max.in.flight.requests up to
+	// 5 with idempotence), see pipeline.go.
+	InFlight int
 }
 
 // ChooseOptions returns the options seed decides. They draw from the
@@ -97,7 +103,13 @@ func ChooseOptions(seed uint64) Options {
 			}
 		}
 	}
-	o.CopyFetch = r.Chance(0.25) // drawn last: the draws above keep their values
+	// Later choices draw after every earlier one, so that adding them left
+	// the older choices of each seed as they were.
+	o.CopyFetch = r.Chance(0.25)
+	o.InFlight = pick(r, []int{1, 1, 2, 5})
+	if o.FetchVersion == 17 && r.Chance(0.5) {
+		o.FetchVersion = 18
+	}
 	return o
 }
 
@@ -117,8 +129,13 @@ func (o Options) String() string {
 	if o.CopyFetch {
 		fetchPath = "copy"
 	}
-	return fmt.Sprintf("partitions=%d producers=%d consumers=%d batch=%d think=%s produce=v%d fetch=v%d fetchpath=%s segment=%d faults=%s every=%s",
-		o.Partitions, o.Producers, o.Consumers, o.BatchMax, o.Think, o.ProduceVersion, o.FetchVersion, fetchPath, o.SegmentBytes, faults, o.FaultEvery)
+	return fmt.Sprintf("partitions=%d producers=%d consumers=%d batch=%d think=%s produce=v%d fetch=v%d fetchpath=%s inflight=%d segment=%d faults=%s every=%s",
+		o.Partitions, o.Producers, o.Consumers, o.BatchMax, o.Think, o.ProduceVersion, o.FetchVersion, fetchPath, o.inFlight(), o.SegmentBytes, faults, o.FaultEvery)
+}
+
+// inFlight is InFlight with 0 read as 1.
+func (o Options) inFlight() int {
+	return max(o.InFlight, 1)
 }
 
 // validate refuses options a run cannot honour.
@@ -132,8 +149,10 @@ func (o Options) validate() error {
 		return fmt.Errorf("simrun: batch max must be at least 1, got %d", o.BatchMax)
 	case o.Think < 0 || o.FaultEvery <= 0 && len(o.Faults) > 0:
 		return fmt.Errorf("simrun: think time %s and fault interval %s must not be negative or zero", o.Think, o.FaultEvery)
-	case o.ProduceVersion < 3 || o.ProduceVersion > 12 || o.FetchVersion < 4 || o.FetchVersion > 17:
-		return fmt.Errorf("simrun: produce v%d and fetch v%d: the clients speak produce v3-12 and fetch v4-17", o.ProduceVersion, o.FetchVersion)
+	case o.ProduceVersion < 3 || o.ProduceVersion > 12 || o.FetchVersion < 4 || o.FetchVersion > 18:
+		return fmt.Errorf("simrun: produce v%d and fetch v%d: the clients speak produce v3-12 and fetch v4-18", o.ProduceVersion, o.FetchVersion)
+	case o.InFlight < 0 || o.InFlight > maxInFlight:
+		return fmt.Errorf("simrun: in-flight produce requests must be in [1, %d], got %d", maxInFlight, o.InFlight)
 	case o.SegmentBytes < 1024:
 		return fmt.Errorf("simrun: segment bytes must be at least 1024, got %d", o.SegmentBytes)
 	}

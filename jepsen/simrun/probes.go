@@ -66,6 +66,7 @@ func KnownProbes() []string {
 		"fault.crash", "fault.restart", "fault.powerloss", "fault.pause", "fault.reset", "fault.partition", "fault.stall",
 		"fault.disk", "fault.bitflip", "fault.clock", "fault.kill",
 		"produce.multi_partition", "produce.retry", "produce.ok_after_retry", "produce.info", "produce.fail", "producer.reset",
+		"produce.pipelined", "produce.pipeline_resend", "produce.pipeline_skipped", "produce.pipeline_given_up", "producer.epoch_bump",
 		"consumer.seek", "consumer.list_offsets", "consumer.out_of_range",
 		"disk.eio", "disk.enospc", "disk.sync_lost", "disk.write_torn", "disk.read_flip", "disk.lost_after_kill",
 		"broker.start_failed", "broker.operator_restart",

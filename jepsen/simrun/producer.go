@@ -91,11 +91,17 @@ type producerSession struct {
 	seq   []int32 // next sequence, per partition
 	// running says the chain of rounds (see step) is alive.
 	running bool
+	// pipe is the pipelined producer's state when Options.InFlight > 1;
+	// nil for one request at a time.
+	pipe *pipeline
 }
 
 func (p *producer) boot(e env.Env) {
 	ps := &producerSession{p: p, e: e, pid: -1, seq: make([]int32, p.w.r.opts.Partitions)}
 	ps.s = p.w.newSession(e)
+	if p.w.r.opts.inFlight() > 1 {
+		ps.pipe = newPipeline(ps)
+	}
 	p.sess = ps
 	ps.kick()
 }
@@ -115,16 +121,26 @@ func (p *producer) crashed() {
 		p.round = nil
 		p.probes = false
 	}
+	if p.sess != nil && p.sess.pipe != nil && p.sess.pipe.crashed() {
+		p.probes = false
+	}
 	p.sess = nil
 }
 
-// busy reports whether the producer has a round in progress.
-func (p *producer) busy() bool { return p.round != nil }
+// busy reports whether the producer has a round, or pipelined batches, in
+// progress.
+func (p *producer) busy() bool {
+	return p.round != nil || p.sess != nil && p.sess.pipe != nil && p.sess.pipe.busy()
+}
 
 // kick starts the session's chain of rounds unless it is running.
 func (ps *producerSession) kick() {
 	if !ps.running {
 		ps.running = true
+		if ps.pipe != nil {
+			ps.pipe.step()
+			return
+		}
 		ps.step()
 	}
 }
@@ -223,11 +239,7 @@ func (ps *producerSession) startRound(partitions []int32, mustSucceed bool) {
 	rd := &produceRound{mustSucceed: mustSucceed, pid: ps.pid, epoch: ps.epoch}
 	now := ps.e.Clock.Now().UnixMilli()
 	for _, partition := range partitions {
-		values := make([]string, 1+w.rand.Intn(w.r.opts.BatchMax))
-		for i := range values {
-			values[i] = fmt.Sprintf("p%d-%d", w.id, p.next)
-			p.next++
-		}
+		values := p.drawValues()
 		op := &produceOp{tp: jepsen.TopicPartition{Topic: w.r.topic, Partition: partition}, values: values, seq: ps.seq[partition]}
 		op.batch = buildBatch(producerBatch{ProducerID: rd.pid, ProducerEpoch: rd.epoch, BaseSequence: op.seq, TimestampMs: now}, values)
 		op.id = w.r.h.InvokeProduce(w.id, op.tp, true, values...)
@@ -243,6 +255,18 @@ func (ps *producerSession) startRound(partitions []int32, mustSucceed bool) {
 	rd.timer = ps.e.Clock.AfterFunc(timeout, func() { rd.expired = true })
 	p.round = rd
 	ps.attempt(rd)
+}
+
+// drawValues draws the values of a new batch: 1 to BatchMax of them, each
+// unique in the run.
+func (p *producer) drawValues() []string {
+	w := p.w
+	values := make([]string, 1+w.rand.Intn(w.r.opts.BatchMax))
+	for i := range values {
+		values[i] = fmt.Sprintf("p%d-%d", w.id, p.next)
+		p.next++
+	}
+	return values
 }
 
 // attempt sends the batches of the round still open, in one request.
@@ -323,13 +347,18 @@ func fatalProduceCode(code int16) bool {
 }
 
 func (ps *producerSession) succeeded(rd *produceRound, op *produceOp, base int64) {
-	r := ps.p.w.r
+	if rd.pid == ps.pid && rd.epoch == ps.epoch {
+		ps.seq[op.tp.Partition] = op.seq + int32(len(op.values))
+	}
+	ps.p.w.acked(op, base, rd.mustSucceed)
+}
+
+// acked ends op, acknowledged at base offset base.
+func (w *worker) acked(op *produceOp, base int64, mustSucceed bool) {
+	r := w.r
 	if r.cfg.Sabotage == SabotageShiftOffset && base >= 10 && !r.sabotaged {
 		base++ // a test-only lie, once, so that the check has something to find
 		r.sabotaged = true
-	}
-	if rd.pid == ps.pid && rd.epoch == ps.epoch {
-		ps.seq[op.tp.Partition] = op.seq + int32(len(op.values))
 	}
 	op.done = true
 	r.h.ProduceOk(op.id, base)
@@ -337,7 +366,7 @@ func (ps *producerSession) succeeded(rd *produceRound, op *produceOp, base int64
 	if len(op.attempts) > 0 {
 		r.probes.add("produce.ok_after_retry")
 	}
-	r.opEnded(rd.mustSucceed, jepsen.KindOk, op.tp, nil)
+	r.opEnded(mustSucceed, jepsen.KindOk, op.tp, nil)
 }
 
 // failedAttempt notes an attempt of op that failed; a fatal error, or one
@@ -358,7 +387,15 @@ func (ps *producerSession) failedAttempt(rd *produceRound, op *produceOp, outcom
 // endOp ends an operation that did not succeed: failed if every attempt
 // failed definitely, unknown otherwise.
 func (ps *producerSession) endOp(rd *produceRound, op *produceOp) {
-	r := ps.p.w.r
+	if ps.p.w.gaveUp(op, rd.mustSucceed) == jepsen.KindInfo {
+		rd.reset = true
+	}
+}
+
+// gaveUp ends op, which did not succeed: failed if every attempt failed
+// definitely, unknown otherwise. It returns which.
+func (w *worker) gaveUp(op *produceOp, mustSucceed bool) jepsen.Kind {
+	r := w.r
 	op.done = true
 	kind := jepsen.KindInfo
 	if jepsen.AfterRetries(op.attempts...) == jepsen.Failed {
@@ -366,10 +403,10 @@ func (ps *producerSession) endOp(rd *produceRound, op *produceOp) {
 		r.h.Fail(op.id, op.lastErr)
 	} else {
 		r.h.Info(op.id, op.lastErr)
-		rd.reset = true
 	}
 	r.probes.add("produce." + string(kind))
-	r.opEnded(rd.mustSucceed, kind, op.tp, op.lastErr)
+	r.opEnded(mustSucceed, kind, op.tp, op.lastErr)
+	return kind
 }
 
 // afterAttempt retries what is still open after a backoff, or ends the

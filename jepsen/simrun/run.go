@@ -46,6 +46,11 @@ const (
 	// SabotageDropFromFinal drops the last record of every final read, as
 	// if the broker had lost the latest acknowledged write.
 	SabotageDropFromFinal
+	// SabotageReorderPipeline makes a pipelined producer, once, send a new
+	// batch ahead of an older one it has not sent yet, so that the log
+	// holds them in another order than the history says they were sent,
+	// as if the broker had appended pipelined batches out of order.
+	SabotageReorderPipeline
 )
 
 // Config says what to run.
@@ -132,7 +137,8 @@ type run struct {
 	w     *sim.World
 	h     *jepsen.History
 	topic string
-	// sabotaged is set once SabotageShiftOffset has lied.
+	// sabotaged is set once SabotageShiftOffset or SabotageReorderPipeline
+	// has lied.
 	sabotaged bool
 
 	broker    brokerHost
