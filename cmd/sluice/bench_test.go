@@ -35,6 +35,10 @@ import (
 //     same way.
 //   - sink: a server that acknowledges every batch and stores nothing
 //     (testdata/sinkserver): the producing client's ceiling.
+//   - dsink: the same server storing durably (-dir): it checks each batch's
+//     CRC, appends it to a file per partition and syncs before it
+//     acknowledges; the least CPU a broker that acknowledges only durable
+//     records can spend per GB.
 //   - synth: kfake answering every fetch with canned 1 KiB random records:
 //     the consuming client's ceiling.
 //   - loopback: a plain TCP stream between two goroutines, 64 KiB writes.
@@ -47,13 +51,14 @@ import (
 // with linger 0: with the default, the client itself holds most records for
 // up to 10 ms, so the broker's own latency shows only in the second.
 //
-// SLUICE_BENCH_ONLY=sluice (or a comma-separated list of sink, synth,
+// SLUICE_BENCH_ONLY=sluice (or a comma-separated list of sink, dsink, synth,
 // sluice, kfake) measures only those, to iterate on one; the ratios of the
 // others then read zero.
 //
 // Set SLUICE_BENCH_PERF=dir to record `perf record -g` profiles of sluice and
 // kfake while they take the first half of the produce load and the consume
-// load (this slows them).
+// load (this slows them); with SLUICE_BENCH_PERF_STAT=1 as well, `perf stat`
+// counts of syscalls, context switches and page faults instead.
 //
 //	go test -run '^$' -bench Broker -benchtime 1x ./cmd/sluice
 func BenchmarkBroker(b *testing.B) {
@@ -106,8 +111,8 @@ func benchConfigFromEnv(b *testing.B) benchConfig {
 	if v := os.Getenv("SLUICE_BENCH_ONLY"); v != "" {
 		cfg.only = map[string]bool{}
 		for _, name := range strings.Split(v, ",") {
-			if !slices.Contains([]string{"sink", "synth", "sluice", "kfake"}, name) {
-				b.Fatalf("SLUICE_BENCH_ONLY=%q: %q is not one of sink, synth, sluice, kfake", v, name)
+			if !slices.Contains([]string{"sink", "dsink", "synth", "sluice", "kfake"}, name) {
+				b.Fatalf("SLUICE_BENCH_ONLY=%q: %q is not one of sink, dsink, synth, sluice, kfake", v, name)
 			}
 			cfg.only[name] = true
 		}
@@ -154,6 +159,7 @@ type latency struct{ p50, p99, p999 time.Duration }
 type benchResult struct {
 	loopbackMBps float64
 	sink         brokerFigures
+	dsink        brokerFigures
 	synth        brokerFigures
 	sluice       brokerFigures
 	kfake        brokerFigures
@@ -175,6 +181,12 @@ func runBench(b *testing.B, cfg benchConfig, bins benchBins) benchResult {
 		r.sink.latDefault = measureLatency(ctx, b, sink.addr, cfg, values, -1)
 		r.sink.latNoLinger = measureLatency(ctx, b, sink.addr, cfg, values, 0)
 		sink.kill()
+	}
+	if cfg.measures("dsink") {
+		dsink := startChild(b, "dsink", bins.sink, "-dir", b.TempDir())
+		r.dsink.produceMBps, r.dsink.produceCPUPerG = measureProduce(ctx, b, dsink, cfg.records, values, "")
+		r.dsink.latNoLinger = measureLatency(ctx, b, dsink.addr, cfg, values, 0)
+		dsink.kill()
 	}
 	if cfg.measures("synth") {
 		synth := startChild(b, "synth", bins.kfake, "-synthetic")
@@ -547,7 +559,13 @@ func (s *serverProc) perf(b *testing.B, path string) func() {
 	if path == "" {
 		return func() {}
 	}
-	cmd := exec.Command("perf", "record", "-F", "999", "-g", "-o", path, "-p", strconv.Itoa(s.cmd.Process.Pid))
+	args := []string{"record", "-F", "999", "-g", "-o", path}
+	if os.Getenv("SLUICE_BENCH_PERF_STAT") != "" {
+		// Counts instead of samples: syscalls, context switches and page
+		// faults per GB tell where a broker's overhead comes from.
+		args = []string{"stat", "-e", "raw_syscalls:sys_enter,context-switches,page-faults,cpu-migrations", "-o", path + ".txt"}
+	}
+	cmd := exec.Command("perf", append(args, "-p", strconv.Itoa(s.cmd.Process.Pid))...)
 	cmd.Stdout, cmd.Stderr = io.Discard, os.Stderr
 	if err := cmd.Start(); err != nil {
 		b.Fatalf("perf: %v", err)
@@ -574,7 +592,7 @@ func (r benchResult) report(b *testing.B, cfg benchConfig) {
 	for _, row := range []struct {
 		name string
 		f    brokerFigures
-	}{{"sink", r.sink}, {"synth", r.synth}, {"sluice", r.sluice}, {"kfake", r.kfake}} {
+	}{{"sink", r.sink}, {"dsink", r.dsink}, {"synth", r.synth}, {"sluice", r.sluice}, {"kfake", r.kfake}} {
 		f := row.f
 		fmt.Fprintf(w, "%-8s %9.0f %9.0f %9.2f %9.2f %8.0f %8.0f %5.1f/%4.1f/%5.1f %5.1f/%4.1f/%5.1f\n", row.name,
 			f.produceMBps, f.consumeMBps, f.produceCPUPerG, f.consumeCPUPerG, f.rssHalfMB, f.rssFullMB,
@@ -591,12 +609,16 @@ func (r benchResult) report(b *testing.B, cfg benchConfig) {
 		{"kfake  produce / client ceiling (sink)", k.produceMBps / r.sink.produceMBps, 0, ""},
 		{"sluice produce CPU s/GB (absolute)", s.produceCPUPerG, 0.5, "<="},
 		{"sluice produce CPU s/GB / kfake's", s.produceCPUPerG / k.produceCPUPerG, 0, ""},
+		{"durable sink CPU s/GB (the floor)", r.dsink.produceCPUPerG, 0, ""},
+		{"sluice produce CPU s/GB / durable sink's", s.produceCPUPerG / r.dsink.produceCPUPerG, 0, ""},
+		{"durable sink produce / client ceiling", r.dsink.produceMBps / r.sink.produceMBps, 0, ""},
 		{"sluice consume / loopback", s.consumeMBps / r.loopbackMBps, 0.5, ">="},
 		{"kfake  consume / loopback", k.consumeMBps / r.loopbackMBps, 0, ""},
 		{"client consume ceiling (synth) / loopback", r.synth.consumeMBps / r.loopbackMBps, 0, ""},
 		{"sluice p99 / 5 ms (default linger)", float64(s.latDefault.p99) / float64(p99Target), 1, "<"},
 		{"sluice p99 / 5 ms (linger 0)", float64(s.latNoLinger.p99) / float64(p99Target), 1, "<"},
 		{"sink   p99 / 5 ms (default linger)", float64(r.sink.latDefault.p99) / float64(p99Target), 0, ""},
+		{"dsink  p99 / 5 ms (linger 0)", float64(r.dsink.latNoLinger.p99) / float64(p99Target), 0, ""},
 		{"kfake  p99 / 5 ms (default linger)", float64(k.latDefault.p99) / float64(p99Target), 0, ""},
 		{"sluice RSS full / half data", s.rssFullMB / s.rssHalfMB, 1, "~"},
 		{"kfake  RSS full / half data", k.rssFullMB / k.rssHalfMB, 0, ""},
@@ -616,7 +638,7 @@ func (r benchResult) report(b *testing.B, cfg benchConfig) {
 	for _, row := range []struct {
 		name string
 		f    brokerFigures
-	}{{"sink", r.sink}, {"sluice", r.sluice}, {"kfake", r.kfake}} {
+	}{{"sink", r.sink}, {"dsink", r.dsink}, {"sluice", r.sluice}, {"kfake", r.kfake}} {
 		metric(row.f.produceMBps, row.name+"-produce-MB/s")
 		metric(row.f.produceCPUPerG, row.name+"-produce-cpu-s/GB")
 		metric(ms(row.f.latDefault.p50), row.name+"-p50-ms")

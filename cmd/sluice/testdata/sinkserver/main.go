@@ -4,6 +4,11 @@
 // at once with the offset it would have had, and stores nothing. Whatever
 // produce rate a client reaches against it, no real broker can beat.
 //
+// With -dir, it is instead the least a durable broker can do, the floor of
+// BenchmarkBroker's CPU per GB: it checks each batch's CRC32C, appends the
+// batches of each partition to a file of their own, and makes them durable
+// with one syncfs(2) per request before acknowledging it.
+//
 // It listens on -addr (port 0 picks one), prints "listening <host:port>" on
 // stdout, and serves until killed. Every topic a client asks about exists,
 // with -partitions partitions led by node 0, the sink itself.
@@ -16,11 +21,16 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"net"
 	"os"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/sluicemq/sluice/wire"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -29,14 +39,15 @@ import (
 func main() {
 	addr := flag.String("addr", "127.0.0.1:0", "listen address")
 	partitions := flag.Int("partitions", 6, "partitions of every topic")
+	dir := flag.String("dir", "", "store batches here and sync them before acknowledging")
 	flag.Parse()
-	if err := run(*addr, int32(*partitions)); err != nil {
+	if err := run(*addr, int32(*partitions), *dir); err != nil {
 		fmt.Fprintln(os.Stderr, "sinkserver:", err)
 		os.Exit(1)
 	}
 }
 
-func run(addr string, partitions int32) error {
+func run(addr string, partitions int32, dir string) error {
 	table, err := wire.NewTable([]wire.APIRange{
 		{Key: 0, Min: 3, Max: (&kmsg.ProduceRequest{}).MaxVersion()},
 		{Key: 3, Min: 0, Max: (&kmsg.MetadataRequest{}).MaxVersion()},
@@ -54,6 +65,12 @@ func run(addr string, partitions int32) error {
 	port, _ := strconv.Atoi(portText)
 	fmt.Printf("listening %s\n", ln.Addr())
 	s := &sink{table: table, host: host, port: int32(port), partitions: partitions, offsets: map[string]int64{}}
+	if dir != "" {
+		if s.dir, err = os.Open(dir); err != nil {
+			return err
+		}
+		s.files = map[string]*os.File{}
+	}
 	for {
 		c, err := ln.Accept()
 		if err != nil {
@@ -74,6 +91,9 @@ type sink struct {
 	mu         sync.Mutex
 	offsets    map[string]int64 // "topic/partition" -> next offset
 	producerID int64
+
+	dir   *os.File            // with -dir: where batches are stored
+	files map[string]*os.File // "topic/partition" -> its file in dir
 }
 
 // serve answers one connection's requests in order until it closes.
@@ -158,6 +178,8 @@ func (s *sink) metadata(req *kmsg.MetadataRequest) kmsg.Response {
 	return resp
 }
 
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
 func topicID(name string) [16]byte {
 	sum := sha256.Sum256([]byte(name))
 	var id [16]byte
@@ -180,11 +202,15 @@ func (s *sink) produce(req *kmsg.ProduceRequest) kmsg.Response {
 		for _, rp := range rt.Partitions {
 			p := kmsg.NewProduceResponseTopicPartition()
 			p.Partition = rp.Partition
-			n, err := countRecords(rp.Records)
+			key := name + "/" + strconv.Itoa(int(rp.Partition))
+			n, err := countRecords(rp.Records, s.dir != nil)
+			if err == nil && s.dir != nil {
+				err = s.store(key, rp.Records)
+			}
 			if err != nil {
+				fmt.Fprintf(os.Stderr, "sinkserver: %s: %v\n", key, err)
 				p.ErrorCode = 2 // CORRUPT_MESSAGE
 			} else {
-				key := name + "/" + strconv.Itoa(int(rp.Partition))
 				p.BaseOffset = s.offsets[key]
 				s.offsets[key] += n
 			}
@@ -192,15 +218,37 @@ func (s *sink) produce(req *kmsg.ProduceRequest) kmsg.Response {
 		}
 		resp.Topics = append(resp.Topics, t)
 	}
+	if s.dir != nil {
+		if err := unix.Syncfs(int(s.dir.Fd())); err != nil {
+			fmt.Fprintf(os.Stderr, "sinkserver: syncfs: %v\n", err)
+			os.Exit(1)
+		}
+	}
 	if req.Acks == 0 {
 		return nil
 	}
 	return resp
 }
 
+// store appends a partition's batches to its file.
+func (s *sink) store(key string, batches []byte) error {
+	f := s.files[key]
+	if f == nil {
+		var err error
+		f, err = os.OpenFile(filepath.Join(s.dir.Name(), strings.ReplaceAll(key, "/", "-")), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err != nil {
+			return err
+		}
+		s.files[key] = f
+	}
+	_, err := f.Write(batches)
+	return err
+}
+
 // countRecords returns the offsets the v2 batches in p take: the sum of each
-// batch's last offset delta plus one.
-func countRecords(p []byte) (int64, error) {
+// batch's last offset delta plus one. With checkCRC it also checks each
+// batch's CRC32C, as a broker must before it stores a batch.
+func countRecords(p []byte, checkCRC bool) (int64, error) {
 	var n int64
 	for len(p) > 0 {
 		if len(p) < 61 {
@@ -209,6 +257,9 @@ func countRecords(p []byte) (int64, error) {
 		length := int(int32(binary.BigEndian.Uint32(p[8:12])))
 		if length < 49 || 12+length > len(p) {
 			return 0, fmt.Errorf("batch length %d with %d bytes left", length, len(p))
+		}
+		if checkCRC && crc32.Checksum(p[21:12+length], castagnoli) != binary.BigEndian.Uint32(p[17:21]) {
+			return 0, errors.New("batch CRC mismatch")
 		}
 		n += int64(int32(binary.BigEndian.Uint32(p[23:27]))) + 1
 		p = p[12+length:]
