@@ -1,6 +1,7 @@
 package osenv
 
 import (
+	"encoding/binary"
 	"math/bits"
 	"sync"
 )
@@ -73,14 +74,26 @@ func (p *framePool) put(buf []byte) {
 }
 
 // lentFramesMax bounds how many frame buffers a connection tracks as lent
-// to its handler. A handler that never recycles them (frames of requests it
-// does not recycle) then gets fresh, untracked buffers after that many, and
-// the tracked ones go to the collector when the connection ends.
+// to its handler. A handler that does not recycle them then gets fresh,
+// untracked buffers after that many, and the tracked ones go to the
+// collector when the connection ends.
 const lentFramesMax = 32
 
-// lendFrame returns a buffer of n bytes for a large frame, from the node's
-// pool, and remembers it as lent so that Recycle can take it back.
-func (c *conn) lendFrame(n int) []byte {
+// produceKey is the API key of Kafka's Produce request, the first two
+// bytes of its frame's body.
+const produceKey = 0
+
+// lendFrame returns a buffer of n bytes for a large frame whose body begins
+// with head: from the node's pool, remembered as lent so that Recycle can
+// take it back, if the frame is a Produce request; else a fresh one. Only
+// Produce frames are lent because the node recycles only those (the others
+// may stay referenced by a parked request): a lent buffer never recycled
+// would stay pinned, out of the collector's reach, until the connection
+// ends.
+func (c *conn) lendFrame(n int, head []byte) []byte {
+	if len(head) < 2 || binary.BigEndian.Uint16(head) != produceKey {
+		return make([]byte, n)
+	}
 	c.lentMu.Lock()
 	defer c.lentMu.Unlock()
 	if c.lent == nil || len(c.lent) >= lentFramesMax {

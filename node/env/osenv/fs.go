@@ -50,15 +50,20 @@ func (s *fileSystem) open(op, name string, flag int) (env.File, error) {
 	if err != nil {
 		return nil, mapErr(err)
 	}
-	f := &file{fs: s, name: name, f: osf}
+	dev, err := deviceOf(osf)
+	if err != nil {
+		osf.Close()
+		return nil, mapErr(err)
+	}
+	f := &file{fs: s, name: name, f: osf, elsewhere: dev != s.syncer.dev}
 	if !register(s.node, s.node.files, f) {
 		osf.Close()
 		return nil, &fs.PathError{Op: op, Path: name, Err: env.ErrClosed}
 	}
-	if flag&os.O_CREATE != 0 {
-		// Creating or truncating is a change a Sync must cover.
-		s.syncer.noteWrite(f)
-	}
+	// Even a file opened without a write may need a flush: a process that
+	// crashed may have left its writes in the page cache (log recovery
+	// syncs such segments before it trusts them).
+	s.syncer.noteWrite(f)
 	return f, nil
 }
 
@@ -172,6 +177,12 @@ type file struct {
 	// above zero, f stays open even after Close: the last Sync to finish
 	// closes it.
 	pending int
+	// elsewhere says the file is on another filesystem than the data
+	// directory, which the syncer's syncfs does not cover.
+	elsewhere bool
+	// queued counts this file's Syncs in the syncer's queue or batch;
+	// guarded by the syncer's mu.
+	queued int
 }
 
 func (f *file) Name() string { return f.name }

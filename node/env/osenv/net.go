@@ -509,9 +509,9 @@ func (c *conn) readLoop() {
 // or a size prefix, may be cut anywhere); once a size is absurd it stops
 // aligning for good and passes bytes through.
 type frameAligner struct {
-	// newFrame returns a buffer of n bytes for the body of a large frame;
-	// nil means make one.
-	newFrame func(n int) []byte
+	// newFrame returns a buffer of n bytes for the body of a large frame
+	// that begins with head; nil means make one.
+	newFrame func(n int, head []byte) []byte
 	// spare is a read buffer none of whose bytes were handed over, to
 	// read into next.
 	spare []byte
@@ -564,7 +564,7 @@ func (r *frameAligner) next(src io.Reader) ([][]byte, error) {
 		// further piece fills.
 		body := start + 4
 		if r.newFrame != nil {
-			r.frame = r.newFrame(int(size))
+			r.frame = r.newFrame(int(size), buf[body:])
 		} else {
 			r.frame = make([]byte, size)
 		}

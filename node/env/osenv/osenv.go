@@ -128,6 +128,12 @@ func New(cfg Config) (*Node, error) {
 		root.Close()
 		return nil, fmt.Errorf("osenv: open data directory: %w", err)
 	}
+	dev, err := deviceOf(dir)
+	if err != nil {
+		dir.Close()
+		root.Close()
+		return nil, fmt.Errorf("osenv: stat data directory: %w", err)
+	}
 	rnd, err := newRand()
 	if err != nil {
 		dir.Close()
@@ -159,7 +165,7 @@ func New(cfg Config) (*Node, error) {
 	}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	n.clock = newClock(n.loop, n)
-	n.fs = &fileSystem{node: n, root: root, syncer: groupSyncer{node: n, dir: dir}}
+	n.fs = &fileSystem{node: n, root: root, syncer: groupSyncer{node: n, dir: dir, dev: dev, perFile: !syncfsReportsErrors()}}
 	n.net = &network{node: n, dialer: net.Dialer{Timeout: dialTimeout}}
 	return n, nil
 }

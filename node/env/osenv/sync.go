@@ -1,6 +1,7 @@
 package osenv
 
 import (
+	"fmt"
 	"io/fs"
 	"os"
 	"sync"
@@ -30,6 +31,11 @@ import (
 // started after write number s covers every write numbered up to s, of
 // every file for syncfs, of its file for fdatasync.
 //
+// Two limits of syncfs are handled: it covers only the data directory's
+// filesystem, so a file on another (a mount inside the data directory) is
+// always fdatasynced too; and it reports writeback errors only since Linux
+// 5.8, so on older kernels the syncer uses fdatasync alone.
+//
 // Errors. A failed writeback of any file of the filesystem is reported once
 // to every descriptor opened before it, by syncfs through the descriptor it
 // is called on and by fdatasync through the file's own. The syncer calls
@@ -43,6 +49,7 @@ import (
 type groupSyncer struct {
 	node *Node
 	dir  *os.File // the data directory, for syncfs
+	dev  uint64   // the device of dir's filesystem, which syncfs covers
 
 	mu       sync.Mutex
 	queue    []syncRequest // Syncs not yet taken by the worker, in issue order
@@ -81,16 +88,18 @@ func (g *groupSyncer) forget(f *file) {
 // to its last write completes at once, without a flush.
 func (g *groupSyncer) enqueue(f *file, done func(error)) {
 	g.mu.Lock()
-	if f.lastWrite <= f.durable {
-		// Posted under mu, after any earlier Sync of f: a worker posts a
-		// batch's callbacks under mu too, in the same section that moves
-		// durable past them.
+	if f.lastWrite <= f.durable && f.queued == 0 {
+		// No earlier Sync of f is waiting (queued counts those in the queue
+		// and in the batch being flushed), and a worker posts a batch's
+		// callbacks under mu, in the section that moves durable past them:
+		// posted now, this callback runs after every earlier one of f.
 		g.node.post(func() { done(nil) })
 		g.mu.Unlock()
 		f.syncFinished()
 		return
 	}
 	g.queue = append(g.queue, syncRequest{f: f, done: done})
+	f.queued++
 	if g.running {
 		g.mu.Unlock()
 		return
@@ -103,6 +112,9 @@ func (g *groupSyncer) enqueue(f *file, done func(error)) {
 		g.mu.Lock()
 		batch := g.queue
 		g.queue, g.running = nil, false
+		for _, r := range batch {
+			r.f.queued--
+		}
 		g.mu.Unlock()
 		for _, r := range batch {
 			r.f.syncFinished()
@@ -135,7 +147,14 @@ func (g *groupSyncer) run() {
 		g.mu.Lock()
 		if all {
 			for f := range g.unsynced {
-				g.markDurable(f, upTo) // each file alone: the order does not matter
+				if !f.elsewhere {
+					g.markDurable(f, upTo) // each file alone: the order does not matter
+				}
+			}
+			for _, f := range files {
+				if f.elsewhere && errs[f] == nil {
+					g.markDurable(f, upTo)
+				}
 			}
 		} else {
 			for _, f := range files {
@@ -143,6 +162,9 @@ func (g *groupSyncer) run() {
 					g.markDurable(f, upTo)
 				}
 			}
+		}
+		for _, r := range batch {
+			r.f.queued--
 		}
 		g.node.post(func() {
 			for _, r := range batch {
@@ -164,7 +186,7 @@ func (g *groupSyncer) flush(whole bool, files []*file) (errs map[*file]error, al
 	if whole {
 		err := syncfs(g.dir)
 		if err == nil {
-			return nil, true
+			return g.syncElsewhere(files), true
 		}
 		g.node.log.Warn("syncfs failed; learning each file's error with fdatasync, and syncing file by file from now on",
 			"err", err)
@@ -179,6 +201,48 @@ func (g *groupSyncer) flush(whole bool, files []*file) (errs map[*file]error, al
 		}
 	}
 	return errs, false
+}
+
+// syncElsewhere fdatasyncs the files that live on another filesystem than
+// the data directory (a mount inside it), which a syncfs does not cover.
+func (g *groupSyncer) syncElsewhere(files []*file) map[*file]error {
+	var errs map[*file]error
+	for _, f := range files {
+		if !f.elsewhere {
+			continue
+		}
+		if err := fdatasync(f.f); err != nil {
+			if errs == nil {
+				errs = make(map[*file]error)
+			}
+			errs[f] = mapErr(&fs.PathError{Op: "sync", Path: f.name, Err: err})
+		}
+	}
+	return errs
+}
+
+// syncfsReportsErrors says whether this kernel's syncfs returns writeback
+// errors: Linux 5.8 and later. On older ones it returns 0 after a failed
+// writeback, so the syncer must use fdatasync alone.
+func syncfsReportsErrors() bool {
+	var u unix.Utsname
+	if err := unix.Uname(&u); err != nil {
+		return false
+	}
+	var major, minor int
+	if _, err := fmt.Sscanf(unix.ByteSliceToString(u.Release[:]), "%d.%d", &major, &minor); err != nil {
+		return false
+	}
+	return major > 5 || major == 5 && minor >= 8
+}
+
+// deviceOf returns the device number of f's filesystem.
+func deviceOf(f *os.File) (uint64, error) {
+	var st unix.Stat_t
+	if err := withFD(f, func(fd int) error { return unix.Fstat(fd, &st) }); err != nil {
+		return 0, err
+	}
+	return st.Dev, nil
 }
 
 // markDurable records that f is durable up to write upTo. Called with mu

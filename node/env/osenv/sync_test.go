@@ -2,6 +2,8 @@ package osenv
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/sluicemq/sluice/node/env"
@@ -107,5 +109,133 @@ func TestSyncCoversEveryFileWrittenBeforeIt(t *testing.T) {
 				t.Fatalf("the other file durable = %v after the flush, want %v", durable(b), !perFile)
 			}
 		})
+	}
+}
+
+// TestSyncOfAnOpenedFileFlushes: a previous process (crashed, not
+// power-lost) left data in the page cache of a file; this process opens it
+// and Syncs it without writing (log recovery does). The Sync must flush.
+func TestSyncOfAnOpenedFileFlushes(t *testing.T) {
+	n := startNode(t)
+	g := &n.fs.syncer
+	if err := os.WriteFile(filepath.Join(n.fs.syncer.dir.Name(), "seg.log"), make([]byte, 1<<20), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var f env.File
+	synced := false
+	do(t, n, func(e env.Env) error {
+		var err error
+		if f, err = e.FS.Open("seg.log"); err != nil {
+			return err
+		}
+		f.Sync(func(err error) { synced = err == nil })
+		return nil
+	})
+	waitFor(t, n, func() bool { return synced })
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.written == 0 {
+		t.Fatalf("Sync of an opened file completed without any flush (no write noted, worker never ran): data a crashed process left in the page cache is reported durable")
+	}
+}
+
+// TestSyncsOfOneFileKeepTheirOrder: a Sync of file a queued behind an
+// in-flight syncfs (which makes a durable) must not be overtaken by a later
+// Sync of a that finds a durable and would complete at once.
+func TestSyncsOfOneFileKeepTheirOrder(t *testing.T) {
+	n := startNode(t)
+	g := &n.fs.syncer
+	var got []string
+	var a, b, c env.File
+	do(t, n, func(e env.Env) error {
+		var err error
+		if a, err = e.FS.Create("a"); err != nil {
+			return err
+		}
+		if b, err = e.FS.Create("b"); err != nil {
+			return err
+		}
+		if c, err = e.FS.Create("c"); err != nil {
+			return err
+		}
+		a.Write(make([]byte, 4096))
+		b.Write(make([]byte, 64<<20)) // makes batch 1's syncfs slow
+		b.Sync(func(err error) {
+			got = append(got, "B1")
+			a.Sync(func(error) { got = append(got, "A3") }) // no write since A2
+		})
+		return nil
+	})
+	// Wait until the worker has taken batch 1 and not finished it.
+	waitForValue(t, func() bool {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		return len(g.queue) == 0 && g.running && b.(*file).durable == 0
+	})
+	do(t, n, func(e env.Env) error {
+		a.Sync(func(error) { got = append(got, "A2") })
+		c.Write(make([]byte, 8<<20)) // makes batch 2 slower than the loop
+		c.Sync(func(error) { got = append(got, "C") })
+		return nil
+	})
+	waitFor(t, n, func() bool { return len(got) == 4 })
+	t.Logf("callbacks: %v", got)
+	for i, s := range got {
+		if s == "A3" {
+			for _, s2 := range got[i:] {
+				if s2 == "A2" {
+					t.Fatalf("Sync A3 of a completed before the earlier Sync A2 of a: %v", got)
+				}
+			}
+		}
+	}
+}
+
+// TestSyncfsDoesNotCoverAFileOnAnotherFilesystem: a file on another
+// filesystem than the data directory (a mount inside it; marked by hand
+// here) is not made durable by the syncfs of a Sync of another file, and
+// its own Sync flushes it.
+func TestSyncfsDoesNotCoverAFileOnAnotherFilesystem(t *testing.T) {
+	n := startNode(t)
+	var a, b *file
+	synced := 0
+	done := func(err error) {
+		if err != nil {
+			t.Error(err)
+		}
+		synced++
+	}
+	do(t, n, func(e env.Env) error {
+		fa, err := e.FS.Create("a")
+		if err != nil {
+			return err
+		}
+		fb, err := e.FS.Create("b")
+		if err != nil {
+			return err
+		}
+		a, b = fa.(*file), fb.(*file)
+		a.elsewhere = true
+		for _, f := range []env.File{fa, fb} {
+			if _, err := f.Write(make([]byte, 4096)); err != nil {
+				return err
+			}
+		}
+		b.Sync(done)
+		return nil
+	})
+	waitFor(t, n, func() bool { return synced == 1 })
+	durable := func(f *file) bool {
+		n.fs.syncer.mu.Lock()
+		defer n.fs.syncer.mu.Unlock()
+		return f.lastWrite <= f.durable
+	}
+	if !durable(b) || durable(a) {
+		t.Fatalf("after syncing b: b durable %v (want true), a durable %v (want false)", durable(b), durable(a))
+	}
+	do(t, n, func(env.Env) error { a.Sync(done); return nil })
+	waitFor(t, n, func() bool { return synced == 2 })
+	if !durable(a) {
+		t.Fatal("a's own Sync did not make it durable")
 	}
 }
