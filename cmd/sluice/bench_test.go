@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"crypto/rand"
+	"encoding/binary"
 	"fmt"
 	"io"
 	"net"
@@ -20,7 +21,9 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // BenchmarkBroker measures sluice serve beside its anchors in one run, with
@@ -147,6 +150,7 @@ func buildBenchServers(b *testing.B) benchBins {
 type brokerFigures struct {
 	produceMBps    float64
 	consumeMBps    float64
+	rawConsumeMBps float64 // with a bare fetch loop instead of kgo's consumer
 	produceCPUPerG float64 // broker CPU seconds per GB (1e9 value bytes) produced
 	consumeCPUPerG float64
 	rssHalfMB      float64 // VmHWM after the first half of the data
@@ -223,6 +227,7 @@ func measureBroker(ctx context.Context, b *testing.B, s *serverProc, cfg benchCo
 	f.produceMBps = float64(cfg.records) / secs
 	f.produceCPUPerG = (cpuA*float64(half) + cpuB*float64(cfg.records-half)) / float64(cfg.records)
 	f.consumeMBps, f.consumeCPUPerG = measureConsume(ctx, b, s, cfg.records, cfg.perfPath(s.name+"-consume"))
+	f.rawConsumeMBps = measureRawConsume(ctx, b, s, cfg.records)
 	f.latDefault = measureLatency(ctx, b, s.addr, cfg, values, -1)
 	f.latNoLinger = measureLatency(ctx, b, s.addr, cfg, values, 0)
 	return f
@@ -326,6 +331,65 @@ func measureConsume(ctx context.Context, b *testing.B, s *serverProc, n int, per
 		b.Fatalf("%s: consumed %d value bytes in %d records, want %d each", s.name, valueBytes, n, benchValueBytes)
 	}
 	return float64(valueBytes) / elapsed / 1e6, cpu / (float64(valueBytes) / 1e9)
+}
+
+// measureRawConsume reads the bench topic from the start with bare Fetch
+// requests, one at a time as kgo's consumer sends them and with its limits
+// (1 MiB a partition), but without decoding a record: batches are only
+// walked by their headers to find the next offset. It returns MB/s of record
+// batch bytes: what the broker can serve when the client is not the limit.
+func measureRawConsume(ctx context.Context, b *testing.B, s *serverProc, n int) float64 {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(s.addr))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer cl.Close()
+	topics, err := kadm.NewClient(cl).ListTopics(ctx, benchTopic)
+	if err != nil || topics.Error() != nil {
+		b.Fatalf("%s: list topics: %v %v", s.name, err, topics.Error())
+	}
+	topicID := topics[benchTopic].ID // Fetch v13 and above name topics by id
+	offsets := make([]int64, benchPartitions)
+	var records, batchBytes int64
+	start := time.Now()
+	for records < int64(n) {
+		req := kmsg.NewPtrFetchRequest()
+		req.MaxWaitMillis, req.MinBytes, req.MaxBytes = 500, 1, 50<<20
+		rt := kmsg.NewFetchRequestTopic()
+		rt.Topic, rt.TopicID = benchTopic, topicID
+		for p, off := range offsets {
+			rp := kmsg.NewFetchRequestTopicPartition()
+			rp.Partition, rp.FetchOffset, rp.PartitionMaxBytes = int32(p), off, 1<<20
+			rp.LogStartOffset = -1
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(ctx, cl)
+		if err != nil {
+			b.Fatalf("%s: raw fetch: %v", s.name, err)
+		}
+		for _, t := range resp.Topics {
+			for _, p := range t.Partitions {
+				if p.ErrorCode != 0 {
+					b.Fatalf("%s: raw fetch %d: %v", s.name, p.Partition, kerr.ErrorForCode(p.ErrorCode))
+				}
+				batches := p.RecordBatches
+				batchBytes += int64(len(batches))
+				for len(batches) >= 61 {
+					size := 12 + int(binary.BigEndian.Uint32(batches[8:12]))
+					if size > len(batches) {
+						break // a partial batch at the end (KIP-74)
+					}
+					base := int64(binary.BigEndian.Uint64(batches))
+					last := base + int64(binary.BigEndian.Uint32(batches[23:27]))
+					records += last + 1 - offsets[p.Partition]
+					offsets[p.Partition] = last + 1
+					batches = batches[size:]
+				}
+			}
+		}
+	}
+	return float64(batchBytes) / time.Since(start).Seconds() / 1e6
 }
 
 // measureLatency produces at cfg.latencyRate records a second for
@@ -616,6 +680,7 @@ func (r benchResult) report(b *testing.B, cfg benchConfig) {
 		{"sluice consume / loopback", s.consumeMBps / r.loopbackMBps, 0.5, ">="},
 		{"kfake  consume / loopback", k.consumeMBps / r.loopbackMBps, 0, ""},
 		{"client consume ceiling (synth) / loopback", r.synth.consumeMBps / r.loopbackMBps, 0, ""},
+		{"sluice consume, bare fetch loop / loopback", s.rawConsumeMBps / r.loopbackMBps, 0, ""},
 		{"sluice p99 / 5 ms (linger 0)", float64(s.latNoLinger.p99) / float64(p99Target), 1, "<"},
 		{"sluice p99 / 5 ms (default linger)", float64(s.latDefault.p99) / float64(p99Target), 1, "<"},
 		{"  of which the client's own (sink p99)", float64(r.sink.latDefault.p99) / float64(p99Target), 0, ""},
