@@ -293,9 +293,11 @@ func (c *conn) Write(p []byte) error {
 		c.mu.Unlock()
 		return fmt.Errorf("write to %s: %w", c.remote, env.ErrClosed)
 	}
+	// Counted before the writer can see it, so that the writer never
+	// counts it sent first (the count would go negative).
+	c.enqueued(int64(len(p)))
 	c.queue = append(c.queue, outItem{bytes: p})
 	c.mu.Unlock()
-	c.enqueued(int64(len(p)))
 	c.signal()
 	return nil
 }
@@ -319,7 +321,8 @@ func (it outItem) size() int64 {
 	return int64(len(it.bytes))
 }
 
-// enqueued counts n more unsent bytes, on the loop.
+// enqueued counts n more unsent bytes, on the loop, with mu held and before
+// the item is queued.
 func (c *conn) enqueued(n int64) {
 	u := c.unsent.Add(n)
 	if u > c.unsentPeak.Load() { // only the loop raises unsent
@@ -377,9 +380,9 @@ func (c *conn) SendFile(f env.File, off, n int64) error {
 		unix.Close(fd)
 		return fmt.Errorf("send file to %s: %w", c.remote, env.ErrClosed)
 	}
+	c.enqueued(n) // before the writer can see it, as in Write
 	c.queue = append(c.queue, outItem{file: true, fd: fd, off: off, n: n})
 	c.mu.Unlock()
-	c.enqueued(n)
 	c.signal()
 	return nil
 }
