@@ -494,10 +494,11 @@ func loadAverage() string {
 
 // serverProc is a server under test running as a child process.
 type serverProc struct {
-	name string
-	cmd  *exec.Cmd
-	addr string
-	done chan struct{} // closed once the process has been waited for
+	name   string
+	cmd    *exec.Cmd
+	addr   string
+	done   chan struct{} // closed once the process has been waited for
+	killed atomic.Bool   // set before the benchmark kills it
 }
 
 // startChild starts a testdata server that prints "listening <addr>" first.
@@ -563,7 +564,13 @@ func startProc(b *testing.B, name string, cmd *exec.Cmd) *serverProc {
 	}
 	s := &serverProc{name: name, cmd: cmd, done: make(chan struct{})}
 	go func() {
-		cmd.Wait()
+		err := cmd.Wait()
+		if !s.killed.Load() {
+			// Its clients would retry until the benchmark's timeout; a
+			// server that died has no figures worth waiting for.
+			fmt.Fprintf(os.Stderr, "BenchmarkBroker: %s exited while measured: %v\n", name, err)
+			os.Exit(2)
+		}
 		close(s.done)
 	}()
 	b.Cleanup(s.kill)
@@ -571,6 +578,7 @@ func startProc(b *testing.B, name string, cmd *exec.Cmd) *serverProc {
 }
 
 func (s *serverProc) kill() {
+	s.killed.Store(true)
 	s.cmd.Process.Kill()
 	<-s.done
 }
