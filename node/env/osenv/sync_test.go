@@ -74,21 +74,12 @@ func TestSyncCoversEveryFileWrittenBeforeIt(t *testing.T) {
 			var a, b *file
 			synced := 0
 			do(t, n, func(e env.Env) error {
-				fa, err := e.FS.Create("a")
+				files, err := createWritten(e, "a", "b")
 				if err != nil {
 					return err
 				}
-				fb, err := e.FS.Create("b")
-				if err != nil {
-					return err
-				}
-				a, b = fa.(*file), fb.(*file)
-				for _, f := range []env.File{fa, fb} {
-					if _, err := f.Write(make([]byte, 4096)); err != nil {
-						return err
-					}
-				}
-				fa.Sync(func(err error) {
+				a, b = files[0], files[1]
+				a.Sync(func(err error) {
 					if err != nil {
 						t.Error(err)
 					}
@@ -97,16 +88,11 @@ func TestSyncCoversEveryFileWrittenBeforeIt(t *testing.T) {
 				return nil
 			})
 			waitFor(t, n, func() bool { return synced == 1 })
-			durable := func(f *file) bool {
-				n.fs.syncer.mu.Lock()
-				defer n.fs.syncer.mu.Unlock()
-				return f.lastWrite <= f.durable
-			}
-			if !durable(a) {
+			if !isDurable(n, a) {
 				t.Fatal("the synced file is not marked durable")
 			}
-			if durable(b) == perFile {
-				t.Fatalf("the other file durable = %v after the flush, want %v", durable(b), !perFile)
+			if isDurable(n, b) == perFile {
+				t.Fatalf("the other file durable = %v after the flush, want %v", isDurable(n, b), !perFile)
 			}
 		})
 	}
@@ -206,36 +192,46 @@ func TestSyncfsDoesNotCoverAFileOnAnotherFilesystem(t *testing.T) {
 		synced++
 	}
 	do(t, n, func(e env.Env) error {
-		fa, err := e.FS.Create("a")
+		files, err := createWritten(e, "a", "b")
 		if err != nil {
 			return err
 		}
-		fb, err := e.FS.Create("b")
-		if err != nil {
-			return err
-		}
-		a, b = fa.(*file), fb.(*file)
+		a, b = files[0], files[1]
 		a.elsewhere = true
-		for _, f := range []env.File{fa, fb} {
-			if _, err := f.Write(make([]byte, 4096)); err != nil {
-				return err
-			}
-		}
 		b.Sync(done)
 		return nil
 	})
 	waitFor(t, n, func() bool { return synced == 1 })
-	durable := func(f *file) bool {
-		n.fs.syncer.mu.Lock()
-		defer n.fs.syncer.mu.Unlock()
-		return f.lastWrite <= f.durable
-	}
-	if !durable(b) || durable(a) {
-		t.Fatalf("after syncing b: b durable %v (want true), a durable %v (want false)", durable(b), durable(a))
+	if !isDurable(n, b) || isDurable(n, a) {
+		t.Fatalf("after syncing b: b durable %v (want true), a durable %v (want false)", isDurable(n, b), isDurable(n, a))
 	}
 	do(t, n, func(env.Env) error { a.Sync(done); return nil })
 	waitFor(t, n, func() bool { return synced == 2 })
-	if !durable(a) {
+	if !isDurable(n, a) {
 		t.Fatal("a's own Sync did not make it durable")
 	}
+}
+
+// createWritten creates the named files, each with one 4 KiB write, on the
+// loop.
+func createWritten(e env.Env, names ...string) ([]*file, error) {
+	var files []*file
+	for _, name := range names {
+		f, err := e.FS.Create(name)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := f.Write(make([]byte, 4096)); err != nil {
+			return nil, err
+		}
+		files = append(files, f.(*file))
+	}
+	return files, nil
+}
+
+// isDurable says whether f is marked durable up to its last write.
+func isDurable(n *Node, f *file) bool {
+	n.fs.syncer.mu.Lock()
+	defer n.fs.syncer.mu.Unlock()
+	return f.lastWrite <= f.durable
 }
