@@ -20,10 +20,11 @@ import (
 // request start if that one is a Produce too. Idempotent clients keep up to
 // five produce requests in flight on a connection; appending them all before
 // the first is durable lets one flush cover them all, instead of one flush
-// each, one after another. Their responses still leave in request order
-// (answered holds a response until those before it have gone), and since the
-// appends happen in request order too, the log sees exactly what it would
-// have seen one request at a time: only their acknowledgements overlap.
+// each, one after another. Their responses still leave in request order (an
+// answered request holds its response until those before it have gone:
+// sendAnswered), and since the appends happen in request order too, the log
+// sees exactly what it would have seen one request at a time: only their
+// acknowledgements overlap.
 type conn struct {
 	b      *Broker
 	id     uint64 // the n-th connection this broker accepted, for logs and order
