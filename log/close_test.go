@@ -10,67 +10,6 @@ import (
 	"github.com/sluicemq/sluice/node/env"
 )
 
-// fullFS is a disk that can run out of space: while full is set, whatever
-// would allocate (Create, a write, a truncation that grows a file, MkdirAll)
-// fails with ENOSPC, while syncs of what is already written succeed, as on
-// a real full disk.
-type fullFS struct {
-	env.FS
-	full bool
-}
-
-func (f *fullFS) Create(name string) (env.File, error) {
-	if f.full {
-		return nil, fmt.Errorf("create %s: %w", name, env.ErrNoSpace)
-	}
-	file, err := f.FS.Create(name)
-	if err != nil {
-		return nil, err
-	}
-	return fullFile{file, f}, nil
-}
-
-func (f *fullFS) Open(name string) (env.File, error) {
-	file, err := f.FS.Open(name)
-	if err != nil {
-		return nil, err
-	}
-	return fullFile{file, f}, nil
-}
-
-func (f *fullFS) MkdirAll(dir string) error {
-	if f.full {
-		return fmt.Errorf("mkdir %s: %w", dir, env.ErrNoSpace)
-	}
-	return f.FS.MkdirAll(dir)
-}
-
-type fullFile struct {
-	env.File
-	fs *fullFS
-}
-
-func (f fullFile) Write(p []byte) (int, error) {
-	if f.fs.full {
-		return 0, fmt.Errorf("write %s: %w", f.Name(), env.ErrNoSpace)
-	}
-	return f.File.Write(p)
-}
-
-func (f fullFile) WriteAt(p []byte, off int64) (int, error) {
-	if f.fs.full {
-		return 0, fmt.Errorf("write %s: %w", f.Name(), env.ErrNoSpace)
-	}
-	return f.File.WriteAt(p, off)
-}
-
-func (f fullFile) Truncate(size int64) error {
-	if cur, err := f.File.Size(); f.fs.full && (err != nil || size > cur) {
-		return fmt.Errorf("truncate %s: %w", f.Name(), env.ErrNoSpace)
-	}
-	return f.File.Truncate(size)
-}
-
 // closeWithin closes l and runs the simulation for at most limit of virtual
 // time; it fails the test if Close has not called back by then.
 func (h *harness) closeWithin(l *Log, limit time.Duration) error {
@@ -102,8 +41,6 @@ func TestCloseCompletesWhileFullDiskHoldsTheBarrier(t *testing.T) {
 	for _, wait := range []time.Duration{0, 10 * time.Millisecond, 1500 * time.Millisecond} {
 		t.Run(fmt.Sprintf("close after %v", wait), func(t *testing.T) {
 			h := newHarness(t, 3)
-			disk := &fullFS{FS: h.disk}
-			h.fs = disk
 			cfg := h.config("full-0")
 			l := h.open(cfg)
 			for i := range 3 {
@@ -117,7 +54,7 @@ func TestCloseCompletesWhileFullDiskHoldsTheBarrier(t *testing.T) {
 			}
 			h.flush(l)
 
-			disk.full = true
+			h.disk.SetFull(true)
 			must(t, l.TruncateTo(cut))
 			h.advance(wait)
 			err := h.closeWithin(l, time.Minute)
@@ -128,7 +65,7 @@ func TestCloseCompletesWhileFullDiskHoldsTheBarrier(t *testing.T) {
 				h.settle()
 			}
 
-			disk.full = false
+			h.disk.SetFull(false)
 			h.inc++
 			l = h.open(cfg)
 			if l.LogEndOffset() < cut {
@@ -203,8 +140,6 @@ func TestCloseAfterFailedSyncClaimsNothing(t *testing.T) {
 // with every flushed batch.
 func TestCloseCompletesWhenRecoveryCannotBeMadeDurable(t *testing.T) {
 	h := newHarness(t, 5)
-	disk := &fullFS{FS: h.disk}
-	h.fs = disk
 	cfg := h.config("recovered-0")
 	l := h.open(cfg)
 	for i := range 3 {
@@ -215,7 +150,7 @@ func TestCloseCompletesWhenRecoveryCannotBeMadeDurable(t *testing.T) {
 	appendLeader(t, l, spec("unflushed").at(h.nowMs()), 0)
 	h.crash()
 
-	disk.full = true
+	h.disk.SetFull(true)
 	cfg.Clock, cfg.Loop = harnessClock{h, h.inc}, harnessLoop{h, h.inc}
 	l, err := Open(cfg)
 	must(t, err)
@@ -227,7 +162,7 @@ func TestCloseCompletesWhenRecoveryCannotBeMadeDurable(t *testing.T) {
 		t.Fatalf("close: %v, want ENOSPC", err)
 	}
 
-	disk.full = false
+	h.disk.SetFull(false)
 	h.inc++
 	l = h.open(cfg)
 	if got := readAll(t, l, 0); !bytes.HasPrefix(got, kept) {

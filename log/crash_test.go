@@ -495,11 +495,9 @@ func crashConfig(r *rng.Rand, h *harness) Config {
 func runCrashSeed(t testing.TB, seed int) {
 	r := rng.New(uint64(seed)).Fork("crash test")
 	h := newHarness(t, uint64(seed))
-	// Now and then the disk is full for a while: allocations fail, syncs
+	// Now and then the disk is full for a while (SetFull): allocations fail, syncs
 	// succeed, and a truncation's barrier cannot complete. Space is back
 	// at every restart.
-	disk := &fullFS{FS: h.disk}
-	h.fs = disk
 	x := &crashRun{t: t, seed: seed, r: r, h: h, cfg: crashConfig(r, h), tr: newTracker(), seqs: map[int64]int32{}}
 	h.onStuck = func() {
 		d := &x.l.dur
@@ -524,20 +522,20 @@ func runCrashSeed(t testing.TB, seed int) {
 			x.note("restart after failure: %v", x.l.Err())
 			x.h.closeWithin(x.l, time.Hour)
 			x.h.inc++ // the old incarnation's timers and callbacks are dead
-			disk.full = false
+			h.disk.SetFull(false)
 			x.reopen()
 			x.verify(false)
 		case r.Chance(0.04):
 			x.note("power loss")
 			h.crash()
-			disk.full = false
+			h.disk.SetFull(false)
 			x.reopen()
 			x.verify(true)
 		case r.Chance(0.01):
 			x.note("clean restart")
 			err := x.h.closeWithin(x.l, time.Hour)
 			x.h.inc++
-			disk.full = false
+			h.disk.SetFull(false)
 			x.reopen()
 			if err == nil {
 				must(t, h.disk.SetFaults(simfs.Faults{}))
@@ -548,13 +546,13 @@ func runCrashSeed(t testing.TB, seed int) {
 			}
 			x.verify(false)
 		case r.Chance(0.02):
-			disk.full = !disk.full
-			x.note("disk full: %v", disk.full)
+			h.disk.SetFull(!h.disk.Full())
+			x.note("disk full: %v", h.disk.Full())
 		}
 	}
 	x.note("final power loss")
 	h.crash()
-	disk.full = false
+	h.disk.SetFull(false)
 	x.reopen()
 	x.verify(true)
 }

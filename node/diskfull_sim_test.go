@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/sluicemq/sluice/node/env"
-	"github.com/sluicemq/sluice/sim"
 	"github.com/sluicemq/sluice/sim/rng"
 	"github.com/sluicemq/sluice/sim/simfs"
 	"github.com/sluicemq/sluice/wire"
@@ -19,98 +18,15 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// fullFS is a disk that can run out of space: while full is set, a write
-// or a truncation that would grow a file past the 4 KiB blocks it already
-// has fails with ENOSPC, and so does MkdirAll, while syncs of what is
-// already written succeed, as on a real full disk. (simfs's ENOSPC rate
-// fails syncs too, which fails a log at once.) A small append to the
-// metadata journal fits in its last block; a checkpoint's new file does not.
-type fullFS struct {
-	env.FS
-	full bool
-}
-
-const fullFSBlock = 4096
-
-func (f *fullFS) Create(name string) (env.File, error) {
-	file, err := f.FS.Create(name)
-	if err != nil {
-		return nil, err
-	}
-	return fullFile{file, f}, nil
-}
-
-func (f *fullFS) Open(name string) (env.File, error) {
-	file, err := f.FS.Open(name)
-	if err != nil {
-		return nil, err
-	}
-	return fullFile{file, f}, nil
-}
-
-func (f *fullFS) MkdirAll(dir string) error {
-	if f.full {
-		return fmt.Errorf("mkdir %s: %w", dir, env.ErrNoSpace)
-	}
-	return f.FS.MkdirAll(dir)
-}
-
-type fullFile struct {
-	env.File
-	fs *fullFS
-}
-
-// Dup lets the simulator's SendFile read the file, as it reads any simfs
-// file (a Fetch answered by sendfile goes through it).
-func (f fullFile) Dup() (env.File, error) {
-	return f.File.(interface{ Dup() (env.File, error) }).Dup()
-}
-
-// fits says whether the file may grow to end while the disk is full.
-func (f fullFile) fits(end int64) bool {
-	size, err := f.File.Size()
-	return !f.fs.full || err == nil && end <= (size+fullFSBlock-1)/fullFSBlock*fullFSBlock
-}
-
-func (f fullFile) Write(p []byte) (int, error) {
-	if f.fs.full {
-		return 0, fmt.Errorf("write %s: %w", f.Name(), env.ErrNoSpace) // no caller appends with Write
-	}
-	return f.File.Write(p)
-}
-
-func (f fullFile) WriteAt(p []byte, off int64) (int, error) {
-	if !f.fits(off + int64(len(p))) {
-		return 0, fmt.Errorf("write %s: %w", f.Name(), env.ErrNoSpace)
-	}
-	return f.File.WriteAt(p, off)
-}
-
-func (f fullFile) Truncate(size int64) error {
-	if !f.fits(size) {
-		return fmt.Errorf("truncate %s: %w", f.Name(), env.ErrNoSpace)
-	}
-	return f.File.Truncate(size)
-}
-
-// newFullDiskBroker is newSimBroker over a disk that can be made full.
-func newFullDiskBroker(t *testing.T, seed uint64) (*simBroker, *fullFS) {
+// newFullDiskBroker is newSimBroker, with the broker's simulated disk, which
+// SetFull fills: allocations fail with ENOSPC while syncs succeed, as on a
+// real full disk (simfs's ENOSPC rate fails syncs too, which fails a log at
+// once). A small append to the metadata journal still fits in its last
+// block; a checkpoint's new file does not.
+func newFullDiskBroker(t *testing.T, seed uint64) (*simBroker, *simfs.Disk) {
 	t.Helper()
-	s := &simBroker{t: t, world: sim.New(seed), cfg: DefaultConfig()}
-	s.cfg.Listeners = []Listener{{Name: "PLAINTEXT", Host: "n1", Port: 9092}}
-	disk := &fullFS{}
-	s.world.AddNode("n1", func(e env.Env) {
-		disk.FS = e.FS
-		e.FS = disk
-		b, err := New(e, s.cfg)
-		require.NoError(t, err)
-		s.broker = b
-		b.Start(func(err error) { require.NoError(t, err) })
-	})
-	s.world.AddNode("c1", func(env.Env) {})
-	s.waitRunning()
-	s.connect()
-	return s, disk
+	s := newSimBroker(t, seed, nil)
+	return s, s.world.Node("n1").Disk()
 }
 
 // shutdownWithin shuts the broker down as SIGTERM does and requires it to
@@ -176,7 +92,7 @@ func TestDeleteTopicsAnswersWhileFullDiskHoldsATruncation(t *testing.T) {
 	acked := s.produceValues("kept", 0, "k0", "k1", "k2", "k3")
 	require.Len(t, acked, 4)
 
-	disk.full = true
+	disk.SetFull(true)
 	p := s.broker.partitions[partitionKey{doomed, 0}]
 	require.NoError(t, p.log.TruncateTo(1))
 	ready := false
@@ -195,7 +111,7 @@ func TestDeleteTopicsAnswersWhileFullDiskHoldsATruncation(t *testing.T) {
 	s.requireRecords("kept", 0, acked, "before shutdown")
 	_ = s.shutdownWithin(time.Minute) // an error is expected: no checkpoint fits on the disk
 
-	disk.full = false
+	disk.SetFull(false)
 	s.restart()
 	require.Equal(t, []string{"kept"}, s.topicNames())
 	s.requireRecords("kept", 0, acked, "after restart")
@@ -216,12 +132,12 @@ func TestShutdownCompletesWhileFullDiskHoldsATruncation(t *testing.T) {
 		s.produceValues("events", 0, "a0", "a1", "a2"),
 		s.produceValues("events", 1, "b0", "b1"),
 	}
-	disk.full = true
+	disk.SetFull(true)
 	require.NoError(t, s.broker.partitions[partitionKey{id, 0}].log.TruncateTo(1))
 	s.world.Run(3 * time.Second)
 	require.Error(t, s.shutdownWithin(time.Minute), "the truncation never reached the disk")
 
-	disk.full = false
+	disk.SetFull(false)
 	s.restart()
 	delete(acked[0], 1)
 	delete(acked[0], 2)
@@ -251,17 +167,17 @@ func TestShutdownCompletesUnderDiskFaults(t *testing.T) {
 		acked := []map[int64]string{{}, {}}
 		for i := 0; i < 20; i++ {
 			if i == 10 {
-				require.NoError(t, s.world.Node("n1").Disk().SetFaults(faults))
+				require.NoError(t, disk.SetFaults(faults))
 			}
 			part := r.Intn(2)
 			maps.Copy(acked[part], s.produceValues("events", int32(part), fmt.Sprintf("s%d-v%d", seed, i)))
 		}
-		disk.full = r.Chance(0.5)
+		disk.SetFull(r.Chance(0.5))
 		err := s.shutdownWithin(time.Minute)
-		t.Logf("seed %d: faults %+v, full %v: shutdown: %v", seed, faults, disk.full, err)
+		t.Logf("seed %d: faults %+v, full %v: shutdown: %v", seed, faults, disk.Full(), err)
 
-		require.NoError(t, s.world.Node("n1").Disk().SetFaults(simfs.Faults{}))
-		disk.full = false
+		require.NoError(t, disk.SetFaults(simfs.Faults{}))
+		disk.SetFull(false)
 		s.restart() // a crash first: only what Shutdown made durable counts
 		for part, a := range acked {
 			s.requireRecords("events", int32(part), a, fmt.Sprintf("seed %d", seed))

@@ -83,6 +83,29 @@ func (d *Disk) FailNext(op Op, err error) error {
 	return nil
 }
 
+// SetFull fills the disk or frees space again: while full, whatever would
+// allocate fails with ENOSPC and the rest, syncs included, succeeds (see the
+// package documentation for which operations allocate). It draws nothing
+// from the disk's random streams, and a crash leaves it as it is.
+func (d *Disk) SetFull(full bool) {
+	d.full = full
+}
+
+// Full reports whether the disk is full (see SetFull).
+func (d *Disk) Full() bool { return d.full }
+
+// held is the space a file of size bytes holds: size rounded up to
+// BlockSize. While the disk is full the file cannot grow past it.
+func held(size int64) int64 {
+	return (size + BlockSize - 1) / BlockSize * BlockSize
+}
+
+// noSpace counts an allocation refused by a full disk and returns its error.
+func (d *Disk) noSpace(verb, name string) error {
+	d.stats.FullRefused++
+	return pathError(verb, name, env.ErrNoSpace)
+}
+
 // inject decides whether an operation fails: an on-demand failure first,
 // then the seeded rates. mayAllocate says whether ENOSPC can strike it.
 func (d *Disk) inject(op Op, mayAllocate bool) error {
@@ -228,6 +251,7 @@ type Stats struct {
 	InjectedNoSpace int
 	InjectedOther   int // FailNext with another error
 	ShortWrites     int // writes that failed with ENOSPC (some wrote a prefix)
+	FullRefused     int // allocations refused because the disk was full (SetFull)
 	ReadFlips       int
 	MediumFlips     int
 

@@ -85,9 +85,10 @@ func (f *file) WriteAt(p []byte, off int64) (int, error) {
 	return f.write(p, off)
 }
 
-// write is Write and WriteAt on a valid file. A write failing with ENOSPC
-// writes a seeded prefix of p, as write(2) does when the device fills up;
-// any other failure writes nothing.
+// write is Write and WriteAt on a valid file. A write failing with an
+// injected ENOSPC writes a seeded prefix of p, as write(2) does when the
+// device fills up, and one refused by a full disk writes what fits in the
+// file's blocks; any other failure writes nothing.
 func (f *file) write(p []byte, off int64) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
@@ -104,6 +105,11 @@ func (f *file) write(p []byte, off int64) (int, error) {
 			f.d.stats.ShortWrites++
 		}
 		err = pathError("write", f.name, err)
+	}
+	if end := off + int64(n); err == nil && f.d.full && end > held(int64(len(f.ino.data))) {
+		// A full disk takes what fits in the blocks the file holds.
+		n = int(max(0, held(int64(len(f.ino.data)))-off))
+		err = f.d.noSpace("write", f.name)
 	}
 	if n > 0 {
 		f.d.change(f.ino, fileOp{off: off, p: append([]byte(nil), p[:n]...)})
@@ -124,6 +130,9 @@ func (f *file) Truncate(size int64) error {
 	}
 	if err := f.d.inject(OpTruncate, size > int64(len(f.ino.data))); err != nil {
 		return pathError("truncate", f.name, err)
+	}
+	if f.d.full && size > held(int64(len(f.ino.data))) {
+		return f.d.noSpace("truncate", f.name)
 	}
 	f.d.change(f.ino, fileOp{trunc: true, size: size})
 	return nil

@@ -92,6 +92,30 @@
 // the stored ones are not) or on the medium (FlipBit: the durable byte is
 // corrupted and stays so across reads and crashes until overwritten).
 //
+// # A full disk
+//
+// SetFull(true) fills the disk, deterministically, until SetFull(false):
+// whatever would allocate fails with an error matching env.ErrNoSpace,
+// while what uses only space already held succeeds, syncs included (unlike
+// Faults.NoSpaceRate, which fails syncs too). Space is held in blocks of
+// BlockSize: a file holds its current length rounded up to BlockSize. So
+// while full,
+//
+//   - Create of a new name and MkdirAll that must make a directory fail;
+//     Create of an existing file (which truncates it) succeeds, and so does
+//     MkdirAll of existing directories;
+//   - a write that would end past the file's held blocks writes the bytes
+//     that fit in them (possibly none) and fails, as write(2) does; a write
+//     ending within them succeeds, so a small append may still land in a
+//     file's last block;
+//   - a truncate that would grow the file past its held blocks fails and
+//     changes nothing; any other truncate succeeds;
+//   - Sync, SyncDir, Rename, Remove and reads succeed (a rename or a remove
+//     needing a new directory block is not modeled).
+//
+// Fullness is not a fault: it changes no random stream, survives crashes,
+// and composes with SetFaults and FailNext, which strike first.
+//
 // Every random choice draws from the disk's own streams (latency, faults,
 // crash), forked from the stream given to New by label, so the same seed and
 // the same calls give the same results, and enabling faults does not change
@@ -118,6 +142,10 @@ const MaxFileSize = 1 << 30
 
 // SectorSize is the unit in which a torn write may reach the medium.
 const SectorSize = 512
+
+// BlockSize is the unit in which a file holds space, for a full disk (see
+// SetFull).
+const BlockSize = 4096
 
 // Default sync latencies, drawn uniformly in [min, max] per Sync or SyncDir:
 // roughly an SSD's fsync.
@@ -161,6 +189,7 @@ type Disk struct {
 	rates        Faults
 	failNext     [opCount][]error
 	flipNextRead int
+	full         bool // see SetFull
 	latencyMin   time.Duration
 	latencyMax   time.Duration
 
@@ -208,6 +237,8 @@ func (d *Disk) Create(name string) (env.File, error) {
 		return nil, err
 	}
 	switch {
+	case ino == nil && d.full:
+		return nil, d.noSpace("create", name)
 	case ino == nil:
 		ino = d.newInode(false)
 		d.link(parent, base, ino)
@@ -324,6 +355,8 @@ func (d *Disk) MkdirAll(dir string) error {
 	for i, part := range parts {
 		next := cur.entries[part]
 		switch {
+		case next == nil && d.full:
+			return d.noSpace("mkdir", strings.Join(parts[:i+1], "/"))
 		case next == nil:
 			next = d.newInode(true)
 			d.link(cur, part, next)
