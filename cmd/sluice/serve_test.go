@@ -30,7 +30,10 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	sluiceBin = filepath.Join(dir, "sluice")
-	out, err := exec.Command("go", "build", "-o", sluiceBin, ".").CombinedOutput()
+	// SLUICE_BUILD_FLAGS=-race runs the real-process tests and benchmarks
+	// against a broker built with the race detector.
+	args := append([]string{"build", "-o", sluiceBin}, strings.Fields(os.Getenv("SLUICE_BUILD_FLAGS"))...)
+	out, err := exec.Command("go", append(args, ".")...).CombinedOutput()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "build sluice: %v\n%s", err, out)
 		os.Exit(1)
