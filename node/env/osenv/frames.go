@@ -13,9 +13,9 @@ import (
 // CPU per GB, into a reused one 0.15 s (the fresh buffer is zeroed, faulted
 // in page by page, and cold in every cache).
 //
-// Buffers come in power-of-two classes from minPooledFrame to
-// alignedFrameMax; at most pooledFrameBytesMax of them wait in the pool, the
-// rest are left to the collector.
+// Buffers come in power-of-two classes from 128 KiB to alignedFrameMax; at
+// most pooledFrameBytesMax of them wait in the pool, the rest are left to
+// the collector.
 type framePool struct {
 	mu     sync.Mutex
 	free   [poolClasses][][]byte
@@ -29,7 +29,8 @@ const (
 	pooledFrameBytesMax = 64 << 20
 )
 
-// class returns the class of buffers that hold n bytes, or -1 if none does.
+// frameClass returns the class of buffers that hold n bytes, or -1 if none
+// does.
 func frameClass(n int) int {
 	if n <= 0 || n > 1<<maxPooledFrameShift {
 		return -1
@@ -91,7 +92,7 @@ const produceKey = 0
 // would stay pinned, out of the collector's reach, until the connection
 // ends.
 func (c *conn) lendFrame(n int, head []byte) []byte {
-	if len(head) < 2 || binary.BigEndian.Uint16(head) != produceKey {
+	if len(head) < 2 || binary.BigEndian.Uint16(head) != produceKey || frameClass(n) < 0 {
 		return make([]byte, n)
 	}
 	c.lentMu.Lock()
