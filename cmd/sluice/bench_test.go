@@ -152,6 +152,7 @@ type brokerFigures struct {
 	consumeMBps    float64
 	rawConsumeMBps float64 // with a bare fetch loop instead of kgo's consumer
 	produceCPUPerG float64 // broker CPU seconds per GB (1e9 value bytes) produced
+	clientCPUPerG  float64 // the producing client's (this process's) CPU seconds per GB
 	consumeCPUPerG float64
 	rssHalfMB      float64 // VmHWM after the first half of the data
 	rssFullMB      float64 // VmHWM after all of it
@@ -182,14 +183,14 @@ func runBench(b *testing.B, cfg benchConfig, bins benchBins) benchResult {
 
 	if cfg.measures("sink") {
 		sink := startChild(b, "sink", bins.sink)
-		r.sink.produceMBps, r.sink.produceCPUPerG = measureProduce(ctx, b, sink, cfg.records, values, "")
+		r.sink.produceMBps, r.sink.produceCPUPerG, r.sink.clientCPUPerG = measureProduce(ctx, b, sink, cfg.records, values, "")
 		r.sink.latDefault = measureLatency(ctx, b, sink.addr, cfg, values, -1)
 		r.sink.latNoLinger = measureLatency(ctx, b, sink.addr, cfg, values, 0)
 		sink.kill()
 	}
 	if cfg.measures("dsink") {
 		dsink := startChild(b, "dsink", bins.sink, "-dir", b.TempDir())
-		r.dsink.produceMBps, r.dsink.produceCPUPerG = measureProduce(ctx, b, dsink, cfg.records, values, cfg.perfPath("dsink-produce"))
+		r.dsink.produceMBps, r.dsink.produceCPUPerG, r.dsink.clientCPUPerG = measureProduce(ctx, b, dsink, cfg.records, values, cfg.perfPath("dsink-produce"))
 		r.dsink.latNoLinger = measureLatency(ctx, b, dsink.addr, cfg, values, 0)
 		dsink.kill()
 	}
@@ -218,14 +219,15 @@ func measureBroker(ctx context.Context, b *testing.B, s *serverProc, cfg benchCo
 	createTopics(ctx, b, s.addr)
 	var f brokerFigures
 	half := cfg.records / 2
-	mbA, cpuA := measureProduce(ctx, b, s, half, values, cfg.perfPath(s.name+"-produce"))
+	mbA, cpuA, clientA := measureProduce(ctx, b, s, half, values, cfg.perfPath(s.name+"-produce"))
 	f.rssHalfMB = s.peakRSSMB(b)
-	mbB, cpuB := measureProduce(ctx, b, s, cfg.records-half, values, "")
+	mbB, cpuB, clientB := measureProduce(ctx, b, s, cfg.records-half, values, "")
 	f.rssFullMB = s.peakRSSMB(b)
 	// Combine the halves by time and by CPU over all the bytes.
 	secs := float64(half)/mbA + float64(cfg.records-half)/mbB
 	f.produceMBps = float64(cfg.records) / secs
 	f.produceCPUPerG = (cpuA*float64(half) + cpuB*float64(cfg.records-half)) / float64(cfg.records)
+	f.clientCPUPerG = (clientA*float64(half) + clientB*float64(cfg.records-half)) / float64(cfg.records)
 	f.consumeMBps, f.consumeCPUPerG = measureConsume(ctx, b, s, cfg.records, cfg.perfPath(s.name+"-consume"))
 	f.rawConsumeMBps = measureRawConsume(ctx, b, s, cfg.records)
 	f.latDefault = measureLatency(ctx, b, s.addr, cfg, values, -1)
@@ -266,8 +268,9 @@ func createTopics(ctx context.Context, b *testing.B, addr string) {
 }
 
 // measureProduce produces n records to the bench topic and returns MB/s
-// (1e6 value bytes a second) and the server's CPU seconds per 1e9 value bytes.
-func measureProduce(ctx context.Context, b *testing.B, s *serverProc, n int, values []byte, perfPath string) (float64, float64) {
+// (1e6 value bytes a second), the server's CPU seconds per 1e9 value bytes,
+// and the client's (this process's, which does nothing else meanwhile).
+func measureProduce(ctx context.Context, b *testing.B, s *serverProc, n int, values []byte, perfPath string) (float64, float64, float64) {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(s.addr), kgo.DefaultProduceTopic(benchTopic), kgo.RequiredAcks(kgo.AllISRAcks()))
 	if err != nil {
 		b.Fatal(err)
@@ -289,7 +292,7 @@ func measureProduce(ctx context.Context, b *testing.B, s *serverProc, n int, val
 			firstErr.Store(err)
 		}
 	}
-	cpu0 := s.cpuSeconds(b)
+	cpu0, self0 := s.cpuSeconds(b), selfCPUSeconds()
 	start := time.Now()
 	for i := range n {
 		cl.Produce(ctx, &kgo.Record{Value: valueAt(values, i+1)}, promise)
@@ -298,12 +301,19 @@ func measureProduce(ctx context.Context, b *testing.B, s *serverProc, n int, val
 		b.Fatalf("%s: flush: %v", s.name, err)
 	}
 	elapsed := time.Since(start).Seconds()
-	cpu := s.cpuSeconds(b) - cpu0
+	cpu, self := s.cpuSeconds(b)-cpu0, selfCPUSeconds()-self0
 	if failed.Load() > 0 {
 		b.Fatalf("%s: %d of %d records failed, first: %v", s.name, failed.Load(), n, firstErr.Load())
 	}
 	valueBytes := float64(n) * benchValueBytes
-	return valueBytes / elapsed / 1e6, cpu / (valueBytes / 1e9)
+	return valueBytes / elapsed / 1e6, cpu / (valueBytes / 1e9), self / (valueBytes / 1e9)
+}
+
+// selfCPUSeconds returns this process's user plus system CPU time so far.
+func selfCPUSeconds() float64 {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e9
 }
 
 // measureConsume reads n records of the bench topic from the start and
@@ -690,6 +700,8 @@ func (r benchResult) report(b *testing.B, cfg benchConfig) {
 		{"durable sink CPU s/GB (the floor)", r.dsink.produceCPUPerG, 0, ""},
 		{"sluice produce CPU s/GB / durable sink's", s.produceCPUPerG / r.dsink.produceCPUPerG, 0, ""},
 		{"durable sink produce / client ceiling", r.dsink.produceMBps / r.sink.produceMBps, 0, ""},
+		{"client CPU s/GB producing to the sink", r.sink.clientCPUPerG, 0, ""},
+		{"client CPU s/GB producing to sluice", s.clientCPUPerG, 0, ""},
 		{"sluice consume / loopback", s.consumeMBps / r.loopbackMBps, 0.5, ">="},
 		{"kfake  consume / loopback", k.consumeMBps / r.loopbackMBps, 0, ""},
 		{"client consume ceiling (synth) / loopback", r.synth.consumeMBps / r.loopbackMBps, 0, ""},
