@@ -72,8 +72,7 @@ func (b *Broker) handleProduce(r *request) {
 	}
 	switch {
 	case req.Acks == 0 && failed:
-		r.c.fail("acks=0 produce failed", kerr.ErrorForCode(firstProduceError(resp)))
-		r.noResponse()
+		r.closeInstead("acks=0 produce failed", kerr.ErrorForCode(firstProduceError(resp)))
 	case req.Acks == 0:
 		r.noResponse()
 	case len(waits) == 0:

@@ -68,6 +68,10 @@ type request struct {
 	frame  []byte
 	parts  []framePart
 	sender env.FileSender
+	// closeWhy, if set, makes the answer a close of the connection, once
+	// the answers of the requests before it have gone (closeErr says why).
+	closeWhy string
+	closeErr error
 }
 
 func (b *Broker) accept(c env.Conn) env.ConnHandler {
@@ -248,6 +252,10 @@ func (cn *conn) sendAnswered() {
 		r := cn.started[0]
 		cn.started[0] = nil
 		cn.started = cn.started[1:]
+		if r.closeWhy != "" {
+			cn.fail(r.closeWhy, r.closeErr)
+			return
+		}
 		if err := cn.send(r); err != nil {
 			// Part of a frame may be out: the stream is broken.
 			cn.fail("send response", err)
@@ -278,6 +286,16 @@ func (cn *conn) send(r *request) error {
 
 // noResponse finishes a request that gets no answer (Produce with acks=0).
 func (r *request) noResponse() { r.respond(nil) }
+
+// closeInstead answers r by closing the connection (as Kafka tells a
+// producer with acks=0 that a write failed), after the answers of the
+// requests started before it, which may still be waiting to be durable,
+// have gone out.
+func (r *request) closeInstead(why string, err error) {
+	r.answer()
+	r.closeWhy, r.closeErr = why, err
+	r.c.sendAnswered()
+}
 
 // responseSizeHint guesses a response's encoded size, so that a Fetch
 // response carrying megabytes of records is encoded into one buffer instead

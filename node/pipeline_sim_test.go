@@ -56,3 +56,26 @@ func TestPipelinedProducesAppendBeforeTheFirstIsDurable(t *testing.T) {
 	_, recs := s.fetch("t", 0, 0)
 	require.Len(t, recs, n)
 }
+
+// TestFailedAcksZeroProduceClosesAfterTheAnswersBeforeIt: an acks=0 produce
+// that fails closes the connection, as Kafka does, but only once the answer
+// of the acks=all produce started before it (still awaiting durability when
+// the acks=0 one overtook it) has gone out.
+func TestFailedAcksZeroProduceClosesAfterTheAnswersBeforeIt(t *testing.T) {
+	s := newSimBroker(t, 32, nil)
+	s.createTopic("t", 1)
+	var first kmsg.Response
+	var firstErr, closedErr error
+	firstDone, closed := false, false
+	s.world.Node("c1").Post(func() {
+		s.client.Request(produceRequest("t", 0, -1, valueBatch(wire.NoProducer, 5, "kept")), func(resp kmsg.Response, err error) {
+			first, firstErr, firstDone = resp, err, true
+		})
+		s.client.Request(produceRequest("missing", 0, 0, valueBatch(wire.NoProducer, 5, "lost")), func(kmsg.Response, error) {})
+		s.client.Request(kmsg.NewPtrMetadataRequest(), func(_ kmsg.Response, err error) { closedErr, closed = err, true })
+	})
+	require.True(t, s.world.RunUntil(func() bool { return firstDone && closed }, time.Minute))
+	require.NoError(t, firstErr, "the acks=all answer was lost to the close")
+	require.Zero(t, first.(*kmsg.ProduceResponse).Topics[0].Partitions[0].ErrorCode)
+	require.ErrorIs(t, closedErr, wire.ErrClientClosed)
+}
