@@ -245,7 +245,9 @@ func (f *file) Size() (int64, error) {
 
 // Sync implements env.File. Syncs issued while the node's sync worker is
 // busy are grouped, across files: one flush issued after all of them covers
-// them all, and their callbacks run in the order the Syncs were issued.
+// them all. A Sync of a file that a flush has already covered up to its last
+// write completes without one. The callbacks of one file's Syncs run in the
+// order the Syncs were issued (those of different files may not).
 //
 // A failed flush is reported to every Sync of the file it covered. After
 // one, the kernel may have dropped the dirty pages it could not write, so a
