@@ -82,13 +82,18 @@ func appendRecord(b []byte, offsetDelta int64, value string) []byte {
 // consumer refuses it, as Kafka's clients do with check.crcs.
 var errCorruptBatch = errors.New("corrupt record batch")
 
-// readBatches decodes the batches of a fetch response, verifying each CRC.
-// A partial batch at the end (cut by the fetch's size limits) is ignored,
-// as Kafka's clients ignore it. Control batches carry no values and are
-// skipped.
-func readBatches(p []byte) ([]jepsen.Record, error) {
+// readBatches decodes the batches of a fetch response from offset from,
+// verifying each CRC, and that the batches follow one another from the one
+// holding from: the base offset is not covered by the CRC, and on the
+// sendfile path nothing but the client sees the bytes a fetch sends, so a
+// base offset flipped on the way would otherwise pass for records far
+// ahead. (Sluice's logs are dense: no compaction leaves gaps.) A partial
+// batch at the end (cut by the fetch's size limits) is ignored, as Kafka's
+// clients ignore it. Control batches carry no values and are skipped.
+func readBatches(p []byte, from int64) ([]jepsen.Record, error) {
 	var out []jepsen.Record
 	be := binary.BigEndian
+	next := int64(-1) // the base offset the next batch must have; -1 before the first
 	for len(p) >= 12 {
 		base := int64(be.Uint64(p))
 		size := int64(int32(be.Uint32(p[8:])))
@@ -106,6 +111,14 @@ func readBatches(p []byte) ([]jepsen.Record, error) {
 		if want, got := be.Uint32(batch[offCRC:]), crc32.Checksum(batch[offAttributes:], castagnoli); want != got {
 			return nil, fmt.Errorf("%w: batch at %d has crc %08x, computed %08x", errCorruptBatch, base, want, got)
 		}
+		last := base + int64(int32(be.Uint32(batch[23:])))
+		switch {
+		case next < 0 && (base > from || last < from):
+			return nil, fmt.Errorf("%w: the first batch, at %d to %d, does not hold the fetch offset %d", errCorruptBatch, base, last, from)
+		case next >= 0 && base != next:
+			return nil, fmt.Errorf("%w: a batch at %d follows one that ended before %d", errCorruptBatch, base, next)
+		}
+		next = last + 1
 		attrs := be.Uint16(batch[offAttributes:])
 		if attrs&attrControl != 0 {
 			continue

@@ -49,9 +49,28 @@ func TestReadBatchesFollowsOffsetsAndSkipsAPartialTail(t *testing.T) {
 	binary.BigEndian.PutUint64(first, 10) // the broker's base offsets
 	binary.BigEndian.PutUint64(second, 12)
 	stream := append(append(append([]byte{}, first...), second...), second[:20]...)
-	got, err := readBatches(stream)
+	got, err := readBatches(stream, 11)
 	require.NoError(t, err)
 	require.Equal(t, []jepsen.Record{{Offset: 10, Value: "a"}, {Offset: 11, Value: "b"}, {Offset: 12, Value: "c"}}, got)
+}
+
+// TestReadBatchesRefusesOffsetsThatDoNotFollow: the base offset is outside
+// the CRC, so a flipped one must be caught by where the batch sits: the
+// first batch must hold the fetch offset and each next one follow it.
+func TestReadBatchesRefusesOffsetsThatDoNotFollow(t *testing.T) {
+	first := buildBatch(producerBatch{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}, []string{"a", "b"})
+	second := buildBatch(producerBatch{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}, []string{"c"})
+	binary.BigEndian.PutUint64(first, 10)
+	binary.BigEndian.PutUint64(second, 12)
+	for _, from := range []int64{9, 12} {
+		_, err := readBatches(append(append([]byte{}, first...), second...), from)
+		require.ErrorIs(t, err, errCorruptBatch, "fetch from %d", from)
+	}
+	binary.BigEndian.PutUint64(second, 12+1<<45) // seed 317: one bit flipped on the sendfile read
+	_, err := readBatches(append(append([]byte{}, first...), second...), 10)
+	require.ErrorIs(t, err, errCorruptBatch)
+	_, err = readBatches(second, 12)
+	require.ErrorIs(t, err, errCorruptBatch)
 }
 
 func TestReadBatchesRefusesACorruptBatch(t *testing.T) {
@@ -59,11 +78,11 @@ func TestReadBatchesRefusesACorruptBatch(t *testing.T) {
 	for _, at := range []int{16, 30, len(b) - 3} {
 		bad := append([]byte(nil), b...)
 		bad[at] ^= 0x10
-		_, err := readBatches(bad)
+		_, err := readBatches(bad, 0)
 		require.True(t, errors.Is(err, errCorruptBatch), "flip at %d: %v", at, err)
 	}
 	short := append([]byte(nil), b...)
 	binary.BigEndian.PutUint32(short[8:], 3)
-	_, err := readBatches(short)
+	_, err := readBatches(short, 0)
 	require.ErrorIs(t, err, errCorruptBatch)
 }

@@ -226,7 +226,7 @@ func fetchPartition(resp *kmsg.FetchResponse, topic *topicInfo, tp jepsen.TopicP
 			if p.ErrorCode != 0 {
 				return 0, nil, kerr.ErrorForCode(p.ErrorCode)
 			}
-			all, err := readBatches(p.RecordBatches)
+			all, err := readBatches(p.RecordBatches, from)
 			if err != nil {
 				return 0, nil, err
 			}
