@@ -170,3 +170,51 @@ func TestCloseCompletesWhenRecoveryCannotBeMadeDurable(t *testing.T) {
 	}
 	h.close(l)
 }
+
+// TestCloseAfterTruncationsWhileRetryWaits: a second truncation comes while
+// the first one's barrier waits to retry on a full disk; its attempt fails
+// too and arms a retry of its own. The first retry is superseded: it must
+// never run, and Close, arriving once that retry would have fired but before
+// the second would, still finds the barrier waiting to retry and gives it
+// up, reporting ENOSPC. (Crash seed 1431: the stale first retry fired and
+// forgot the second's timer, so Close waited for an attempt that never
+// came.)
+func TestCloseAfterTruncationsWhileRetryWaits(t *testing.T) {
+	h := newHarness(t, 6)
+	cfg := h.config("retry-0")
+	l := h.open(cfg)
+	for i := range 3 {
+		appendLeader(t, l, spec(values(2, 50, fmt.Sprint("kept", i))...).at(h.nowMs()), 0)
+	}
+	h.flush(l)
+	kept := readAll(t, l, 0)
+	first := l.LogEndOffset()
+	for i := range 2 {
+		appendLeader(t, l, spec(values(2, 50, fmt.Sprint("cut", i))...).at(h.nowMs()), 0)
+	}
+	second := l.LogEndOffset()
+	for i := range 2 {
+		appendLeader(t, l, spec(values(2, 50, fmt.Sprint("cut more", i))...).at(h.nowMs()), 0)
+	}
+	h.flush(l)
+
+	h.disk.SetFull(true)
+	must(t, l.TruncateTo(second))
+	h.advance(barrierRetry / 2) // the attempt fails; its retry waits
+	if l.dur.barrierTimer == nil {
+		t.Fatal("no retry armed after the barrier's checkpoint failed on a full disk")
+	}
+	must(t, l.TruncateTo(first))
+	h.advance(barrierRetry * 3 / 4) // past the first retry, short of the second
+	if err := h.closeWithin(l, time.Minute); !errors.Is(err, env.ErrNoSpace) {
+		t.Fatalf("close: %v, want ENOSPC", err)
+	}
+
+	h.disk.SetFull(false)
+	h.inc++
+	l = h.open(cfg)
+	if got := readAll(t, l, 0); !bytes.HasPrefix(got, kept) {
+		t.Fatalf("reopened log does not begin with the %d flushed bytes below %d", len(kept), first)
+	}
+	h.close(l)
+}

@@ -61,7 +61,9 @@ type durability struct {
 	barrierSeq   uint64
 	readyWaiters []func(error)
 	// barrierTimer is armed while a barrier waits to retry after an attempt
-	// that failed with barrierErr (the disk was full).
+	// that failed with barrierErr (the disk was full), and only then: Close
+	// relies on it to tell a barrier waiting to retry (abandoned at once)
+	// from one with an attempt in flight (waited for).
 	barrierTimer env.Timer
 	barrierErr   error
 	// pending are the file changes of truncations, made by the barrier.
@@ -494,6 +496,14 @@ func (l *Log) startBarrier() {
 	d.barrier = true
 	d.barrierSeq++
 	seq := d.barrierSeq
+	// This attempt supersedes a retry still waiting (a truncation came
+	// while the disk was full). Left armed, that retry's timer would fire
+	// during this attempt and forget the timer of this one's own retry, so
+	// that a Close meanwhile would wait for an attempt that never comes.
+	if d.barrierTimer != nil {
+		d.barrierTimer.Stop()
+		d.barrierTimer = nil
+	}
 	l.checkpointInternal(func(err error) {
 		if seq != d.barrierSeq || l.failed != nil {
 			return
@@ -538,8 +548,11 @@ func (l *Log) retryBarrier(seq uint64, err error) {
 	}
 	d.barrierErr = err
 	d.barrierTimer = l.clock.AfterFunc(barrierRetry, func() {
+		if seq != d.barrierSeq {
+			return // superseded; the armed timer, if any, is another's
+		}
 		d.barrierTimer = nil
-		if seq == d.barrierSeq && l.failed == nil && !l.closing {
+		if l.failed == nil && !l.closing {
 			l.startBarrier()
 		}
 	})
