@@ -63,7 +63,7 @@ func (s *fileSystem) open(op, name string, flag int) (env.File, error) {
 	// Even a file opened without a write may need a flush: a process that
 	// crashed may have left its writes in the page cache (log recovery
 	// syncs such segments before it trusts them).
-	s.syncer.noteWrite(f)
+	s.syncer.noteWrite(f, 0)
 	return f, nil
 }
 
@@ -180,9 +180,11 @@ type file struct {
 	// elsewhere says the file is on another filesystem than the data
 	// directory, which the syncer's syncfs does not cover.
 	elsewhere bool
-	// queued counts this file's Syncs in the syncer's queue or batch;
+	// queued counts this file's Syncs in the syncer's queue or batch, and
+	// unsyncedBytes the bytes written to it since a flush covered it;
 	// guarded by the syncer's mu.
-	queued int
+	queued        int
+	unsyncedBytes int64
 }
 
 func (f *file) Name() string { return f.name }
@@ -210,7 +212,7 @@ func (f *file) Write(p []byte) (int, error) {
 		return 0, err
 	}
 	n, err := f.f.Write(p)
-	f.fs.syncer.noteWrite(f)
+	f.fs.syncer.noteWrite(f, n)
 	return n, mapErr(err)
 }
 
@@ -219,7 +221,7 @@ func (f *file) WriteAt(p []byte, off int64) (int, error) {
 		return 0, err
 	}
 	n, err := f.f.WriteAt(p, off)
-	f.fs.syncer.noteWrite(f)
+	f.fs.syncer.noteWrite(f, n)
 	return n, mapErr(err)
 }
 
@@ -228,7 +230,7 @@ func (f *file) Truncate(size int64) error {
 		return err
 	}
 	err := f.f.Truncate(size)
-	f.fs.syncer.noteWrite(f)
+	f.fs.syncer.noteWrite(f, 0)
 	return mapErr(err)
 }
 

@@ -71,6 +71,7 @@ func TestSyncCoversEveryFileWrittenBeforeIt(t *testing.T) {
 		t.Run(fmt.Sprintf("perFile=%v", perFile), func(t *testing.T) {
 			n := startNode(t)
 			n.fs.syncer.perFile = perFile
+			n.fs.syncer.othersDirty = func(int64) bool { return false }
 			var a, b *file
 			synced := 0
 			do(t, n, func(e env.Env) error {
@@ -183,6 +184,7 @@ func TestSyncsOfOneFileKeepTheirOrder(t *testing.T) {
 // its own Sync flushes it.
 func TestSyncfsDoesNotCoverAFileOnAnotherFilesystem(t *testing.T) {
 	n := startNode(t)
+	n.fs.syncer.othersDirty = func(int64) bool { return false }
 	var a, b *file
 	synced := 0
 	done := func(err error) {
@@ -234,4 +236,47 @@ func isDurable(n *Node, f *file) bool {
 	n.fs.syncer.mu.Lock()
 	defer n.fs.syncer.mu.Unlock()
 	return f.lastWrite <= f.durable
+}
+
+// TestOthersDirtyDataTurnsSyncfsOff: while another program has dirty data
+// (othersDirty says so), two unsynced files are flushed file by file, so
+// the file not synced stays unsynced; the numbers othersDirty is given
+// count this node's unsynced bytes.
+func TestOthersDirtyDataTurnsSyncfsOff(t *testing.T) {
+	n := startNode(t)
+	var asked []int64
+	n.fs.syncer.othersDirty = func(ours int64) bool {
+		asked = append(asked, ours)
+		return true
+	}
+	var a, b *file
+	synced := false
+	do(t, n, func(e env.Env) error {
+		files, err := createWritten(e, "a", "b")
+		if err != nil {
+			return err
+		}
+		a, b = files[0], files[1]
+		a.Sync(func(err error) { synced = err == nil })
+		return nil
+	})
+	waitFor(t, n, func() bool { return synced })
+	if !isDurable(n, a) || isDurable(n, b) {
+		t.Fatalf("a durable %v (want true), b durable %v (want false): the flush was a syncfs", isDurable(n, a), isDurable(n, b))
+	}
+	if len(asked) != 1 || asked[0] != 2*4096 {
+		t.Fatalf("othersDirty was asked %v, want once with this node's 8192 unsynced bytes", asked)
+	}
+	n.fs.syncer.mu.Lock()
+	defer n.fs.syncer.mu.Unlock()
+	if got := n.fs.syncer.unsyncedBytes; got != 4096 {
+		t.Fatalf("%d bytes counted unsynced after a's flush, want b's 4096", got)
+	}
+}
+
+func TestDirtyBytesSumsDirtyAndWriteback(t *testing.T) {
+	meminfo := "MemTotal:       24684004 kB\nDirty:             13860 kB\nWriteback:           120 kB\nWritebackTmp:        7 kB\n"
+	if got, want := dirtyBytes([]byte(meminfo)), int64(13860+120)<<10; got != want {
+		t.Fatalf("dirtyBytes = %d, want %d", got, want)
+	}
 }
