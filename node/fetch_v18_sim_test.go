@@ -14,20 +14,9 @@ import (
 // fetchByID is a consumer's Fetch of one partition by topic id (v13+),
 // without a session.
 func fetchByID(version int16, id [16]byte, partition int32, offset int64, maxWaitMs int32) *kmsg.FetchRequest {
-	req := kmsg.NewPtrFetchRequest()
+	req := fetchRequest("", partition, offset, maxWaitMs)
 	req.Version = version
-	req.MaxWaitMillis = maxWaitMs
-	req.MinBytes = 1
-	req.MaxBytes = 1 << 20
-	req.SessionEpoch = -1
-	rt := kmsg.NewFetchRequestTopic()
-	rt.TopicID = id
-	rp := kmsg.NewFetchRequestTopicPartition()
-	rp.Partition = partition
-	rp.FetchOffset = offset
-	rp.PartitionMaxBytes = 1 << 20
-	rt.Partitions = append(rt.Partitions, rp)
-	req.Topics = append(req.Topics, rt)
+	req.Topics[0].TopicID = id
 	return req
 }
 
