@@ -42,12 +42,7 @@ func TestCloseCompletesWhileFullDiskHoldsTheBarrier(t *testing.T) {
 		t.Run(fmt.Sprintf("close after %v", wait), func(t *testing.T) {
 			h := newHarness(t, 3)
 			cfg := h.config("full-0")
-			l := h.open(cfg)
-			for i := range 3 {
-				appendLeader(t, l, spec(values(2, 50, fmt.Sprint("kept", i))...).at(h.nowMs()), 0)
-			}
-			h.flush(l)
-			kept := readAll(t, l, 0)
+			l, kept := openWithFlushed(t, h, cfg)
 			cut := l.LogEndOffset()
 			for i := range 2 {
 				appendLeader(t, l, spec(values(2, 50, fmt.Sprint("cut", i))...).at(h.nowMs()), 0)
@@ -141,12 +136,7 @@ func TestCloseAfterFailedSyncClaimsNothing(t *testing.T) {
 func TestCloseCompletesWhenRecoveryCannotBeMadeDurable(t *testing.T) {
 	h := newHarness(t, 5)
 	cfg := h.config("recovered-0")
-	l := h.open(cfg)
-	for i := range 3 {
-		appendLeader(t, l, spec(values(2, 50, fmt.Sprint("kept", i))...).at(h.nowMs()), 0)
-	}
-	h.flush(l)
-	kept := readAll(t, l, 0)
+	l, kept := openWithFlushed(t, h, cfg)
 	appendLeader(t, l, spec("unflushed").at(h.nowMs()), 0)
 	h.crash()
 
@@ -182,12 +172,7 @@ func TestCloseCompletesWhenRecoveryCannotBeMadeDurable(t *testing.T) {
 func TestCloseAfterTruncationsWhileRetryWaits(t *testing.T) {
 	h := newHarness(t, 6)
 	cfg := h.config("retry-0")
-	l := h.open(cfg)
-	for i := range 3 {
-		appendLeader(t, l, spec(values(2, 50, fmt.Sprint("kept", i))...).at(h.nowMs()), 0)
-	}
-	h.flush(l)
-	kept := readAll(t, l, 0)
+	l, kept := openWithFlushed(t, h, cfg)
 	first := l.LogEndOffset()
 	for i := range 2 {
 		appendLeader(t, l, spec(values(2, 50, fmt.Sprint("cut", i))...).at(h.nowMs()), 0)
@@ -217,4 +202,16 @@ func TestCloseAfterTruncationsWhileRetryWaits(t *testing.T) {
 		t.Fatalf("reopened log does not begin with the %d flushed bytes below %d", len(kept), first)
 	}
 	h.close(l)
+}
+
+// openWithFlushed opens the log of cfg and appends and flushes three
+// batches, returning the log and their bytes.
+func openWithFlushed(t *testing.T, h *harness, cfg Config) (*Log, []byte) {
+	t.Helper()
+	l := h.open(cfg)
+	for i := range 3 {
+		appendLeader(t, l, spec(values(2, 50, fmt.Sprint("kept", i))...).at(h.nowMs()), 0)
+	}
+	h.flush(l)
+	return l, readAll(t, l, 0)
 }
