@@ -165,7 +165,7 @@ func New(cfg Config) (*Node, error) {
 	}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	n.clock = newClock(n.loop, n)
-	n.fs = &fileSystem{node: n, root: root, syncer: groupSyncer{node: n, dir: dir, dev: dev, perFile: !syncfsReportsErrors(), othersDirty: othersDirty}}
+	n.fs = &fileSystem{node: n, root: root, syncer: groupSyncer{node: n, dir: dir, dev: dev, perFile: !syncfsReportsErrors(), othersDirty: cachedOthersDirty(othersDirty)}}
 	n.net = &network{node: n, dialer: net.Dialer{Timeout: dialTimeout}}
 	return n, nil
 }

@@ -6,6 +6,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -152,6 +153,12 @@ func (g *groupSyncer) run() {
 		upTo := g.written
 		whole := !g.perFile && len(g.unsynced) > 1
 		ours := g.unsyncedBytes
+		// The bytes a flush starting now covers, file by file: a file
+		// written during the flush keeps only what came after.
+		covered := make(map[*file]int64, len(g.unsynced))
+		for f := range g.unsynced {
+			covered[f] = f.unsyncedBytes
+		}
 		g.mu.Unlock()
 		if whole && g.othersDirty(ours) {
 			// Another program has dirty data on the machine: a syncfs
@@ -169,18 +176,18 @@ func (g *groupSyncer) run() {
 		if all {
 			for f := range g.unsynced {
 				if !f.elsewhere {
-					g.markDurable(f, upTo) // each file alone: the order does not matter
+					g.markDurable(f, upTo, covered[f]) // each file alone: the order does not matter
 				}
 			}
 			for _, f := range files {
 				if f.elsewhere && errs[f] == nil {
-					g.markDurable(f, upTo)
+					g.markDurable(f, upTo, covered[f])
 				}
 			}
 		} else {
 			for _, f := range files {
 				if errs[f] == nil {
-					g.markDurable(f, upTo)
+					g.markDurable(f, upTo, covered[f])
 				}
 			}
 		}
@@ -266,11 +273,16 @@ func deviceOf(f *os.File) (uint64, error) {
 	return st.Dev, nil
 }
 
-// markDurable records that f is durable up to write upTo. Called with mu
-// held.
-func (g *groupSyncer) markDurable(f *file, upTo uint64) {
+// markDurable records that f is durable up to write upTo, which covered
+// bytes of it. Called with mu held.
+func (g *groupSyncer) markDurable(f *file, upTo uint64, covered int64) {
 	f.durable = max(f.durable, upTo)
+	covered = min(covered, f.unsyncedBytes)
+	f.unsyncedBytes -= covered
+	g.unsyncedBytes -= covered
 	if f.lastWrite <= upTo {
+		// Nothing was written since the flush started, so nothing of f is
+		// unflushed.
 		delete(g.unsynced, f)
 		g.unsyncedBytes -= f.unsyncedBytes
 		f.unsyncedBytes = 0
@@ -294,6 +306,24 @@ func othersDirty(ours int64) bool {
 		return false
 	}
 	return dirtyBytes(text) > ours+othersDirtySlack
+}
+
+// dirtyCheckEvery is how long an answer of othersDirty stands: reading
+// /proc/meminfo costs about 40 µs of CPU, and while the answer is yes the
+// untouched files stay unsynced, so every batch would ask again.
+const dirtyCheckEvery = 100 * time.Millisecond
+
+// cachedOthersDirty returns a test like othersDirty whose answer is kept
+// for dirtyCheckEvery. It is called by the sync worker only.
+func cachedOthersDirty(check func(ours int64) bool) func(ours int64) bool {
+	var at time.Time
+	var answer bool
+	return func(ours int64) bool {
+		if now := time.Now(); at.IsZero() || now.Sub(at) >= dirtyCheckEvery {
+			at, answer = now, check(ours)
+		}
+		return answer
+	}
 }
 
 // dirtyBytes sums the Dirty and Writeback lines of /proc/meminfo's text.

@@ -21,6 +21,7 @@ func TestSyncsOfManyFilesCompleteInIssueOrder(t *testing.T) {
 		t.Run(fmt.Sprintf("perFile=%v", perFile), func(t *testing.T) {
 			n := startNode(t)
 			n.fs.syncer.perFile = perFile
+			n.fs.syncer.othersDirty = func(int64) bool { return false }
 			const files, rounds = 4, 25
 			var got []int
 			do(t, n, func(e env.Env) error {
@@ -278,5 +279,51 @@ func TestDirtyBytesSumsDirtyAndWriteback(t *testing.T) {
 	meminfo := "MemTotal:       24684004 kB\nDirty:             13860 kB\nWriteback:           120 kB\nWritebackTmp:        7 kB\n"
 	if got, want := dirtyBytes([]byte(meminfo)), int64(13860+120)<<10; got != want {
 		t.Fatalf("dirtyBytes = %d, want %d", got, want)
+	}
+}
+
+// TestUnsyncedBytesCountOnlyWhatNoFlushCovered: a file written during every
+// flush keeps, after each, only the bytes written since that flush began
+// (the count fed to othersDirty must not grow under steady load, or it
+// would keep syncfs on however much another program has dirty).
+func TestUnsyncedBytesCountOnlyWhatNoFlushCovered(t *testing.T) {
+	n := startNode(t)
+	var a, b *file
+	n.fs.syncer.othersDirty = func(int64) bool {
+		// Runs on the worker as each flush begins: writes land during it,
+		// to both files, so that the next flush is a syncfs again.
+		n.Loop().Post(func() {
+			a.Write(make([]byte, 4096))
+			b.Write(make([]byte, 4096))
+		})
+		return false
+	}
+	rounds := 0
+	var round func()
+	round = func() {
+		a.Sync(func(err error) {
+			if err != nil {
+				t.Error(err)
+			}
+			rounds++
+			if rounds < 50 {
+				round()
+			}
+		})
+	}
+	do(t, n, func(e env.Env) error {
+		files, err := createWritten(e, "a", "b")
+		if err != nil {
+			return err
+		}
+		a, b = files[0], files[1]
+		round()
+		return nil
+	})
+	waitFor(t, n, func() bool { return rounds == 50 })
+	n.fs.syncer.mu.Lock()
+	defer n.fs.syncer.mu.Unlock()
+	if a.unsyncedBytes > 2*4096 {
+		t.Fatalf("after 50 flushes each overlapped by a 4 KiB write, %d bytes of a are counted unsynced", a.unsyncedBytes)
 	}
 }
