@@ -50,6 +50,15 @@ func (b *Broker) handleMetadata(r *request) {
 	})
 }
 
+// rackOf is a broker's rack as Metadata and DescribeCluster carry it: null
+// when it has none.
+func rackOf(rack string) *string {
+	if rack == "" {
+		return nil
+	}
+	return &rack
+}
+
 // metadataResponse describes the brokers and the requested topics as the
 // image has them now.
 func (b *Broker) metadataResponse(req *kmsg.MetadataRequest, all bool) *kmsg.MetadataResponse {
@@ -57,11 +66,7 @@ func (b *Broker) metadataResponse(req *kmsg.MetadataRequest, all bool) *kmsg.Met
 	for _, id := range b.image.BrokerIDs() {
 		br := b.image.Brokers[id]
 		rb := kmsg.NewMetadataResponseBroker()
-		rb.NodeID, rb.Host, rb.Port = br.ID, br.Host, br.Port
-		if br.Rack != "" {
-			rack := br.Rack
-			rb.Rack = &rack
-		}
+		rb.NodeID, rb.Host, rb.Port, rb.Rack = br.ID, br.Host, br.Port, rackOf(br.Rack)
 		resp.Brokers = append(resp.Brokers, rb)
 	}
 	clusterID := b.image.ClusterID

@@ -44,11 +44,7 @@ func (b *Broker) handleDescribeCluster(r *request) {
 	for _, id := range b.image.BrokerIDs() {
 		br := b.image.Brokers[id]
 		rb := kmsg.NewDescribeClusterResponseBroker()
-		rb.NodeID, rb.Host, rb.Port = br.ID, br.Host, br.Port
-		if br.Rack != "" {
-			rack := br.Rack
-			rb.Rack = &rack
-		}
+		rb.NodeID, rb.Host, rb.Port, rb.Rack = br.ID, br.Host, br.Port, rackOf(br.Rack)
 		resp.Brokers = append(resp.Brokers, rb)
 	}
 	if req.IncludeClusterAuthorizedOperations {

@@ -1,9 +1,10 @@
 package osenv
 
 import (
-	"encoding/binary"
 	"math/bits"
 	"sync"
+
+	"github.com/sluicemq/sluice/wire"
 )
 
 // framePool keeps the buffers that large frames are read into, so that the
@@ -80,8 +81,7 @@ func (p *framePool) put(buf []byte) {
 // collector when the connection ends.
 const lentFramesMax = 32
 
-// produceKey is the API key of Kafka's Produce request, the first two
-// bytes of its frame's body.
+// produceKey is the API key of Kafka's Produce request.
 const produceKey = 0
 
 // lendFrame returns a buffer of n bytes for a large frame whose body begins
@@ -92,7 +92,7 @@ const produceKey = 0
 // would stay pinned, out of the collector's reach, until the connection
 // ends.
 func (c *conn) lendFrame(n int, head []byte) []byte {
-	if len(head) < 2 || binary.BigEndian.Uint16(head) != produceKey || frameClass(n) < 0 {
+	if key, ok := wire.FrameAPIKey(head); !ok || key != produceKey || frameClass(n) < 0 {
 		return make([]byte, n)
 	}
 	c.lentMu.Lock()
