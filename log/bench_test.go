@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicemq/sluice/node/env"
-	"github.com/sluicemq/sluice/node/env/osenv"
+	"github.com/sluicemq/sluice/env"
+	"github.com/sluicemq/sluice/env/osenv"
 )
 
 // Benchmarks run the log over the real OS (osenv) in a temporary directory,

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicemq/sluice/node/env"
+	"github.com/sluicemq/sluice/env"
 )
 
 // closeWithin closes l and runs the simulation for at most limit of virtual

@@ -6,7 +6,7 @@ import (
 	"path"
 	"time"
 
-	"github.com/sluicemq/sluice/node/env"
+	"github.com/sluicemq/sluice/env"
 )
 
 // Durability. Appends go to the page cache. Three asynchronous machines,

@@ -6,7 +6,7 @@ import (
 	"math"
 	"time"
 
-	"github.com/sluicemq/sluice/node/env"
+	"github.com/sluicemq/sluice/env"
 )
 
 // trackedFile is an open file with a count of its changes, so that a flush

@@ -7,7 +7,7 @@ import (
 	"io/fs"
 	"slices"
 
-	"github.com/sluicemq/sluice/node/env"
+	"github.com/sluicemq/sluice/env"
 )
 
 // maxSnapshotBytes bounds the size of a producer snapshot read back.

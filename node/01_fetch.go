@@ -4,8 +4,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/sluicemq/sluice/env"
 	"github.com/sluicemq/sluice/log"
-	"github.com/sluicemq/sluice/node/env"
 	"github.com/sluicemq/sluice/raftmeta"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"

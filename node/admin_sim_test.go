@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicemq/sluice/node/env"
+	"github.com/sluicemq/sluice/env"
 	"github.com/sluicemq/sluice/sim/simfs"
 	"github.com/sluicemq/sluice/wire"
 	"github.com/stretchr/testify/require"

@@ -17,7 +17,7 @@ import (
 	"fmt"
 	"sort"
 
-	"github.com/sluicemq/sluice/node/env"
+	"github.com/sluicemq/sluice/env"
 	"github.com/sluicemq/sluice/raftmeta"
 	"github.com/sluicemq/sluice/wire"
 )

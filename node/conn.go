@@ -4,7 +4,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/sluicemq/sluice/node/env"
+	"github.com/sluicemq/sluice/env"
 	"github.com/sluicemq/sluice/wire"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -178,6 +178,13 @@ func (cn *conn) recycle(r *request, frame []byte) {
 	if rc, ok := cn.c.(env.FrameRecycler); ok {
 		rc.Recycle(frame)
 	}
+}
+
+// BorrowsFrame implements env.FrameBorrower: the connection recycles the
+// frames of Produce requests, and only those.
+func (cn *conn) BorrowsFrame(head []byte) bool {
+	key, ok := wire.FrameAPIKey(head)
+	return ok && key == produceKey
 }
 
 // mayStart says whether the request in frame may start now: when nothing

@@ -8,7 +8,7 @@ import (
 	"io"
 	"io/fs"
 
-	"github.com/sluicemq/sluice/node/env"
+	"github.com/sluicemq/sluice/env"
 )
 
 // Journal is a single node's durable log of metadata records: until the

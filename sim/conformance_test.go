@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicemq/sluice/node/env"
-	"github.com/sluicemq/sluice/node/env/envtest"
+	"github.com/sluicemq/sluice/env"
+	"github.com/sluicemq/sluice/env/envtest"
 )
 
 // TestConformance runs the environment's conformance suite, the same bodies

@@ -9,7 +9,7 @@ import (
 	"io/fs"
 	"time"
 
-	"github.com/sluicemq/sluice/node/env"
+	"github.com/sluicemq/sluice/env"
 )
 
 // counterd is a small service that exists to exercise the simulator: each

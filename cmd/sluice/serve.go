@@ -9,8 +9,8 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/sluicemq/sluice/env/osenv"
 	"github.com/sluicemq/sluice/node"
-	"github.com/sluicemq/sluice/node/env/osenv"
 	"github.com/spf13/cobra"
 )
 

@@ -2,14 +2,14 @@
 //
 // The simulator runs whole clusters in one goroutine and promises that one
 // seed gives one trace, byte for byte. That promise holds only if the code it
-// runs reaches the outside world through node/env (Clock, Rand, FS, Net, Loop)
+// runs reaches the outside world through env (Clock, Rand, FS, Net, Loop)
 // and nowhere else. This package is an analysis.Analyzer that rejects the
 // ways around it; TestCorePackagesAreDeterministic runs it over every package
 // of the module, so `make lint` fails on a violation.
 //
 // # Scope
 //
-// Core packages are every package of the module except node/env/osenv and
+// Core packages are every package of the module except env/osenv and
 // cmd/... with their subpackages (see Exempt). _test.go files are never
 // checked: tests may use real time, goroutines and the OS.
 //
@@ -168,7 +168,7 @@ var Analyzer = &analysis.Analyzer{
 // the guard: the OS implementation of the environment and the binary's
 // wiring, with their subpackages.
 func Exempt(path string) bool {
-	return within(path, Module+"/node/env/osenv") || within(path, Module+"/cmd")
+	return within(path, Module+"/env/osenv") || within(path, Module+"/cmd")
 }
 
 // within reports whether path is dir or below it.

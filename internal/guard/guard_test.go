@@ -29,25 +29,25 @@ import (
 //	maporder        rule 5, map order (bad.go and ok.go)
 //	.../sim         the crypto/rand.Reader exemption, and .../sim/simsub
 //	                beneath it, which has none
-//	.../node/env    a core package beside osenv; osenv and cmd are skipped
+//	.../env         a core package beside osenv; osenv and cmd are skipped
 //	testfiles       _test.go files are skipped
 func TestRulesOnFixtures(t *testing.T) {
 	analysistest.Run(t, analysistest.TestData(), guard.Analyzer,
 		"realtime", "imports", "calls", "gostmt", "selectstmt", "maporder", "testfiles",
 		guard.Module+"/sim", guard.Module+"/sim/simsub",
-		guard.Module+"/node/env", guard.Module+"/node/env/osenv/...", guard.Module+"/cmd/...")
+		guard.Module+"/env", guard.Module+"/env/osenv/...", guard.Module+"/cmd/...")
 }
 
 func TestExempt(t *testing.T) {
 	for path, want := range map[string]bool{
-		guard.Module + "/node/env/osenv":      true,
-		guard.Module + "/node/env/osenv/sub":  true,
-		guard.Module + "/cmd/sluice":          true,
-		guard.Module + "/node/env":            false,
-		guard.Module + "/node/env/osenvtools": false,
-		guard.Module + "/cmdline":             false,
-		guard.Module + "/sim":                 false,
-		guard.Module + "/internal/guard":      false,
+		guard.Module + "/env/osenv":      true,
+		guard.Module + "/env/osenv/sub":  true,
+		guard.Module + "/cmd/sluice":     true,
+		guard.Module + "/env":            false,
+		guard.Module + "/env/osenvtools": false,
+		guard.Module + "/cmdline":        false,
+		guard.Module + "/sim":            false,
+		guard.Module + "/internal/guard": false,
 	} {
 		if got := guard.Exempt(path); got != want {
 			t.Errorf("Exempt(%q) = %v, want %v", path, got, want)
@@ -64,8 +64,8 @@ func TestCorePackagesAreDeterministic(t *testing.T) {
 	}
 	pkgs := loadCore(t, root, nil, "./...")
 	checked := len(pkgs)
-	if !slices.ContainsFunc(pkgs, func(p *packages.Package) bool { return p.PkgPath == guard.Module+"/node/env" }) {
-		t.Fatalf("loaded %d packages from %s, but not node/env: the guard is looking in the wrong place", checked, root)
+	if !slices.ContainsFunc(pkgs, func(p *packages.Package) bool { return p.PkgPath == guard.Module+"/env" }) {
+		t.Fatalf("loaded %d packages from %s, but not env: the guard is looking in the wrong place", checked, root)
 	}
 	findings := analyze(t, root, pkgs)
 

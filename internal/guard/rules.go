@@ -19,13 +19,13 @@ func forbiddenImport(path string) string {
 	case "io/ioutil", "log", "log/syslog":
 		return "it reaches the OS (files, stderr, the wall clock); use env.FS and env.Env.Log"
 	case "crypto/tls":
-		return "it uses sockets and the system's randomness; TLS belongs in node/env/osenv"
+		return "it uses sockets and the system's randomness; TLS belongs in env/osenv"
 	case "syscall":
-		return "system calls belong in node/env/osenv"
+		return "system calls belong in env/osenv"
 	case "sync", "sync/atomic":
 		return "a node is one event loop: nothing to lock, and a lock implies a goroutine"
 	case "unsafe":
-		return "addresses differ from run to run, and so would anything derived from them; zero-copy tricks belong in node/env/osenv"
+		return "addresses differ from run to run, and so would anything derived from them; zero-copy tricks belong in env/osenv"
 	case "net/netip":
 		// Pure value types (Addr, AddrPort, Prefix): parsing and comparing
 		// addresses does no I/O and keeps no global state.
@@ -33,11 +33,11 @@ func forbiddenImport(path string) string {
 	}
 	switch {
 	case within(path, "os"):
-		return "the OS is reached only through node/env (env.FS for files)"
+		return "the OS is reached only through env (env.FS for files)"
 	case within(path, "net"):
 		return "connections go through env.Net"
 	case within(path, "golang.org/x/sys"):
-		return "system calls belong in node/env/osenv"
+		return "system calls belong in env/osenv"
 	case within(path, "golang.org/x/sync"):
 		return "a node is one event loop: no goroutines, nothing to lock"
 	case strings.HasPrefix(path, "runtime/"):

@@ -4,8 +4,8 @@ import (
 	"errors"
 	"time"
 
+	"github.com/sluicemq/sluice/env"
 	"github.com/sluicemq/sluice/jepsen"
-	"github.com/sluicemq/sluice/node/env"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )

@@ -3,8 +3,8 @@ package simrun
 import (
 	"errors"
 
+	"github.com/sluicemq/sluice/env"
 	"github.com/sluicemq/sluice/jepsen"
-	"github.com/sluicemq/sluice/node/env"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 

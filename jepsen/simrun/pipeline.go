@@ -7,8 +7,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/sluicemq/sluice/env"
 	"github.com/sluicemq/sluice/jepsen"
-	"github.com/sluicemq/sluice/node/env"
 	"github.com/sluicemq/sluice/wire"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"

@@ -6,8 +6,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/sluicemq/sluice/env"
 	"github.com/sluicemq/sluice/jepsen"
-	"github.com/sluicemq/sluice/node/env"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )

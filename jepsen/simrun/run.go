@@ -10,9 +10,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluicemq/sluice/env"
 	"github.com/sluicemq/sluice/jepsen"
 	"github.com/sluicemq/sluice/node"
-	"github.com/sluicemq/sluice/node/env"
 	"github.com/sluicemq/sluice/sim"
 	"github.com/sluicemq/sluice/sim/simfs"
 )

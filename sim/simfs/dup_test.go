@@ -4,7 +4,7 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/sluicemq/sluice/node/env"
+	"github.com/sluicemq/sluice/env"
 )
 
 // A Dup reads the inode after the original is closed and the name removed,

@@ -7,7 +7,7 @@ import (
 	"maps"
 	"slices"
 
-	"github.com/sluicemq/sluice/node/env"
+	"github.com/sluicemq/sluice/env"
 )
 
 // Op is a kind of operation, for fault injection.

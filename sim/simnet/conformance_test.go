@@ -4,8 +4,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicemq/sluice/node/env"
-	"github.com/sluicemq/sluice/node/env/envtest"
+	"github.com/sluicemq/sluice/env"
+	"github.com/sluicemq/sluice/env/envtest"
 	"github.com/sluicemq/sluice/sim/rng"
 	"github.com/sluicemq/sluice/sim/sched"
 )

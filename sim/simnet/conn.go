@@ -3,7 +3,7 @@ package simnet
 import (
 	"fmt"
 
-	"github.com/sluicemq/sluice/node/env"
+	"github.com/sluicemq/sluice/env"
 	"github.com/sluicemq/sluice/sim/sched"
 )
 

@@ -5,7 +5,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/sluicemq/sluice/node/env"
+	"github.com/sluicemq/sluice/env"
 	"github.com/sluicemq/sluice/sim/sched"
 )
 

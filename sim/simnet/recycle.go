@@ -1,6 +1,6 @@
 package simnet
 
-import "github.com/sluicemq/sluice/node/env"
+import "github.com/sluicemq/sluice/env"
 
 var _ env.FrameRecycler = (*end)(nil)
 

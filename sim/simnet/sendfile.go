@@ -6,7 +6,7 @@ import (
 	"io"
 	"time"
 
-	"github.com/sluicemq/sluice/node/env"
+	"github.com/sluicemq/sluice/env"
 	"github.com/sluicemq/sluice/sim/sched"
 )
 

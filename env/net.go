@@ -68,6 +68,21 @@ type FrameRecycler interface {
 	Recycle(frame []byte)
 }
 
+// FrameBorrower is implemented by connection handlers that hand large
+// frames back with FrameRecycler.Recycle. A connection that lends frame
+// buffers (osenv) lends one only to a handler that says, for that frame, it
+// will hand it back: a lent buffer never handed back stays pinned, out of
+// the collector's reach, until the connection ends. A handler without this
+// method (a client reading responses) is never lent a buffer.
+type FrameBorrower interface {
+	// BorrowsFrame reports whether the handler will recycle the frame whose
+	// body (after the size prefix) begins with head: at least its first two
+	// bytes, or the whole body if it is shorter. It may be called from any
+	// goroutine, before the connection's first event and during any, so it
+	// must depend on head alone.
+	BorrowsFrame(head []byte) bool
+}
+
 // FileSender is implemented by connections that can send a range of a file
 // without copying it through the program (sendfile in osenv; the simulator
 // models it, unless told not to with simnet's SetSendFile). It is optional:

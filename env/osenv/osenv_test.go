@@ -17,8 +17,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/sluicemq/sluice/node/env"
-	"github.com/sluicemq/sluice/node/env/envtest"
+	"github.com/sluicemq/sluice/env"
+	"github.com/sluicemq/sluice/env/envtest"
 )
 
 // waitMax bounds every wait in these tests; it only matters when something

@@ -5,7 +5,7 @@ import (
 	"net"
 	"testing"
 
-	"github.com/sluicemq/sluice/node/env"
+	"github.com/sluicemq/sluice/env"
 )
 
 // TestUnsentCountNeverGoesNegative writes many small pieces from the loop

@@ -3,8 +3,6 @@ package osenv
 import (
 	"math/bits"
 	"sync"
-
-	"github.com/sluicemq/sluice/wire"
 )
 
 // framePool keeps the buffers that large frames are read into, so that the
@@ -81,18 +79,18 @@ func (p *framePool) put(buf []byte) {
 // collector when the connection ends.
 const lentFramesMax = 32
 
-// produceKey is the API key of Kafka's Produce request.
-const produceKey = 0
-
 // lendFrame returns a buffer of n bytes for a large frame whose body begins
 // with head: from the node's pool, remembered as lent so that Recycle can
-// take it back, if the frame is a Produce request; else a fresh one. Only
-// Produce frames are lent because the node recycles only those (the others
-// may stay referenced by a parked request): a lent buffer never recycled
-// would stay pinned, out of the collector's reach, until the connection
-// ends.
+// take it back, if the connection's handler has said it will recycle that
+// frame (env.FrameBorrower); else a fresh one. The broker borrows only
+// Produce frames (the others may stay referenced by a parked request), and
+// a dialed connection's handler, a client reading responses, borrows none:
+// a lent buffer never recycled would stay pinned, out of the collector's
+// reach, until the connection ends. A frame that arrives before the
+// handler is attached is not lent either.
 func (c *conn) lendFrame(n int, head []byte) []byte {
-	if key, ok := wire.FrameAPIKey(head); !ok || key != produceKey || frameClass(n) < 0 {
+	b := c.borrower.Load()
+	if b == nil || frameClass(n) < 0 || !(*b).BorrowsFrame(head) {
 		return make([]byte, n)
 	}
 	c.lentMu.Lock()

@@ -10,7 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/sluicemq/sluice/node/env"
+	"github.com/sluicemq/sluice/env"
 	"golang.org/x/sys/unix"
 )
 
@@ -209,6 +209,9 @@ type conn struct {
 	// reader has exited.
 	lentMu sync.Mutex
 	lent   map[*byte][]byte
+	// borrower is h, once attached, if it borrows frames; the reader
+	// asks it which frames to lend.
+	borrower atomic.Pointer[env.FrameBorrower]
 
 	// unsent counts the bytes queued by Write and SendFile and not yet
 	// handed to the kernel (or dropped); drained wakes a reader muted
@@ -274,6 +277,9 @@ func (c *conn) attach(h env.ConnHandler) {
 		return
 	}
 	c.h = h
+	if fb, ok := h.(env.FrameBorrower); ok {
+		c.borrower.Store(&fb)
+	}
 }
 
 func (c *conn) LocalAddr() string  { return c.local }
