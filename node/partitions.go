@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluicemq/sluice/internal/invariants"
 	"github.com/sluicemq/sluice/log"
 	"github.com/sluicemq/sluice/raftmeta"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -38,7 +39,24 @@ type partition struct {
 	watchers []*fetchWait
 }
 
-func (p *partition) highWatermark() int64 { return p.hw }
+// highWatermark is the end of what may be served and acknowledged. Every
+// caller relies on log start <= high watermark <= durable end <= log end,
+// so it is asserted at each read.
+func (p *partition) highWatermark() int64 {
+	if invariants.Enabled {
+		p.checkOffsets()
+	}
+	return p.hw
+}
+
+// checkOffsets asserts the order of the partition's offsets.
+func (p *partition) checkOffsets() {
+	start, durable, end := p.log.LogStartOffset(), p.log.DurableOffset(), p.log.LogEndOffset()
+	if !(start <= p.hw && p.hw <= durable && durable <= end) {
+		invariants.Panicf("partition %s-%d: want log start %d <= high watermark %d <= durable end %d <= log end %d",
+			p.topic, p.index, start, p.hw, durable, end)
+	}
+}
 
 // flushTo asks the log to make everything before end durable; the high
 // watermark follows when it is.
@@ -62,6 +80,9 @@ func (p *partition) advance() {
 		return
 	}
 	p.hw = durable
+	if invariants.Enabled {
+		p.checkOffsets()
+	}
 	// A woken fetch that finishes removes itself from p.watchers.
 	for _, f := range slices.Clone(p.watchers) {
 		f.wake()

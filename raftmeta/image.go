@@ -17,6 +17,8 @@ package raftmeta
 import (
 	"fmt"
 	"sort"
+
+	"github.com/sluicemq/sluice/internal/invariants"
 )
 
 // TopicID is a topic's 16-byte UUID, as Kafka's protocol carries it.
@@ -139,11 +141,58 @@ func (im *Image) BrokerIDs() []int32 {
 // image unchanged: the writer of records validates first, so such an error
 // means a bug or a corrupt log, and the caller stops.
 func (im *Image) Apply(r Record) error {
+	var before map[partitionRef]partitionEpochs
+	if invariants.Enabled {
+		before = im.partitionEpochs()
+	}
+	applied := im.Applied
 	if err := r.applyTo(im); err != nil {
 		return fmt.Errorf("apply %s record: %w", r.recordType(), err)
 	}
 	im.Applied++
+	if invariants.Enabled {
+		im.checkAdvance(r, applied, before)
+	}
 	return nil
+}
+
+// partitionRef names a partition by its topic's id, never reused.
+type partitionRef struct {
+	topic TopicID
+	index int32
+}
+
+// partitionEpochs are the two epochs of a partition that only grow.
+type partitionEpochs struct{ leader, partition int32 }
+
+func (im *Image) partitionEpochs() map[partitionRef]partitionEpochs {
+	out := map[partitionRef]partitionEpochs{}
+	for _, name := range im.TopicNames() {
+		t := im.TopicByName(name)
+		for _, p := range t.Partitions {
+			out[partitionRef{t.ID, p.Index}] = partitionEpochs{p.LeaderEpoch, p.PartitionEpoch}
+		}
+	}
+	return out
+}
+
+// checkAdvance asserts what brokers rely on when an image moves on: the
+// applied count grows by one per record, and no partition's leader epoch
+// or partition epoch goes backwards (fencing compares them).
+func (im *Image) checkAdvance(r Record, applied uint64, before map[partitionRef]partitionEpochs) {
+	if im.Applied != applied+1 {
+		invariants.Panicf("image: applied count went from %d to %d on a %s record", applied, im.Applied, r.recordType())
+	}
+	for _, name := range im.TopicNames() {
+		t := im.TopicByName(name)
+		for _, p := range t.Partitions {
+			old, ok := before[partitionRef{t.ID, p.Index}]
+			if ok && (p.LeaderEpoch < old.leader || p.PartitionEpoch < old.partition) {
+				invariants.Panicf("image: a %s record moved partition %s-%d from leader epoch %d, partition epoch %d to %d, %d",
+					r.recordType(), t.Name, p.Index, old.leader, old.partition, p.LeaderEpoch, p.PartitionEpoch)
+			}
+		}
+	}
 }
 
 // MarshalText writes the canonical UUID form, so journals stay readable.

@@ -33,11 +33,11 @@ import (
 // partitioning, one produce request in flight per broker).
 //
 //   - sluice: the real `sluice serve` process.
-//   - kfake: franz-go's in-memory fake broker (testdata/kfakeserver), in a
+//   - kfake: franz-go's in-memory fake broker (benchservers/kfakeserver), in a
 //     process of its own so that its CPU and RSS are read from /proc the
 //     same way.
 //   - sink: a server that acknowledges every batch and stores nothing
-//     (testdata/sinkserver): the producing client's ceiling.
+//     (benchservers/sinkserver): the producing client's ceiling.
 //   - dsink: the same server storing durably (-dir): it checks each batch's
 //     CRC, appends it to a file per partition and syncs before it
 //     acknowledges; the least CPU a broker that acknowledges only durable
@@ -134,11 +134,11 @@ func (cfg benchConfig) perfPath(name string) string {
 
 type benchBins struct{ sink, kfake string }
 
-// buildBenchServers builds the test-only servers in testdata.
+// buildBenchServers builds the test-only servers in benchservers.
 func buildBenchServers(b *testing.B) benchBins {
 	dir := b.TempDir()
 	bins := benchBins{sink: filepath.Join(dir, "sinkserver"), kfake: filepath.Join(dir, "kfakeserver")}
-	for bin, pkg := range map[string]string{bins.sink: "./testdata/sinkserver", bins.kfake: "./testdata/kfakeserver"} {
+	for bin, pkg := range map[string]string{bins.sink: "./benchservers/sinkserver", bins.kfake: "./benchservers/kfakeserver"} {
 		if out, err := exec.Command("go", "build", "-o", bin, pkg).CombinedOutput(); err != nil {
 			b.Fatalf("build %s: %v\n%s", pkg, err, out)
 		}
@@ -516,7 +516,7 @@ type serverProc struct {
 	killed atomic.Bool   // set before the benchmark kills it
 }
 
-// startChild starts a testdata server that prints "listening <addr>" first.
+// startChild starts a benchservers server that prints "listening <addr>" first.
 func startChild(b *testing.B, name, bin string, args ...string) *serverProc {
 	cmd := exec.Command(bin, args...)
 	cmd.Stderr = os.Stderr

@@ -41,12 +41,12 @@ func main() {
 	partitions := flag.Int("partitions", 6, "partitions of every topic")
 	dir := flag.String("dir", "", "store batches here and sync them before acknowledging")
 	flag.Parse()
-	if err := run(*addr, int32(*partitions), *dir); err != nil {
-		fmt.Fprintln(os.Stderr, "sinkserver:", err)
-		os.Exit(1)
-	}
+	err := run(*addr, int32(*partitions), *dir)
+	fmt.Fprintln(os.Stderr, "sinkserver:", err)
+	os.Exit(1)
 }
 
+// run serves until accepting fails; it returns only with an error.
 func run(addr string, partitions int32, dir string) error {
 	table, err := wire.NewTable([]wire.APIRange{
 		{Key: 0, Min: 3, Max: (&kmsg.ProduceRequest{}).MaxVersion()},
