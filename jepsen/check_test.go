@@ -225,7 +225,7 @@ var violationCases = []struct {
 		produced(h, t0, 0, "a")
 		produced(h, t0, 1, "b")
 		produced(h, t0, 2, "c")
-		fetched(h, t0, 0, Record{0, "a"}, Record{2, "c"})
+		fetched(h, t0, 0, Record{Offset: 0, Value: "a"}, Record{Offset: 2, Value: "c"})
 		finalRead(h, t0, "a", "b", "c")
 	}, []string{CheckLinearizable, CheckReadShape}},
 	{"a fetch starts after its offset", func(h *History) {
@@ -460,7 +460,7 @@ func TestMalformedEvents(t *testing.T) {
 		}},
 		{"record at a negative offset", func(es []Event) {
 			es[0] = Event{Time: 1, Kind: KindInvoke, Type: TypeFetch, TopicPartition: t0}
-			es[1] = Event{Time: 2, Kind: KindOk, Type: TypeFetch, TopicPartition: t0, Records: []Record{{-1, "a"}}}
+			es[1] = Event{Time: 2, Kind: KindOk, Type: TypeFetch, TopicPartition: t0, Records: []Record{{Offset: -1, Value: "a"}}}
 		}},
 	}
 	for _, tt := range tests {

@@ -25,11 +25,21 @@ func (tp TopicPartition) less(other TopicPartition) bool {
 	return tp.Partition < other.Partition
 }
 
-// Record is one record a fetch returned: the offset where it sits and its
-// value.
+// Record is one record a fetch returned: the offset where it sits, its
+// value, and its timestamp (milliseconds, as the batch carries it; what
+// ListOffsets by timestamp is checked against).
 type Record struct {
-	Offset int64  `json:"offset"`
-	Value  string `json:"value"`
+	Offset    int64  `json:"offset"`
+	Value     string `json:"value"`
+	Timestamp int64  `json:"ts,omitempty"`
+}
+
+// Watermarks are what a fetch answer says of its partition's bounds: the
+// high watermark (the end of what may be read) and the log start offset
+// (-1 when the answer did not carry it: fetch before v5).
+type Watermarks struct {
+	HighWatermark int64 `json:"hw"`
+	LogStart      int64 `json:"log_start"`
 }
 
 // Kind says what an event is.
@@ -64,6 +74,19 @@ const (
 	// TypeAssign notes the partitions a consumer was given in one
 	// generation of a group.
 	TypeAssign Type = "assign"
+	// TypeListOffsets asks for one offset of a partition (ListOffsets):
+	// Target says which, TargetLatest (the high watermark), TargetEarliest
+	// (the log start offset) or a timestamp (the first offset whose record
+	// has a timestamp at least Target); ok carries the Offset, -1 when no
+	// record has such a timestamp.
+	TypeListOffsets Type = "list_offsets"
+)
+
+// The targets of a ListOffsets that are not timestamps, as Kafka encodes
+// them.
+const (
+	TargetLatest   int64 = -1
+	TargetEarliest int64 = -2
 )
 
 // OffsetUnknown is the base offset of an acknowledged produce whose offset
@@ -99,8 +122,13 @@ type Event struct {
 	From  int64 `json:"from,omitempty"`
 	Max   int   `json:"max,omitempty"`
 	Final bool  `json:"final,omitempty"`
-	// Fetch ok: what the read returned, in order.
-	Records []Record `json:"records,omitempty"`
+	// Fetch ok: what the read returned, in order, and the partition's
+	// watermarks as the answer gave them (nil if it did not record them).
+	Records    []Record    `json:"records,omitempty"`
+	Watermarks *Watermarks `json:"watermarks,omitempty"`
+
+	// ListOffsets invoke: what is asked for (see TypeListOffsets).
+	Target int64 `json:"target,omitempty"`
 
 	// Fail and info: what went wrong, and the Kafka error code if the
 	// broker answered with one (0 for a transport failure).
@@ -137,9 +165,27 @@ func (e Event) String() string {
 		}
 		return s
 	case e.Type == TypeFetch:
-		return fmt.Sprintf("%s fetch %s -> %s", head, e.TopicPartition, describeRecords(e.Records, 8))
+		s := fmt.Sprintf("%s fetch %s -> %s", head, e.TopicPartition, describeRecords(e.Records, 8))
+		if w := e.Watermarks; w != nil {
+			s += fmt.Sprintf(" (high watermark %d, log start %d)", w.HighWatermark, w.LogStart)
+		}
+		return s
+	case e.Type == TypeListOffsets && e.Kind == KindInvoke:
+		return fmt.Sprintf("%s list offsets %s %s", head, e.TopicPartition, describeTarget(e.Target))
+	case e.Type == TypeListOffsets:
+		return fmt.Sprintf("%s list offsets %s -> %d", head, e.TopicPartition, e.Offset)
 	}
 	return head + " " + string(e.Type)
+}
+
+func describeTarget(target int64) string {
+	switch target {
+	case TargetLatest:
+		return "latest"
+	case TargetEarliest:
+		return "earliest"
+	}
+	return fmt.Sprintf("timestamp %d", target)
 }
 
 // OpID names an operation between its invoke and its completion.
@@ -262,6 +308,32 @@ func (h *History) FetchOk(id OpID, records []Record) {
 	inv, ok := h.complete(id, Event{Kind: KindOk, Records: rs})
 	if ok && inv.Type != TypeFetch {
 		h.fail("operation %d is a %s, completed as a fetch", id, inv.Type)
+	}
+}
+
+// FetchOkWatermarks is FetchOk with the watermarks the answer reported for
+// the partition, which the offsets check compares with what the history
+// shows.
+func (h *History) FetchOkWatermarks(id OpID, records []Record, w Watermarks) {
+	rs := append([]Record(nil), records...)
+	inv, ok := h.complete(id, Event{Kind: KindOk, Records: rs, Watermarks: &w})
+	if ok && inv.Type != TypeFetch {
+		h.fail("operation %d is a %s, completed as a fetch", id, inv.Type)
+	}
+}
+
+// InvokeListOffsets records a client's ListOffsets question about tp:
+// TargetLatest, TargetEarliest or a timestamp in milliseconds.
+func (h *History) InvokeListOffsets(client int, tp TopicPartition, target int64) OpID {
+	return h.invoke(Event{Client: client, Type: TypeListOffsets, TopicPartition: tp, Target: target})
+}
+
+// ListOffsetsOk records the offset a ListOffsets answered (-1: no record
+// has a timestamp at least the one asked for).
+func (h *History) ListOffsetsOk(id OpID, offset int64) {
+	inv, ok := h.complete(id, Event{Kind: KindOk, Offset: offset})
+	if ok && inv.Type != TypeListOffsets {
+		h.fail("operation %d is a %s, completed as a list offsets", id, inv.Type)
 	}
 }
 

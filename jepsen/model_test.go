@@ -91,7 +91,7 @@ func TestFetchLegal(t *testing.T) {
 		{"out of range inside", fetchInput{from: 0}, fetchOutput{outOfRange: true}, false},
 		{"wrong value", fetchInput{from: 1}, fetchOutput{records: log(1, "x")}, false},
 		{"past the end", fetchInput{from: 2}, fetchOutput{records: log(2, "c", "d")}, false},
-		{"gap", fetchInput{from: 0}, fetchOutput{records: []Record{{0, "a"}, {2, "c"}}}, false},
+		{"gap", fetchInput{from: 0}, fetchOutput{records: []Record{{Offset: 0, Value: "a"}, {Offset: 2, Value: "c"}}}, false},
 		{"over max", fetchInput{from: 0, max: 1}, fetchOutput{records: log(0, "a", "b")}, false},
 		{"final read, whole log", fetchInput{final: true}, fetchOutput{records: log(0, "a", "b", "c")}, true},
 		{"final read, short", fetchInput{final: true}, fetchOutput{records: log(0, "a", "b")}, false},

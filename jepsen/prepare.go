@@ -134,6 +134,10 @@ func (a *analysis) addInvoke(e Event, open map[int]int) error {
 		if e.Max < 0 {
 			return fmt.Errorf("fetch with max %d", e.Max)
 		}
+	case TypeListOffsets:
+		if e.Target < TargetEarliest {
+			return fmt.Errorf("list offsets for target %d", e.Target)
+		}
 	default:
 		return fmt.Errorf("invoke of type %q", e.Type)
 	}
@@ -186,6 +190,10 @@ func (a *analysis) addResult(e Event, at int) error {
 		}
 		if inv.Final {
 			a.final[inv.TopicPartition] = at
+		}
+	case TypeListOffsets:
+		if e.Offset < -1 || e.Offset == -1 && inv.Target < 0 {
+			return fmt.Errorf("list offsets %s answered offset %d", describeTarget(inv.Target), e.Offset)
 		}
 	}
 	return nil
@@ -293,6 +301,8 @@ func (a *analysis) porcupineOps(tp TopicPartition) []porcupine.Operation {
 			default:
 				continue
 			}
+		default:
+			continue // not an operation on the log's contents
 		}
 		ops = append(ops, pop)
 	}

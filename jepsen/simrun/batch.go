@@ -89,16 +89,19 @@ var errCorruptBatch = errors.New("corrupt record batch")
 // base offset flipped on the way would otherwise pass for records far
 // ahead. (Sluice's logs are dense: no compaction leaves gaps.) A partial
 // batch at the end (cut by the fetch's size limits) is ignored, as Kafka's
-// clients ignore it. Control batches carry no values and are skipped.
-func readBatches(p []byte, from int64) ([]jepsen.Record, error) {
+// clients ignore it. Control batches carry no values and are skipped. It
+// returns the records, and each whole batch as a reference for the
+// durability oracle.
+func readBatches(p []byte, from int64) ([]jepsen.Record, []batchRef, error) {
 	var out []jepsen.Record
+	var refs []batchRef
 	be := binary.BigEndian
 	next := int64(-1) // the base offset the next batch must have; -1 before the first
 	for len(p) >= 12 {
 		base := int64(be.Uint64(p))
 		size := int64(int32(be.Uint32(p[8:])))
 		if size < batchHeaderSize-12 {
-			return nil, fmt.Errorf("%w: batch at %d has length %d", errCorruptBatch, base, size)
+			return nil, nil, fmt.Errorf("%w: batch at %d has length %d", errCorruptBatch, base, size)
 		}
 		if int64(len(p)) < 12+size {
 			break // partial
@@ -106,37 +109,39 @@ func readBatches(p []byte, from int64) ([]jepsen.Record, error) {
 		batch := p[:12+size]
 		p = p[12+size:]
 		if batch[16] != 2 {
-			return nil, fmt.Errorf("%w: batch at %d has magic %d", errCorruptBatch, base, batch[16])
+			return nil, nil, fmt.Errorf("%w: batch at %d has magic %d", errCorruptBatch, base, batch[16])
 		}
 		if want, got := be.Uint32(batch[offCRC:]), crc32.Checksum(batch[offAttributes:], castagnoli); want != got {
-			return nil, fmt.Errorf("%w: batch at %d has crc %08x, computed %08x", errCorruptBatch, base, want, got)
+			return nil, nil, fmt.Errorf("%w: batch at %d has crc %08x, computed %08x", errCorruptBatch, base, want, got)
 		}
 		last := base + int64(int32(be.Uint32(batch[23:])))
 		switch {
 		case next < 0 && (base > from || last < from):
-			return nil, fmt.Errorf("%w: the first batch, at %d to %d, does not hold the fetch offset %d", errCorruptBatch, base, last, from)
+			return nil, nil, fmt.Errorf("%w: the first batch, at %d to %d, does not hold the fetch offset %d", errCorruptBatch, base, last, from)
 		case next >= 0 && base != next:
-			return nil, fmt.Errorf("%w: a batch at %d follows one that ended before %d", errCorruptBatch, base, next)
+			return nil, nil, fmt.Errorf("%w: a batch at %d follows one that ended before %d", errCorruptBatch, base, next)
 		}
 		next = last + 1
+		refs = append(refs, batchRef{base: base, last: last, crc: be.Uint32(batch[offCRC:])})
 		attrs := be.Uint16(batch[offAttributes:])
 		if attrs&attrControl != 0 {
 			continue
 		}
 		if attrs&attrCompression != 0 {
-			return nil, fmt.Errorf("%w: batch at %d is compressed (attributes %#x), which no simulated producer sends", errCorruptBatch, base, attrs)
+			return nil, nil, fmt.Errorf("%w: batch at %d is compressed (attributes %#x), which no simulated producer sends", errCorruptBatch, base, attrs)
 		}
 		count := int(int32(be.Uint32(batch[57:])))
-		recs, err := readRecords(batch[batchHeaderSize:], base, count)
+		baseTimestamp := int64(be.Uint64(batch[27:]))
+		recs, err := readRecords(batch[batchHeaderSize:], base, baseTimestamp, count)
 		if err != nil {
-			return nil, fmt.Errorf("%w: batch at %d: %v", errCorruptBatch, base, err)
+			return nil, nil, fmt.Errorf("%w: batch at %d: %v", errCorruptBatch, base, err)
 		}
 		out = append(out, recs...)
 	}
-	return out, nil
+	return out, refs, nil
 }
 
-func readRecords(p []byte, base int64, count int) ([]jepsen.Record, error) {
+func readRecords(p []byte, base, baseTimestamp int64, count int) ([]jepsen.Record, error) {
 	if count < 0 || count > len(p) {
 		return nil, fmt.Errorf("record count %d with %d bytes of records", count, len(p))
 	}
@@ -149,7 +154,7 @@ func readRecords(p []byte, base int64, count int) ([]jepsen.Record, error) {
 		rec := recordReader{p: p[n : n+int(size)]}
 		p = p[n+int(size):]
 		rec.skip(1) // attributes
-		rec.varint()
+		timestampDelta := rec.varint()
 		delta := rec.varint()
 		if k := rec.varint(); k > 0 {
 			rec.skip(int(k))
@@ -158,7 +163,7 @@ func readRecords(p []byte, base int64, count int) ([]jepsen.Record, error) {
 		if rec.err != nil {
 			return nil, fmt.Errorf("record %d: %w", i, rec.err)
 		}
-		out = append(out, jepsen.Record{Offset: base + delta, Value: string(value)})
+		out = append(out, jepsen.Record{Offset: base + delta, Value: string(value), Timestamp: baseTimestamp + timestampDelta})
 	}
 	return out, nil
 }

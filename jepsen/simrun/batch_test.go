@@ -44,14 +44,16 @@ func TestBuiltBatchDecodesWithKmsg(t *testing.T) {
 }
 
 func TestReadBatchesFollowsOffsetsAndSkipsAPartialTail(t *testing.T) {
-	first := buildBatch(producerBatch{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}, []string{"a", "b"})
-	second := buildBatch(producerBatch{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}, []string{"c"})
+	first := buildBatch(producerBatch{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1, TimestampMs: 5000}, []string{"a", "b"})
+	second := buildBatch(producerBatch{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1, TimestampMs: 4000}, []string{"c"})
 	binary.BigEndian.PutUint64(first, 10) // the broker's base offsets
 	binary.BigEndian.PutUint64(second, 12)
 	stream := append(append(append([]byte{}, first...), second...), second[:20]...)
-	got, err := readBatches(stream, 11)
+	got, refs, err := readBatches(stream, 11)
 	require.NoError(t, err)
-	require.Equal(t, []jepsen.Record{{Offset: 10, Value: "a"}, {Offset: 11, Value: "b"}, {Offset: 12, Value: "c"}}, got)
+	require.Equal(t, []jepsen.Record{{Offset: 10, Value: "a", Timestamp: 5000}, {Offset: 11, Value: "b", Timestamp: 5000}, {Offset: 12, Value: "c", Timestamp: 4000}}, got)
+	crc := func(b []byte) uint32 { return binary.BigEndian.Uint32(b[offCRC:]) }
+	require.Equal(t, []batchRef{{base: 10, last: 11, crc: crc(first)}, {base: 12, last: 12, crc: crc(second)}}, refs)
 }
 
 // TestReadBatchesRefusesOffsetsThatDoNotFollow: the base offset is outside
@@ -63,13 +65,13 @@ func TestReadBatchesRefusesOffsetsThatDoNotFollow(t *testing.T) {
 	binary.BigEndian.PutUint64(first, 10)
 	binary.BigEndian.PutUint64(second, 12)
 	for _, from := range []int64{9, 12} {
-		_, err := readBatches(append(append([]byte{}, first...), second...), from)
+		_, _, err := readBatches(append(append([]byte{}, first...), second...), from)
 		require.ErrorIs(t, err, errCorruptBatch, "fetch from %d", from)
 	}
 	binary.BigEndian.PutUint64(second, 12+1<<45) // seed 317: one bit flipped on the sendfile read
-	_, err := readBatches(append(append([]byte{}, first...), second...), 10)
+	_, _, err := readBatches(append(append([]byte{}, first...), second...), 10)
 	require.ErrorIs(t, err, errCorruptBatch)
-	_, err = readBatches(second, 12)
+	_, _, err = readBatches(second, 12)
 	require.ErrorIs(t, err, errCorruptBatch)
 }
 
@@ -78,11 +80,11 @@ func TestReadBatchesRefusesACorruptBatch(t *testing.T) {
 	for _, at := range []int{16, 30, len(b) - 3} {
 		bad := append([]byte(nil), b...)
 		bad[at] ^= 0x10
-		_, err := readBatches(bad, 0)
+		_, _, err := readBatches(bad, 0)
 		require.True(t, errors.Is(err, errCorruptBatch), "flip at %d: %v", at, err)
 	}
 	short := append([]byte(nil), b...)
 	binary.BigEndian.PutUint32(short[8:], 3)
-	_, err := readBatches(short, 0)
+	_, _, err := readBatches(short, 0)
 	require.ErrorIs(t, err, errCorruptBatch)
 }

@@ -77,17 +77,22 @@ func (cs *consumerSession) step() {
 	})
 }
 
-// listOffsets moves the consumer's position in a partition to its earliest
-// or latest offset, as a consumer with auto.offset.reset does. The latest
-// offset is the high watermark, which must have reached the end of every
-// produce acknowledged before the question was asked.
+// listOffsets asks for one partition's latest or earliest offset, or the
+// first offset at or after a timestamp, and moves the consumer's position
+// there, as a consumer with auto.offset.reset, or one seeking by time
+// (offsetsForTimes), does. The answer goes into the history: the offsets
+// check holds it against the log, the durability oracle against the disk.
 func (cs *consumerSession) listOffsets(topic *topicInfo) {
 	c := cs.c
 	w := c.w
 	r := w.r
 	partition := int32(w.rand.Intn(len(c.pos)))
-	timestamp := int64(-1 - w.rand.Intn(2)) // -1 latest, -2 earliest
-	ackedEnd := r.ackedEnd[partition]
+	tp := jepsen.TopicPartition{Topic: r.topic, Partition: partition}
+	target := pick(w.rand, []int64{jepsen.TargetLatest, jepsen.TargetEarliest, 0})
+	if target == 0 {
+		target = r.lookupTarget(w.rand)
+		r.probes.add("consumer.list_offsets_by_time")
+	}
 	req := kmsg.NewPtrListOffsetsRequest()
 	req.Version = pick(w.rand, []int16{1, 4, 7, 10})
 	req.ReplicaID = -1
@@ -96,40 +101,46 @@ func (cs *consumerSession) listOffsets(topic *topicInfo) {
 	rp := kmsg.NewListOffsetsRequestTopicPartition()
 	rp.Partition = partition
 	rp.CurrentLeaderEpoch = -1
-	rp.Timestamp = timestamp
+	rp.Timestamp = target
 	rt.Partitions = append(rt.Partitions, rp)
 	req.Topics = append(req.Topics, rt)
 	r.probes.add("consumer.list_offsets")
+	id := r.h.InvokeListOffsets(w.id, tp, target)
 	cs.s.do(req, fetchRequestTimeout, func(resp kmsg.Response, err error) {
 		if c.sess != cs {
 			return
 		}
-		offset, ok := listedOffset(resp, err, r.topic, partition)
-		if !ok {
+		offset, err := listedOffset(resp, err, r.topic, partition)
+		if err != nil {
+			r.h.Complete(id, err)
 			w.backoff(cs.e, cs.step)
 			return
 		}
-		if timestamp == -1 && offset < ackedEnd {
-			r.violate("ListOffsets latest of %s-%d answered %d, below %d, the end of a produce acknowledged before it was asked", r.topic, partition, offset, ackedEnd)
+		r.checkListedDurable(tp, target, offset)
+		r.h.ListOffsetsOk(id, offset)
+		if offset >= 0 {
+			c.pos[partition] = offset
 		}
-		c.pos[partition] = offset
 		cs.step()
 	})
 }
 
 // listedOffset finds the partition's offset in a ListOffsets answer.
-func listedOffset(resp kmsg.Response, err error, topic string, partition int32) (int64, bool) {
+func listedOffset(resp kmsg.Response, err error, topic string, partition int32) (int64, error) {
 	if err != nil {
-		return 0, false
+		return 0, err
 	}
 	for _, t := range resp.(*kmsg.ListOffsetsResponse).Topics {
 		for _, p := range t.Partitions {
-			if t.Topic == topic && p.Partition == partition && p.ErrorCode == 0 {
-				return p.Offset, true
+			if t.Topic == topic && p.Partition == partition {
+				if p.ErrorCode != 0 {
+					return 0, kerr.ErrorForCode(p.ErrorCode)
+				}
+				return p.Offset, nil
 			}
 		}
 	}
-	return 0, false
+	return 0, errors.New("list offsets response does not carry the partition asked for")
 }
 
 // fetch reads one partition, chosen at random, from the consumer's
@@ -152,11 +163,11 @@ func (cs *consumerSession) fetch(topic *topicInfo) {
 			return
 		}
 		c.op = nil
-		records, err := fetchResult(resp, err, topic, tp, op.from)
-		w.r.recordFetch(op.id, records, err)
+		fp, err := fetchResult(resp, err, topic, tp, op.from)
+		w.r.recordFetch(op.id, tp, fp, err)
 		switch {
 		case err == nil:
-			if len(records) > 0 {
+			if records := fp.records; len(records) > 0 {
 				c.pos[partition] = records[len(records)-1].Offset + 1
 			}
 			cs.step()
@@ -201,19 +212,28 @@ func fetchRequest(version int16, topic *topicInfo, tp jepsen.TopicPartition, off
 // fetchResult turns a fetch's answer into the records at from and beyond,
 // or the error that ended it. A batch that fails its CRC is an error: the
 // consumer refuses what it cannot trust, and the read's outcome is unknown.
-func fetchResult(resp kmsg.Response, err error, topic *topicInfo, tp jepsen.TopicPartition, from int64) ([]jepsen.Record, error) {
+func fetchResult(resp kmsg.Response, err error, topic *topicInfo, tp jepsen.TopicPartition, from int64) (fetchedPartition, error) {
 	if err != nil {
-		return nil, err
+		return fetchedPartition{}, err
 	}
-	_, records, err := fetchPartition(resp.(*kmsg.FetchResponse), topic, tp, from)
-	return records, err
+	return fetchPartition(resp.(*kmsg.FetchResponse), topic, tp, from)
 }
 
-// fetchPartition finds tp in a fetch response and decodes its records,
-// returning the partition's high watermark too.
-func fetchPartition(resp *kmsg.FetchResponse, topic *topicInfo, tp jepsen.TopicPartition, from int64) (int64, []jepsen.Record, error) {
+// fetchedPartition is what a fetch answer said of one partition.
+type fetchedPartition struct {
+	// marks are the high watermark and log start offset (-1 before fetch
+	// v5, which does not carry it).
+	marks jepsen.Watermarks
+	// records are those at the fetch offset and beyond; batches every
+	// whole batch served, for the durability oracle.
+	records []jepsen.Record
+	batches []batchRef
+}
+
+// fetchPartition finds tp in a fetch response and decodes its records.
+func fetchPartition(resp *kmsg.FetchResponse, topic *topicInfo, tp jepsen.TopicPartition, from int64) (fetchedPartition, error) {
 	if resp.ErrorCode != 0 {
-		return 0, nil, kerr.ErrorForCode(resp.ErrorCode)
+		return fetchedPartition{}, kerr.ErrorForCode(resp.ErrorCode)
 	}
 	for _, t := range resp.Topics {
 		if resp.Version >= 13 && t.TopicID != topic.id || resp.Version < 13 && t.Topic != tp.Topic {
@@ -224,20 +244,23 @@ func fetchPartition(resp *kmsg.FetchResponse, topic *topicInfo, tp jepsen.TopicP
 				continue
 			}
 			if p.ErrorCode != 0 {
-				return 0, nil, kerr.ErrorForCode(p.ErrorCode)
+				return fetchedPartition{}, kerr.ErrorForCode(p.ErrorCode)
 			}
-			all, err := readBatches(p.RecordBatches, from)
+			all, batches, err := readBatches(p.RecordBatches, from)
 			if err != nil {
-				return 0, nil, err
+				return fetchedPartition{}, err
 			}
-			var records []jepsen.Record
+			fp := fetchedPartition{marks: jepsen.Watermarks{HighWatermark: p.HighWatermark, LogStart: p.LogStartOffset}, batches: batches}
+			if resp.Version < 5 {
+				fp.marks.LogStart = -1
+			}
 			for _, rec := range all {
 				if rec.Offset >= from {
-					records = append(records, rec)
+					fp.records = append(fp.records, rec)
 				}
 			}
-			return p.HighWatermark, records, nil
+			return fp, nil
 		}
 	}
-	return 0, nil, errors.New("fetch response does not carry the partition asked for")
+	return fetchedPartition{}, errors.New("fetch response does not carry the partition asked for")
 }

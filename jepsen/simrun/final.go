@@ -50,11 +50,11 @@ func (f *finalReader) read(topic *topicInfo, id jepsen.OpID, tp jepsen.TopicPart
 	}
 	req := fetchRequest(r.opts.FetchVersion, topic, tp, from, 0)
 	f.s.do(req, fetchRequestTimeout, func(resp kmsg.Response, err error) {
-		var hw int64
-		var records []jepsen.Record
+		var fp fetchedPartition
 		if err == nil {
-			hw, records, err = fetchPartition(resp.(*kmsg.FetchResponse), topic, tp, from)
+			fp, err = fetchPartition(resp.(*kmsg.FetchResponse), topic, tp, from)
 		}
+		records, hw := fp.records, fp.marks.HighWatermark
 		if err != nil {
 			if errors.Is(err, errCorruptBatch) {
 				r.probes.add("final.corrupt_batch")

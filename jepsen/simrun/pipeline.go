@@ -215,6 +215,7 @@ func (pl *pipeline) enqueue(partitions []int32, mustSucceed bool) {
 		op := &produceOp{tp: jepsen.TopicPartition{Topic: r.topic, Partition: partition}, values: p.drawValues()}
 		op.id = r.h.InvokeProduce(p.w.id, op.tp, true, op.values...)
 		b := &pipeBatch{op: op, mustSucceed: mustSucceed, timestampMs: now}
+		r.noteTimestamp(now)
 		b.timer = ps.e.Clock.AfterFunc(timeout, func() { b.expired = true })
 		if r.cfg.Sabotage == SabotageReorderPipeline && !r.sabotaged && part.sent < len(part.queue) && !part.queue[part.sent].pinned {
 			// A test-only lie, once: the new batch goes out first.

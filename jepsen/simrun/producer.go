@@ -242,6 +242,7 @@ func (ps *producerSession) startRound(partitions []int32, mustSucceed bool) {
 		values := p.drawValues()
 		op := &produceOp{tp: jepsen.TopicPartition{Topic: w.r.topic, Partition: partition}, values: values, seq: ps.seq[partition]}
 		op.batch = buildBatch(producerBatch{ProducerID: rd.pid, ProducerEpoch: rd.epoch, BaseSequence: op.seq, TimestampMs: now}, values)
+		w.r.noteTimestamp(now)
 		op.id = w.r.h.InvokeProduce(w.id, op.tp, true, values...)
 		rd.ops = append(rd.ops, op)
 	}
@@ -361,8 +362,8 @@ func (w *worker) acked(op *produceOp, base int64, mustSucceed bool) {
 		r.sabotaged = true
 	}
 	op.done = true
+	r.checkAckedDurable(op, base)
 	r.h.ProduceOk(op.id, base)
-	r.ackedEnd[op.tp.Partition] = max(r.ackedEnd[op.tp.Partition], base+int64(len(op.values)))
 	if len(op.attempts) > 0 {
 		r.probes.add("produce.ok_after_retry")
 	}

@@ -68,6 +68,9 @@ type Config struct {
 	Log      io.Writer
 	LogLevel slog.Level
 	Sabotage Sabotage
+	// NoOracle turns the durability oracle off (durable.go), for tests
+	// that show what the other checks catch without it.
+	NoOracle bool
 }
 
 // Summary is what a run did and what the check found.
@@ -156,9 +159,11 @@ type run struct {
 	failures []string
 	// clusterID is the first cluster id a client was told.
 	clusterID string
-	// ackedEnd is, per partition, the end of the furthest acknowledged
-	// produce: the high watermark may never be found below it after.
-	ackedEnd []int64
+	// oracle knows what is durable on the broker's disk (durable.go).
+	oracle *oracle
+	// timestamps are the latest batch timestamps producers stamped, for
+	// consumers to look up by time.
+	timestamps []int64
 }
 
 // brokerHost is the broker's node and what is known of its process.
@@ -186,7 +191,6 @@ func Run(cfg Config) Summary {
 		opts = *cfg.Options
 	}
 	r := &run{cfg: cfg, opts: opts, w: sim.New(cfg.Seed), h: jepsen.NewHistory(), topic: topicName}
-	r.ackedEnd = make([]int64, max(opts.Partitions, 0))
 	if err := opts.validate(); err != nil {
 		r.fail("%v", err)
 		return r.summarize()
@@ -225,6 +229,7 @@ func (r *run) setup() {
 	cfg.LogRetentionBytes = -1
 	r.broker.cfg = cfg
 	r.broker.node = w.AddNode(brokerName, r.bootBroker)
+	r.oracle = newOracle(r.broker.node.Disk())
 	for i := range r.opts.Producers {
 		p := &producer{w: r.newWorker(1+i, fmt.Sprintf("p%d", 1+i))}
 		r.producers = append(r.producers, p)
@@ -399,17 +404,39 @@ func (r *run) opEnded(mustSucceed bool, kind jepsen.Kind, tp jepsen.TopicPartiti
 	}
 }
 
-// recordFetch records how a consumer's fetch ended.
-func (r *run) recordFetch(id jepsen.OpID, records []jepsen.Record, err error) {
+// recordFetch records how a consumer's fetch ended; a fetch that served
+// records is first held against the disk.
+func (r *run) recordFetch(id jepsen.OpID, tp jepsen.TopicPartition, fp fetchedPartition, err error) {
 	switch {
 	case err == nil:
-		r.h.FetchOk(id, records)
+		r.checkServedDurable(tp, fp)
+		r.h.FetchOkWatermarks(id, fp.records, fp.marks)
 	case errors.Is(err, errCorruptBatch):
 		r.probes.add("consumer.corrupt_batch")
 		r.h.Info(id, err)
 	default:
 		r.h.Complete(id, err)
 	}
+}
+
+// noteTimestamp remembers a batch timestamp a producer stamped.
+func (r *run) noteTimestamp(ts int64) {
+	const kept = 64
+	if len(r.timestamps) == kept {
+		r.timestamps = r.timestamps[1:]
+	}
+	r.timestamps = append(r.timestamps, ts)
+}
+
+// lookupTarget draws a timestamp to look up: one a producer stamped, or
+// just before or after it, so that lookups land on batches, between them
+// and past the end; with none stamped yet, the epoch.
+func (r *run) lookupTarget(rand interface{ Intn(int) int }) int64 {
+	if len(r.timestamps) == 0 {
+		return 0
+	}
+	ts := r.timestamps[rand.Intn(len(r.timestamps))]
+	return max(0, ts+int64(rand.Intn(5))-2)
 }
 
 // logf writes a line about the run itself (a fault, a phase) to the log,

@@ -15,6 +15,7 @@ func (d *Disk) Crash() {
 	d.stats.Crashes++
 	d.resolveEntries(d.directories())
 	d.rebuild()
+	d.durableGen++
 }
 
 // CrashProcess is the death of the process using the disk while the machine
@@ -185,6 +186,7 @@ func (d *Disk) resolveFile(ino *inode) {
 	ino.data = append([]byte(nil), ino.durable...)
 	ino.ops = nil
 	ino.syncs = nil
+	ino.durableGen++
 }
 
 // countLostAfterKill counts a change a crash lost (or tore) that a process

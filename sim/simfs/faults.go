@@ -3,6 +3,7 @@ package simfs
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"maps"
 	"slices"
@@ -176,6 +177,8 @@ func (d *Disk) FlipBit(name string, off int64) error {
 	}
 	bit := byte(1) << d.faults.Intn(8)
 	ino.durable[off] ^= bit
+	ino.durableGen++
+	d.durableGen++
 	if !overwritten(ino.ops, off) {
 		// No change since the durable point touched off, so the page cache
 		// still shows the medium's byte there.
@@ -211,6 +214,66 @@ func (d *Disk) ReadDurable(name string) ([]byte, error) {
 		return nil, pathError("readdurable", name, ErrIsDir)
 	}
 	return append([]byte{}, ino.durable...), nil
+}
+
+// DurableInfo describes a file as a crash now would keep it at the least.
+type DurableInfo struct {
+	// ID names the file's inode: a file replaced by a rename, or removed
+	// and created again, has another.
+	ID uint64
+	// Gen changes whenever the durable contents change: a sync that made
+	// changes durable, a crash, a flip on the medium.
+	Gen  uint64
+	Size int64
+}
+
+// DurableGeneration counts the changes to what is durable on the disk, file
+// contents and directory entries alike: while it stays the same, so does
+// everything ReadDurable, ReadDurableAt, ListDurable and DurableStat report.
+// Like them, it draws nothing and injects no fault: it is for checkers that
+// look at the disk from outside the node.
+func (d *Disk) DurableGeneration() uint64 { return d.durableGen }
+
+// DurableStat describes the named file, resolving the name through durable
+// entries only.
+func (d *Disk) DurableStat(name string) (DurableInfo, error) {
+	if !validFile(name) {
+		return DurableInfo{}, pathError("durablestat", name, fs.ErrInvalid)
+	}
+	ino, err := d.lookupDurable("durablestat", name)
+	if err != nil {
+		return DurableInfo{}, err
+	}
+	if ino.isDir {
+		return DurableInfo{}, pathError("durablestat", name, ErrIsDir)
+	}
+	return DurableInfo{ID: ino.id, Gen: ino.durableGen, Size: int64(len(ino.durable))}, nil
+}
+
+// ReadDurableAt reads the durable contents of the named file at off, as
+// io.ReaderAt does (a short read returns io.EOF), resolving the name
+// through durable entries only.
+func (d *Disk) ReadDurableAt(name string, p []byte, off int64) (int, error) {
+	if !validFile(name) {
+		return 0, pathError("readdurable", name, fs.ErrInvalid)
+	}
+	ino, err := d.lookupDurable("readdurable", name)
+	if err != nil {
+		return 0, err
+	}
+	switch {
+	case ino.isDir:
+		return 0, pathError("readdurable", name, ErrIsDir)
+	case off < 0:
+		return 0, pathError("readdurable", name, ErrNegativeOffset)
+	case off >= int64(len(ino.durable)):
+		return 0, io.EOF
+	}
+	n := copy(p, ino.durable[off:])
+	if n < len(p) {
+		return n, io.EOF
+	}
+	return n, nil
 }
 
 // ListDurable returns the durable entries of dir, sorted.

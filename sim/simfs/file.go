@@ -244,10 +244,14 @@ func (d *Disk) complete(ino *inode, ps *pendingSync) {
 	case ps.err != nil:
 		d.stats.SyncsFailed++
 	case ino.isDir:
-		flushDir(ino, ps.upto)
+		if flushDir(ino, ps.upto) {
+			d.durableGen++
+		}
 		d.stats.SyncsDone++
 	default:
-		flushFile(ino, ps.upto)
+		if flushFile(ino, ps.upto) {
+			d.durableGen++
+		}
 		d.stats.SyncsDone++
 	}
 }

@@ -17,6 +17,9 @@ type inode struct {
 	data    []byte
 	durable []byte
 	ops     []fileOp
+	// durableGen counts the changes to durable (syncs that applied
+	// changes, crashes, medium flips), for DurableStat.
+	durableGen uint64
 
 	// A directory's entries, by the same scheme: durableEntries with every
 	// change of dirOps applied gives entries. A change between two
@@ -118,21 +121,26 @@ func applyDirOp(op *dirOp, entriesOf func(*inode) map[string]*inode) {
 }
 
 // flushFile makes a file's changes up to seq upto durable.
-func flushFile(ino *inode, upto uint64) {
+func flushFile(ino *inode, upto uint64) (changed bool) {
 	k := 0
 	for k < len(ino.ops) && ino.ops[k].seq <= upto {
 		ino.durable = applyOp(ino.durable, ino.ops[k])
 		k++
 	}
+	if k > 0 {
+		ino.durableGen++
+	}
 	ino.ops = slices.Clone(ino.ops[k:]) // let the flushed ops' bytes go
+	return k > 0
 }
 
 // flushDir makes a directory's changes up to seq upto durable. A rename into
 // or out of another directory first makes durable that directory's changes
 // issued before it, so every directory's unsynced changes stay a suffix of
 // its history, and the rename is durable in both at once.
-func flushDir(dir *inode, upto uint64) {
+func flushDir(dir *inode, upto uint64) (changed bool) {
 	for len(dir.dirOps) > 0 && dir.dirOps[0].seq <= upto {
+		changed = true
 		op := dir.dirOps[0]
 		other := op.other(dir)
 		if other != nil {
@@ -148,6 +156,7 @@ func flushDir(dir *inode, upto uint64) {
 	if len(dir.dirOps) == 0 {
 		dir.dirOps = nil
 	}
+	return changed
 }
 
 func applyOp(buf []byte, op fileOp) []byte {

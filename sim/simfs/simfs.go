@@ -195,6 +195,9 @@ type Disk struct {
 
 	pendingSyncs int
 	stats        Stats
+	// durableGen counts the changes to what is durable, for
+	// DurableGeneration.
+	durableGen uint64
 }
 
 var _ env.FS = (*Disk)(nil)

@@ -1,0 +1,326 @@
+package simrun
+
+import (
+	"cmp"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/sluicemq/sluice/jepsen"
+	"github.com/sluicemq/sluice/sim/simfs"
+)
+
+// The durability oracle. The simulator knows, at every moment, which bytes
+// of the broker's disk are durable: what a power loss now would keep at the
+// least (simfs resolves names through durable directory entries only). The
+// broker promises that what it serves a consumer and what it acknowledges
+// at acks=all is durable (its high watermark is its durable end; DESIGN.md
+// section 6). The oracle checks that promise at every answer a client
+// takes: each batch a fetch served, each batch a produce acknowledged, and
+// every high watermark or offset the broker reported, against the
+// partition's durable log at that moment. A high watermark that runs ahead
+// of durability is caught at once, instead of waiting for a crash at the
+// right microsecond to lose what it exposed.
+//
+// It reads segment files by Kafka's layout (<topic>-<partition>/<20-digit
+// base offset>.log, batches verbatim), which the broker's storage promises,
+// and only batch headers, so a check costs little: a partition's durable
+// view is rebuilt only when the disk's durable state changed, and then only
+// from where each segment's durable contents grew.
+
+// batchRef names a batch as a client saw it: where it sits and its CRC,
+// which covers everything but the base offset and leader epoch.
+type batchRef struct {
+	base, last int64
+	crc        uint32
+}
+
+// durableBatch is one batch found in a segment's durable contents.
+type durableBatch struct {
+	batchRef
+	pos int64 // in its segment file
+}
+
+// durableSegment is what the oracle knows of one segment file.
+type durableSegment struct {
+	base    int64
+	info    simfs.DurableInfo
+	parsed  int64 // durable bytes parsed into batches
+	batches []durableBatch
+}
+
+// durableView is one partition's durable log at one disk generation.
+type durableView struct {
+	gen      uint64
+	valid    bool
+	segments map[string]*durableSegment
+	// end is the end of the durable batches that follow one another from
+	// the first segment's base: the durable end offset. chained are the
+	// segments that hold them, in offset order.
+	end     int64
+	chained []*durableSegment
+}
+
+// oracle checks answers against the broker's durable disk.
+type oracle struct {
+	disk  *simfs.Disk
+	views map[string]*durableView // by partition directory
+}
+
+func newOracle(disk *simfs.Disk) *oracle {
+	return &oracle{disk: disk, views: make(map[string]*durableView)}
+}
+
+// view returns the partition's durable log as the disk holds it now.
+func (o *oracle) view(dir string) (*durableView, error) {
+	v := o.views[dir]
+	if v == nil {
+		v = &durableView{segments: make(map[string]*durableSegment)}
+		o.views[dir] = v
+	}
+	gen := o.disk.DurableGeneration()
+	if v.valid && v.gen == gen {
+		return v, nil
+	}
+	if err := o.refresh(dir, v); err != nil {
+		v.valid = false
+		return nil, err
+	}
+	v.gen, v.valid = gen, true
+	return v, nil
+}
+
+// refresh brings v up to the disk's durable state.
+func (o *oracle) refresh(dir string, v *durableView) error {
+	names, err := o.disk.ListDurable(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		names, err = nil, nil // the partition's directory is not durable yet
+	}
+	if err != nil {
+		return err
+	}
+	var segs []*durableSegment
+	live := make(map[string]bool)
+	for _, name := range names {
+		base, ok := segmentBase(name)
+		if !ok {
+			continue
+		}
+		path := dir + "/" + name
+		live[path] = true
+		info, err := o.disk.DurableStat(path)
+		if err != nil {
+			return err
+		}
+		s := v.segments[path]
+		if s == nil || s.info.ID != info.ID || info.Size < s.parsed {
+			s = &durableSegment{base: base}
+			v.segments[path] = s
+		}
+		if s.info != info {
+			if err := o.parse(path, s, info); err != nil {
+				return err
+			}
+		}
+		segs = append(segs, s)
+	}
+	for path := range v.segments {
+		if !live[path] {
+			delete(v.segments, path)
+		}
+	}
+	slices.SortFunc(segs, func(x, y *durableSegment) int { return cmp.Compare(x.base, y.base) })
+	v.chain(segs)
+	return nil
+}
+
+// parse reads the batch headers of s's durable contents past what it has
+// parsed. A segment whose parsed part changed (rewritten in place) is
+// parsed again from the start.
+func (o *oracle) parse(path string, s *durableSegment, info simfs.DurableInfo) error {
+	if n := len(s.batches); n > 0 {
+		last := s.batches[n-1]
+		if ref, _, err := o.readHeader(path, last.pos); err != nil || ref != last.batchRef {
+			s.parsed, s.batches = 0, nil
+		}
+	}
+	s.info = info
+	for s.parsed+batchHeaderSize <= info.Size {
+		ref, size, err := o.readHeader(path, s.parsed)
+		if err != nil {
+			return err
+		}
+		if size < batchHeaderSize || s.parsed+size > info.Size {
+			break // a batch not yet durable whole (or bytes that are none)
+		}
+		s.batches = append(s.batches, durableBatch{batchRef: ref, pos: s.parsed})
+		s.parsed += size
+	}
+	return nil
+}
+
+// readHeader reads the batch header at pos: its reference and whole size.
+func (o *oracle) readHeader(path string, pos int64) (batchRef, int64, error) {
+	var h [batchHeaderSize]byte
+	if _, err := o.disk.ReadDurableAt(path, h[:], pos); err != nil && !errors.Is(err, io.EOF) {
+		return batchRef{}, 0, err
+	}
+	be := binary.BigEndian
+	base := int64(be.Uint64(h[0:]))
+	ref := batchRef{base: base, last: base + int64(int32(be.Uint32(h[23:]))), crc: be.Uint32(h[offCRC:])}
+	return ref, 12 + int64(int32(be.Uint32(h[8:]))), nil
+}
+
+// chain computes the durable end: batches that follow one another from the
+// first segment, across segments.
+func (v *durableView) chain(segs []*durableSegment) {
+	v.end, v.chained = 0, v.chained[:0]
+	if len(segs) == 0 {
+		return
+	}
+	v.end = segs[0].base
+	for _, s := range segs {
+		if s.base != v.end {
+			return // a gap: what follows is not reachable in order
+		}
+		v.chained = append(v.chained, s)
+		for _, b := range s.batches {
+			if b.base != v.end {
+				return
+			}
+			v.end = b.last + 1
+		}
+	}
+}
+
+// find returns the chained batch that begins at base, if there is one.
+func (v *durableView) find(base int64) (batchRef, bool) {
+	if base >= v.end {
+		return batchRef{}, false
+	}
+	i := sort.Search(len(v.chained), func(i int) bool { return v.chained[i].base > base }) - 1
+	if i < 0 {
+		return batchRef{}, false
+	}
+	bs := v.chained[i].batches
+	j := sort.Search(len(bs), func(j int) bool { return bs[j].base >= base })
+	if j == len(bs) || bs[j].base != base {
+		return batchRef{}, false
+	}
+	return bs[j].batchRef, true
+}
+
+// segmentBase reads a segment file's base offset from its name.
+func segmentBase(name string) (int64, bool) {
+	digits, ok := strings.CutSuffix(name, ".log")
+	if !ok || len(digits) != 20 {
+		return 0, false
+	}
+	base, err := strconv.ParseInt(digits, 10, 64)
+	return base, err == nil
+}
+
+// durableEnd returns the partition's durable end offset.
+func (o *oracle) durableEnd(dir string) (int64, error) {
+	v, err := o.view(dir)
+	if err != nil {
+		return 0, err
+	}
+	return v.end, nil
+}
+
+// missing returns why batch b is not durable in the partition, or "".
+func (o *oracle) missing(dir string, b batchRef) (string, error) {
+	v, err := o.view(dir)
+	if err != nil {
+		return "", err
+	}
+	got, ok := v.find(b.base)
+	switch {
+	case !ok:
+		return fmt.Sprintf("no durable batch begins at %d (the durable log ends at %d)", b.base, v.end), nil
+	case got != b:
+		return fmt.Sprintf("the durable batch at %d is another (offsets %d-%d, crc %08x; served %d-%d, crc %08x)",
+			b.base, got.base, got.last, got.crc, b.base, b.last, b.crc), nil
+	}
+	return "", nil
+}
+
+// partitionDirOf is the broker's directory for tp, by Kafka's layout.
+func partitionDirOf(tp jepsen.TopicPartition) string {
+	return tp.Topic + "-" + strconv.Itoa(int(tp.Partition))
+}
+
+// checkServedDurable holds a fetch answer against the disk: every batch it
+// served is durable, and so is everything below the high watermark it
+// reported.
+func (r *run) checkServedDurable(tp jepsen.TopicPartition, fp fetchedPartition) {
+	if r.cfg.NoOracle {
+		return
+	}
+	dir := partitionDirOf(tp)
+	r.probes.add("oracle.fetch")
+	for _, b := range fp.batches {
+		why, err := r.oracle.missing(dir, b)
+		if err != nil {
+			r.fail("oracle: %s: %v", dir, err)
+			return
+		}
+		if why != "" {
+			r.violate("durability: a fetch of %s was served the batch at offsets %d-%d, which is not durable on the broker's disk: %s", tp, b.base, b.last, why)
+			return
+		}
+	}
+	r.checkBelowDurable(tp, "a fetch's high watermark", fp.marks.HighWatermark)
+}
+
+// checkAckedDurable holds an acks=all acknowledgement against the disk:
+// the batch sits durably where the broker said.
+func (r *run) checkAckedDurable(op *produceOp, base int64) {
+	if r.cfg.NoOracle || base == jepsen.OffsetUnknown {
+		return
+	}
+	r.probes.add("oracle.ack")
+	ref := batchRef{base: base, last: base + int64(len(op.values)) - 1, crc: binary.BigEndian.Uint32(op.batch[offCRC:])}
+	why, err := r.oracle.missing(partitionDirOf(op.tp), ref)
+	switch {
+	case err != nil:
+		r.fail("oracle: %s: %v", op.tp, err)
+	case why != "":
+		r.violate("durability: a produce to %s was acknowledged (acks=all) at offsets %d-%d, which are not durable on the broker's disk: %s", op.tp, ref.base, ref.last, why)
+	}
+}
+
+// checkListedDurable holds a ListOffsets answer against the disk: latest
+// (the high watermark) is at most the durable end, and an offset found by
+// timestamp lies below it.
+func (r *run) checkListedDurable(tp jepsen.TopicPartition, target, offset int64) {
+	if r.cfg.NoOracle {
+		return
+	}
+	switch {
+	case target == jepsen.TargetLatest:
+		r.checkBelowDurable(tp, "ListOffsets latest", offset)
+	case target >= 0 && offset >= 0:
+		r.checkBelowDurable(tp, fmt.Sprintf("ListOffsets for timestamp %d", target), offset+1)
+	}
+}
+
+// checkBelowDurable reports an end offset that what answered says is
+// readable but that the disk does not hold durably.
+func (r *run) checkBelowDurable(tp jepsen.TopicPartition, what string, end int64) {
+	r.probes.add("oracle.offsets")
+	durable, err := r.oracle.durableEnd(partitionDirOf(tp))
+	switch {
+	case err != nil:
+		r.fail("oracle: %s: %v", tp, err)
+	case end > durable:
+		r.violate("durability: %s of %s answered up to offset %d, beyond the durable end %d of the broker's disk", what, tp, end, durable)
+	}
+}
