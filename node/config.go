@@ -43,6 +43,18 @@ type Config struct {
 	// LogRetentionCheckInterval is log.retention.check.interval.ms: how
 	// often old segments are deleted and idle producer ids expired.
 	LogRetentionCheckInterval time.Duration
+	// LogIndexIntervalBytes is log.index.interval.bytes, the default of
+	// index.interval.bytes: how many bytes of batches lie between two
+	// offset index entries.
+	LogIndexIntervalBytes int32
+	// LogIndexSizeMaxBytes is log.index.size.max.bytes, the default of
+	// segment.index.bytes: a segment rolls when its index is full.
+	LogIndexSizeMaxBytes int32
+	// LogFlushOffsetCheckpointInterval is
+	// log.flush.offset.checkpoint.interval.ms: how long a partition's
+	// recovery point may lag in its checkpoint file (recovery scans what
+	// lies past it).
+	LogFlushOffsetCheckpointInterval time.Duration
 	// MessageMaxBytes is message.max.bytes: the largest record batch.
 	MessageMaxBytes int32
 	// SocketRequestMaxBytes is socket.request.max.bytes: the largest request
@@ -66,19 +78,22 @@ func (l Listener) String() string { return l.Name + "://" + l.Addr() }
 // node listening on 127.0.0.1:9092 and data in ./data.
 func DefaultConfig() Config {
 	return Config{
-		NodeID:                    1,
-		Listeners:                 []Listener{{Name: "PLAINTEXT", Host: "127.0.0.1", Port: 9092}},
-		LogDir:                    "data",
-		NumPartitions:             1,
-		DefaultReplicationFactor:  1,
-		AutoCreateTopics:          true,
-		LogRetention:              7 * 24 * time.Hour,
-		LogRetentionBytes:         -1,
-		LogSegmentBytes:           1 << 30,
-		LogRoll:                   7 * 24 * time.Hour,
-		LogRetentionCheckInterval: 5 * time.Minute,
-		MessageMaxBytes:           1048588,
-		SocketRequestMaxBytes:     100 << 20,
+		NodeID:                           1,
+		Listeners:                        []Listener{{Name: "PLAINTEXT", Host: "127.0.0.1", Port: 9092}},
+		LogDir:                           "data",
+		NumPartitions:                    1,
+		DefaultReplicationFactor:         1,
+		AutoCreateTopics:                 true,
+		LogRetention:                     7 * 24 * time.Hour,
+		LogRetentionBytes:                -1,
+		LogSegmentBytes:                  1 << 30,
+		LogRoll:                          7 * 24 * time.Hour,
+		LogRetentionCheckInterval:        5 * time.Minute,
+		LogIndexIntervalBytes:            4096,
+		LogIndexSizeMaxBytes:             10 << 20,
+		LogFlushOffsetCheckpointInterval: time.Minute,
+		MessageMaxBytes:                  1048588,
+		SocketRequestMaxBytes:            100 << 20,
 	}
 }
 
@@ -179,6 +194,16 @@ func (c *Config) set(key, value string) (known bool, err error) {
 	case "log.retention.check.interval.ms":
 		err := parseDuration(value, time.Millisecond, &c.LogRetentionCheckInterval)
 		if err == nil && c.LogRetentionCheckInterval <= 0 {
+			err = fmt.Errorf("must be positive")
+		}
+		return true, err
+	case "log.index.interval.bytes":
+		return true, parseInt32(value, 0, &c.LogIndexIntervalBytes)
+	case "log.index.size.max.bytes":
+		return true, parseInt32(value, segmentIndexBytesMin, &c.LogIndexSizeMaxBytes)
+	case "log.flush.offset.checkpoint.interval.ms":
+		err := parseDuration(value, time.Millisecond, &c.LogFlushOffsetCheckpointInterval)
+		if err == nil && c.LogFlushOffsetCheckpointInterval <= 0 {
 			err = fmt.Errorf("must be positive")
 		}
 		return true, err

@@ -25,6 +25,9 @@ log.retention.bytes=1073741824
 log.segment.bytes=\
   536870912
 message.max.bytes=2097152
+log.index.interval.bytes=512
+log.index.size.max.bytes=4096
+log.flush.offset.checkpoint.interval.ms=2500
 some.unknown.key=1
 `
 	cfg, unknown, err := ParseProperties(text, DefaultConfig())
@@ -32,20 +35,23 @@ some.unknown.key=1
 		t.Fatal(err)
 	}
 	want := Config{
-		NodeID:                    3,
-		Listeners:                 []Listener{{Name: "PLAINTEXT", Host: "0.0.0.0", Port: 19092}},
-		AdvertisedListeners:       []Listener{{Name: "PLAINTEXT", Host: "broker3.example", Port: 19092}},
-		LogDir:                    "/var/lib/sluice",
-		NumPartitions:             6,
-		DefaultReplicationFactor:  1,
-		AutoCreateTopics:          false,
-		LogRetention:              time.Minute, // .ms wins over .hours, as in Kafka
-		LogRetentionBytes:         1 << 30,
-		LogSegmentBytes:           512 << 20,
-		LogRoll:                   DefaultConfig().LogRoll,
-		LogRetentionCheckInterval: 5 * time.Minute,
-		MessageMaxBytes:           2 << 20,
-		SocketRequestMaxBytes:     DefaultConfig().SocketRequestMaxBytes,
+		NodeID:                           3,
+		Listeners:                        []Listener{{Name: "PLAINTEXT", Host: "0.0.0.0", Port: 19092}},
+		AdvertisedListeners:              []Listener{{Name: "PLAINTEXT", Host: "broker3.example", Port: 19092}},
+		LogDir:                           "/var/lib/sluice",
+		NumPartitions:                    6,
+		DefaultReplicationFactor:         1,
+		AutoCreateTopics:                 false,
+		LogRetention:                     time.Minute, // .ms wins over .hours, as in Kafka
+		LogRetentionBytes:                1 << 30,
+		LogSegmentBytes:                  512 << 20,
+		LogRoll:                          DefaultConfig().LogRoll,
+		LogRetentionCheckInterval:        5 * time.Minute,
+		LogIndexIntervalBytes:            512,
+		LogIndexSizeMaxBytes:             4096,
+		LogFlushOffsetCheckpointInterval: 2500 * time.Millisecond,
+		MessageMaxBytes:                  2 << 20,
+		SocketRequestMaxBytes:            DefaultConfig().SocketRequestMaxBytes,
 	}
 	require.Equal(t, want, cfg)
 	if len(unknown) != 1 || unknown[0] != "some.unknown.key" {

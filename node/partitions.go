@@ -262,6 +262,7 @@ func (b *Broker) logConfig(t *raftmeta.Topic, index int32) log.Config {
 		RetentionTime:      ms("retention.ms"),
 		RetentionBytes:     num("retention.bytes"),
 		FlushInterval:      ms("flush.ms"),
+		CheckpointInterval: b.cfg.LogFlushOffsetCheckpointInterval,
 	}
 	if value("message.timestamp.type") == "LogAppendTime" {
 		cfg.TimestampType = log.LogAppendTime

@@ -135,12 +135,14 @@ func sweep(w io.Writer, first, last uint64, duration time.Duration, out string, 
 			break
 		}
 	}
-	var never []string
+	var never, reached []string
 	for _, name := range simrun.KnownProbes() {
 		if fired[name] == 0 {
 			never = append(never, name)
 		}
+		reached = append(reached, fmt.Sprintf("%s=%d", name, fired[name]))
 	}
+	fmt.Fprintf(w, "probes (seeds that reached each, of %d): %s\n", passed+failed, strings.Join(reached, " "))
 	if len(never) > 0 {
 		fmt.Fprintf(w, "probes that never fired: %s\n", strings.Join(never, ", "))
 	}

@@ -23,6 +23,9 @@ type nemesis struct {
 	// flips counts the FlipNextRead calls made, to compare with the flips
 	// the disk has done.
 	flips int
+	// armed is the fault waiting for a moment of the broker's disk
+	// (moments.go), if any.
+	armed *armed
 }
 
 type undo struct {
@@ -57,6 +60,7 @@ func (n *nemesis) later(d time.Duration, f func()) {
 
 // heal stops injecting and undoes every fault still in effect, in order.
 func (n *nemesis) heal() {
+	n.armed = nil
 	if n.next != nil {
 		n.next.Cancel()
 		n.next = nil
@@ -142,6 +146,10 @@ func (n *nemesis) inject(f Fault) {
 			d = -d
 		}
 		n.pick(w.Nodes()).Clock().Jump(d)
+	case FaultMoment:
+		n.armMoment()
+	case FaultSlowSync:
+		n.slowSync()
 	default:
 		panic("simrun: unknown fault " + string(f))
 	}

@@ -42,11 +42,24 @@ const (
 	FaultBitFlip Fault = "bitflip"
 	// FaultClock steps a node's wall clock forwards or backwards.
 	FaultClock Fault = "clock"
+	// FaultMoment arms a crash, a kill or a power loss for the next time
+	// the broker's disk reaches a named moment (see moments.go): a sync in
+	// flight, a checkpoint renamed but its directory not synced, a segment
+	// rolled, a file truncated.
+	FaultMoment Fault = "moment"
+	// FaultSlowSync stretches the broker's sync latencies to as much as
+	// seconds for a while, so that crashes fall inside them.
+	FaultSlowSync Fault = "slowsync"
 )
 
 // allFaults lists every fault, in the order a seed considers them. New
 // faults go last, so that the draws for the older ones stay as they were.
 var allFaults = []Fault{FaultCrash, FaultRestart, FaultPowerLoss, FaultPause, FaultReset, FaultPartition, FaultStall, FaultDisk, FaultBitFlip, FaultClock, FaultKill}
+
+// laterFaults are faults added after the draws of the options that follow
+// allFaults; a seed considers them after all its other choices, so that
+// adding them left those as they were.
+var laterFaults = []Fault{FaultMoment, FaultSlowSync}
 
 // Options are what a seed chose for a run (swarm testing: each seed picks
 // its own shape and its own mix of faults, so rare combinations get runs of
@@ -64,8 +77,20 @@ type Options struct {
 	// speak (FetchVersion 13 and above names topics by id).
 	ProduceVersion, FetchVersion int16
 	// SegmentBytes is the broker's log.segment.bytes: small segments make
-	// rolls, and crashes across them, frequent.
+	// rolls, and crashes across them, frequent. Most seeds choose one of a
+	// few batches.
 	SegmentBytes int64
+	// IndexIntervalBytes is log.index.interval.bytes (0: Kafka's 4096):
+	// 1 indexes every batch, larger values leave sparse indexes that
+	// lookups must scan past.
+	IndexIntervalBytes int32
+	// IndexBytes is log.index.size.max.bytes (0: Kafka's 10 MiB): small
+	// indexes fill, which rolls the segment.
+	IndexBytes int32
+	// CheckpointInterval is log.flush.offset.checkpoint.interval.ms (0:
+	// Kafka's 60 s, which no run outlasts): seconds make recovery start
+	// from checkpoints written across rolls.
+	CheckpointInterval time.Duration
 	// Faults is the mix; FaultEvery the mean time between two faults.
 	Faults     []Fault
 	FaultEvery time.Duration
@@ -110,6 +135,19 @@ func ChooseOptions(seed uint64) Options {
 	if o.FetchVersion == 17 && r.Chance(0.5) {
 		o.FetchVersion = 18
 	}
+	if r.Chance(0.7) {
+		o.SegmentBytes = pick(r, []int64{1024, 2048, 4096, 16 << 10})
+	}
+	o.IndexIntervalBytes = pick(r, []int32{0, 1, 256, 1024})
+	o.IndexBytes = pick(r, []int32{0, 0, 192, 1200})
+	o.CheckpointInterval = pick(r, []time.Duration{0, 500 * time.Millisecond, 2 * time.Second, 5 * time.Second})
+	if len(o.Faults) > 0 {
+		for _, f := range laterFaults {
+			if r.Chance(0.5) {
+				o.Faults = append(o.Faults, f)
+			}
+		}
+	}
 	return o
 }
 
@@ -129,8 +167,9 @@ func (o Options) String() string {
 	if o.CopyFetch {
 		fetchPath = "copy"
 	}
-	return fmt.Sprintf("partitions=%d producers=%d consumers=%d batch=%d think=%s produce=v%d fetch=v%d fetchpath=%s inflight=%d segment=%d faults=%s every=%s",
-		o.Partitions, o.Producers, o.Consumers, o.BatchMax, o.Think, o.ProduceVersion, o.FetchVersion, fetchPath, o.inFlight(), o.SegmentBytes, faults, o.FaultEvery)
+	return fmt.Sprintf("partitions=%d producers=%d consumers=%d batch=%d think=%s produce=v%d fetch=v%d fetchpath=%s inflight=%d segment=%d index=%d/%d checkpoint=%s faults=%s every=%s",
+		o.Partitions, o.Producers, o.Consumers, o.BatchMax, o.Think, o.ProduceVersion, o.FetchVersion, fetchPath, o.inFlight(),
+		o.SegmentBytes, o.IndexIntervalBytes, o.IndexBytes, o.CheckpointInterval, faults, o.FaultEvery)
 }
 
 // inFlight is InFlight with 0 read as 1.
@@ -155,6 +194,9 @@ func (o Options) validate() error {
 		return fmt.Errorf("simrun: in-flight produce requests must be in [1, %d], got %d", maxInFlight, o.InFlight)
 	case o.SegmentBytes < 1024:
 		return fmt.Errorf("simrun: segment bytes must be at least 1024, got %d", o.SegmentBytes)
+	case o.IndexIntervalBytes < 0 || o.IndexBytes != 0 && o.IndexBytes < 96 || o.CheckpointInterval < 0:
+		return fmt.Errorf("simrun: index interval %d, index bytes %d (0 or at least 96) and checkpoint interval %s must not be negative",
+			o.IndexIntervalBytes, o.IndexBytes, o.CheckpointInterval)
 	}
 	return nil
 }

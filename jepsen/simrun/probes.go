@@ -62,14 +62,15 @@ func formatCounts(cs []Count) string {
 // KnownProbes lists the probes a long enough sweep should see fire: every
 // fault, and the client and disk paths they are meant to reach.
 func KnownProbes() []string {
-	return []string{
+	return append([]string{
 		"fault.crash", "fault.restart", "fault.powerloss", "fault.pause", "fault.reset", "fault.partition", "fault.stall",
-		"fault.disk", "fault.bitflip", "fault.clock", "fault.kill",
+		"fault.disk", "fault.bitflip", "fault.clock", "fault.kill", "fault.moment", "fault.slowsync",
 		"produce.multi_partition", "produce.retry", "produce.ok_after_retry", "produce.info", "produce.fail", "producer.reset",
 		"produce.pipelined", "produce.pipeline_resend", "produce.pipeline_skipped", "produce.pipeline_given_up", "producer.epoch_bump",
-		"consumer.seek", "consumer.list_offsets", "consumer.out_of_range",
+		"consumer.seek", "consumer.list_offsets", "consumer.list_offsets_by_time", "consumer.out_of_range",
 		"disk.eio", "disk.enospc", "disk.sync_lost", "disk.write_torn", "disk.read_flip", "disk.lost_after_kill",
 		"broker.start_failed", "broker.operator_restart",
 		"net.sendfile", "net.sendfile_failed",
-	}
+		"oracle.fetch", "oracle.ack", "oracle.offsets",
+	}, momentProbes()...)
 }

@@ -225,11 +225,21 @@ func (r *run) setup() {
 	cfg.Listeners = []node.Listener{{Name: "PLAINTEXT", Host: brokerName, Port: 9092}}
 	cfg.NumPartitions = int32(r.opts.Partitions)
 	cfg.LogSegmentBytes = r.opts.SegmentBytes
+	if o := r.opts; o.IndexIntervalBytes > 0 {
+		cfg.LogIndexIntervalBytes = o.IndexIntervalBytes
+	}
+	if o := r.opts; o.IndexBytes > 0 {
+		cfg.LogIndexSizeMaxBytes = o.IndexBytes
+	}
+	if o := r.opts; o.CheckpointInterval > 0 {
+		cfg.LogFlushOffsetCheckpointInterval = o.CheckpointInterval
+	}
 	cfg.LogRetention = -1 // the checker models no truncation from the front
 	cfg.LogRetentionBytes = -1
 	r.broker.cfg = cfg
 	r.broker.node = w.AddNode(brokerName, r.bootBroker)
 	r.oracle = newOracle(r.broker.node.Disk())
+	r.broker.node.Disk().SetObserver(r.nemesis.observe)
 	for i := range r.opts.Producers {
 		p := &producer{w: r.newWorker(1+i, fmt.Sprintf("p%d", 1+i))}
 		r.producers = append(r.producers, p)

@@ -134,7 +134,9 @@ func (f *file) Truncate(size int64) error {
 	if f.d.full && size > held(int64(len(f.ino.data))) {
 		return f.d.noSpace("truncate", f.name)
 	}
+	shrunk := size < int64(len(f.ino.data))
 	f.d.change(f.ino, fileOp{trunc: true, size: size})
+	f.d.observe(Event{Op: OpTruncate, Name: f.name, Shrunk: shrunk})
 	return nil
 }
 
@@ -197,11 +199,20 @@ type pendingSync struct {
 // enqueueSync starts a Sync of a file or a SyncDir of a directory that
 // captures every change issued so far.
 func (d *Disk) enqueueSync(ino *inode, kind, name string, err error, done func(error)) {
+	if d.sabotage == SabotageSyncEarly && !ino.isDir && err == nil {
+		done = d.earlyDone(kind, name, done)
+	}
 	ps := &pendingSync{upto: d.seq, err: err, done: done, incarnation: d.incarnation}
 	ino.syncs = append(ino.syncs, ps)
 	d.pendingSyncs++
 	label := sched.Label{Kind: kind, Digest: syncDigest(name, ino, d.seq)}
-	d.loop.Schedule(d.syncLatency(), label, func() { d.syncReady(ino, ps) })
+	latency := d.syncLatency()
+	d.loop.Schedule(latency, label, func() { d.syncReady(ino, ps) })
+	op := OpSync
+	if ino.isDir {
+		op = OpSyncDir
+	}
+	d.observe(Event{Op: op, Name: name, Latency: latency})
 }
 
 // syncDigest summarizes a sync for the trace: the name synced, the length it
@@ -244,7 +255,7 @@ func (d *Disk) complete(ino *inode, ps *pendingSync) {
 	case ps.err != nil:
 		d.stats.SyncsFailed++
 	case ino.isDir:
-		if flushDir(ino, ps.upto) {
+		if flushDir(ino, d.rollLimit(ino, ps.upto)) {
 			d.durableGen++
 		}
 		d.stats.SyncsDone++

@@ -198,6 +198,9 @@ type Disk struct {
 	// durableGen counts the changes to what is durable, for
 	// DurableGeneration.
 	durableGen uint64
+	// observer and sabotage: see observe.go.
+	observer func(Event)
+	sabotage Sabotage
 }
 
 var _ env.FS = (*Disk)(nil)
@@ -239,6 +242,7 @@ func (d *Disk) Create(name string) (env.File, error) {
 	if err != nil {
 		return nil, err
 	}
+	created := ino == nil
 	switch {
 	case ino == nil && d.full:
 		return nil, d.noSpace("create", name)
@@ -250,6 +254,7 @@ func (d *Disk) Create(name string) (env.File, error) {
 	default:
 		d.change(ino, fileOp{trunc: true, size: 0})
 	}
+	d.observe(Event{Op: OpCreate, Name: name, Created: created})
 	return d.open(name, ino), nil
 }
 
@@ -298,6 +303,7 @@ func (d *Disk) Rename(oldname, newname string) error {
 		return renameError(oldname, newname, err)
 	}
 	d.move(srcDir, srcBase, dstDir, dstBase, src)
+	d.observe(Event{Op: OpRename, Name: newname})
 	return nil
 }
 

@@ -1,0 +1,162 @@
+package simrun
+
+import (
+	"strings"
+	"time"
+
+	"github.com/sluicemq/sluice/sim/simfs"
+)
+
+// Moments: faults armed for a named moment instead of a random time
+// (FoundationDB's BUGGIFY, kept in the simulator). A crash drawn at a
+// random time almost never lands between a write and its sync completing
+// (0.1 to 3 ms), between a checkpoint's rename and the sync of its
+// directory, or just after a segment rolled; bugs that only show there
+// passed every seed. FaultMoment arms one fault (a crash, a kill or a power
+// loss) for the next time the broker's disk reaches one of these moments,
+// heard through simfs's observer, and strikes inside the window it opens.
+// Each moment is a probe when armed and when it fires: a sweep whose
+// moment never fires has not tested it.
+
+// moment is a named moment of the broker's disk.
+type moment struct {
+	name string
+	// matches says whether ev opens the moment's window.
+	matches func(ev simfs.Event) bool
+	// window is how long after ev the fault may strike and still land
+	// inside it.
+	window func(ev simfs.Event) time.Duration
+}
+
+// The moments, in the order a seed's arms draw from.
+var moments = []moment{
+	{
+		// A sync of a segment or an index issued and not yet completed:
+		// a node that counts it done early loses what it acknowledged.
+		name: "sync_inflight",
+		matches: func(ev simfs.Event) bool {
+			return ev.Op == simfs.OpSync && ev.Latency > 0 && isLogFile(ev.Name)
+		},
+		window: func(ev simfs.Event) time.Duration { return ev.Latency },
+	},
+	{
+		// A checkpoint renamed over its old version, its directory not
+		// yet synced: a crash may bring back the old one.
+		name: "checkpoint_unsynced",
+		matches: func(ev simfs.Event) bool {
+			return ev.Op == simfs.OpRename && strings.HasSuffix(ev.Name, "checkpoint")
+		},
+		// The directory's sync is issued at the earliest on the same
+		// turn; nothing completes sooner than the disk's least latency.
+		window: func(simfs.Event) time.Duration { return simfs.DefaultSyncLatencyMin },
+	},
+	{
+		// A segment rolled: the new segment's entry, the old segment's
+		// last bytes and its index trims are all in flight.
+		name:    "segment_rolled",
+		matches: isRoll,
+		window:  func(simfs.Event) time.Duration { return 3 * time.Millisecond },
+	},
+	{
+		// A segment cut shorter (recovery cutting a torn tail, a
+		// truncation): until its barrier is durable, a crash may undo the
+		// cut. (Index files shrink at every roll; that is the roll's
+		// moment.)
+		name: "truncation_pending",
+		matches: func(ev simfs.Event) bool {
+			return ev.Op == simfs.OpTruncate && ev.Shrunk && strings.HasSuffix(ev.Name, ".log")
+		},
+		window: func(simfs.Event) time.Duration { return 3 * time.Millisecond },
+	},
+}
+
+// isRoll reports whether ev creates a segment after a partition's first.
+func isRoll(ev simfs.Event) bool {
+	if ev.Op != simfs.OpCreate || !ev.Created {
+		return false
+	}
+	_, base, _ := strings.Cut(ev.Name, "/")
+	offset, ok := segmentBase(base)
+	return ok && offset > 0
+}
+
+// isLogFile reports whether name is a partition's segment or index file.
+func isLogFile(name string) bool {
+	return strings.HasSuffix(name, ".log") || strings.HasSuffix(name, ".index") || strings.HasSuffix(name, ".timeindex")
+}
+
+// momentProbes are the probes of the moments, armed and fired, and of how
+// often their occasions came.
+func momentProbes() []string {
+	names := []string{"disk.segment_rolled", "disk.checkpoint_written", "disk.segment_truncated"}
+	for _, m := range moments {
+		names = append(names, "moment."+m.name+".armed", "moment."+m.name+".fired")
+	}
+	return names
+}
+
+// armed is a fault waiting for its moment.
+type armed struct {
+	moment *moment
+	fault  Fault // FaultCrash, FaultKill or FaultPowerLoss
+}
+
+// armMoment arms a fault for a moment the seed draws, unless one is armed
+// already (one at a time, so that a moment that comes often does not hide
+// the others).
+func (n *nemesis) armMoment() {
+	if n.armed != nil {
+		return
+	}
+	m := &moments[n.rand.Intn(len(moments))]
+	fault := FaultCrash
+	switch x := n.rand.Float64(); {
+	case x < 0.2:
+		fault = FaultKill
+	case x < 0.35:
+		fault = FaultPowerLoss
+	}
+	n.armed = &armed{moment: m, fault: fault}
+	n.r.probes.add("moment." + m.name + ".armed")
+	n.r.logf("armed %s for moment %s", fault, m.name)
+}
+
+// observe hears the broker's disk: it counts how often the run reaches
+// what the moments are about, and an armed fault whose moment this is
+// strikes at a seeded point inside the window.
+func (n *nemesis) observe(ev simfs.Event) {
+	switch {
+	case isRoll(ev):
+		n.r.probes.add("disk.segment_rolled")
+	case ev.Op == simfs.OpRename && strings.HasSuffix(ev.Name, "recovery-point-checkpoint"):
+		n.r.probes.add("disk.checkpoint_written")
+	case ev.Op == simfs.OpTruncate && ev.Shrunk && strings.HasSuffix(ev.Name, ".log"):
+		n.r.probes.add("disk.segment_truncated")
+	}
+	a := n.armed
+	if a == nil || n.r.stopping || !a.moment.matches(ev) {
+		return
+	}
+	n.armed = nil
+	window := a.moment.window(ev)
+	delay := time.Duration(n.rand.Uint64n(uint64(max(window, time.Nanosecond))))
+	n.r.w.After(delay, "nemesis.moment", func() {
+		if n.r.stopping {
+			return
+		}
+		n.r.probes.add("moment." + a.moment.name + ".fired")
+		n.r.logf("moment %s (%s %s): %s", a.moment.name, ev.Op, ev.Name, a.fault)
+		n.inject(a.fault)
+	})
+}
+
+// slowSync stretches the broker disk's sync latencies, up to seconds, for
+// a while.
+func (n *nemesis) slowSync() {
+	disk := n.r.w.Node(brokerName).Disk()
+	hi := n.uniform(200*time.Millisecond, 5*time.Second)
+	mustSet(disk.SetSyncLatency(simfs.DefaultSyncLatencyMin, hi))
+	n.later(n.uniform(time.Second, 10*time.Second), func() {
+		mustSet(disk.SetSyncLatency(simfs.DefaultSyncLatencyMin, simfs.DefaultSyncLatencyMax))
+	})
+}
