@@ -5,26 +5,32 @@ import (
 	"time"
 
 	"github.com/sluicemq/sluice/env"
+	"github.com/sluicemq/sluice/env/faultfs"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // startSecond starts another broker over n1's disk, in the running
-// process, and returns it with the error its Start reported.
-func (s *simBroker) startSecond() (*Broker, error) {
+// process, and returns it with a count of the calls it made to the disk
+// and the error its Start reported.
+func (s *simBroker) startSecond() (*Broker, *faultfs.Rule, error) {
 	s.t.Helper()
 	n1 := s.world.Node("n1")
 	var b *Broker
 	var startErr error
 	started := false
+	e := n1.Env()
+	fsys := faultfs.New(e.FS)
+	e.FS = fsys
+	calls := fsys.Count(faultfs.Always())
 	n1.Post(func() {
 		var err error
-		b, err = New(n1.Env(), s.cfg)
+		b, err = New(e, s.cfg)
 		require.NoError(s.t, err)
 		b.Start(func(err error) { startErr, started = err, true })
 	})
 	require.True(s.t, s.world.RunUntil(func() bool { return started }, time.Minute), "the second broker's Start never reported")
-	return b, startErr
+	return b, calls, startErr
 }
 
 // shutdown shuts b down cleanly on n1's loop.
@@ -44,17 +50,18 @@ func (s *simBroker) shutdown(b *Broker) {
 // machine crash), a new broker starts there.
 func TestSecondBrokerOnOneDiskIsRefused(t *testing.T) {
 	s := newSimBroker(t, 1, nil)
-	_, err := s.startSecond()
+	_, calls, err := s.startSecond()
 	require.ErrorIs(t, err, env.ErrLocked)
 	require.ErrorContains(t, err, "log.dirs data is in use by another broker")
 	require.ErrorContains(t, err, "simulated process 1")
+	require.Equal(t, 1, calls.Hits(), "the refused broker did more than try the lock")
 	require.Equal(t, stateRunning, s.broker.state)
 	require.Zero(t, s.do(kmsg.NewPtrApiVersionsRequest()).(*kmsg.ApiVersionsResponse).ErrorCode,
 		"the holder stopped serving")
 
 	// After a clean shutdown, a broker in the same process may take over.
 	s.shutdown(s.broker)
-	second, err := s.startSecond()
+	second, _, err := s.startSecond()
 	require.NoError(t, err)
 	s.broker = second
 	s.connect()
@@ -66,12 +73,12 @@ func TestSecondBrokerOnOneDiskIsRefused(t *testing.T) {
 	s.broker = nil
 	n1.Restart()
 	s.waitRunning()
-	_, err = s.startSecond()
+	_, _, err = s.startSecond()
 	require.ErrorIs(t, err, env.ErrLocked, "the restarted broker does not hold the lock")
 
 	// Nor does a crashed one.
 	s.restart()
-	_, err = s.startSecond()
+	_, _, err = s.startSecond()
 	require.ErrorIs(t, err, env.ErrLocked)
 }
 
@@ -80,7 +87,7 @@ func TestSecondBrokerOnOneDiskIsRefused(t *testing.T) {
 func TestShutdownReleasesTheDataDirectory(t *testing.T) {
 	s := newSimBroker(t, 2, nil)
 	for range 2 {
-		_, err := s.startSecond()
+		_, _, err := s.startSecond()
 		require.ErrorIs(t, err, env.ErrLocked)
 		t.Log(err)
 	}
