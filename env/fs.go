@@ -39,9 +39,10 @@ type FS interface {
 	//   - Exclusive: while a lock on a file is held, another Lock of it
 	//     fails at once (it never waits) with an error matching ErrLocked,
 	//     a *LockedError naming the holder where the implementation can
-	//     tell. This holds between processes, between machines sharing the
-	//     disk where its filesystem supports locks (Linux emulates flock on
-	//     NFS), and between two Locks of one process.
+	//     tell. This holds between two Locks of one process, between
+	//     processes, and between machines sharing the disk where its
+	//     filesystem supports locks (over NFS, Linux emulates flock with
+	//     POSIX locks, which exclude only other processes).
 	//   - Released by Close, and when the holding process ends however it
 	//     ends: an exit, kill -9, a crash, a power loss. A lock therefore
 	//     never outlives its holder, and no one ever has to remove a stale
