@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sluicemq/sluice/env"
+	"github.com/sluicemq/sluice/env/faultfs"
 	"github.com/sluicemq/sluice/sim/rng"
 	"github.com/sluicemq/sluice/sim/sched"
 	"github.com/sluicemq/sluice/sim/simfs"
@@ -268,41 +269,19 @@ func splitBatches(t testing.TB, p []byte) (bases []int64, batches [][]byte) {
 	return bases, batches
 }
 
-// countingFS counts the bytes read from each file name suffix.
-type countingFS struct {
-	env.FS
-	reads map[string]int64
-}
-
-func (c *countingFS) Open(name string) (env.File, error) {
-	f, err := c.FS.Open(name)
-	if err != nil {
-		return nil, err
-	}
-	return countingFile{f, c}, nil
-}
-
-func (c *countingFS) Create(name string) (env.File, error) {
-	f, err := c.FS.Create(name)
-	if err != nil {
-		return nil, err
-	}
-	return countingFile{f, c}, nil
-}
-
-type countingFile struct {
-	env.File
-	c *countingFS
-}
-
-func (f countingFile) ReadAt(p []byte, off int64) (int, error) {
-	n, err := f.File.ReadAt(p, off)
-	ext := f.Name()
-	if i := strings.LastIndexByte(ext, '.'); i >= 0 {
-		ext = ext[i:]
-	}
-	f.c.reads[ext] += int64(n)
-	return n, err
+// countSegmentReads wraps inner to count the bytes that reads of segment
+// files (.log) ask for: an upper bound of what they read.
+func countSegmentReads(inner env.FS) (env.FS, func() int64) {
+	fsys := faultfs.New(inner)
+	var asked int64
+	fsys.Count(func(op faultfs.Op) bool {
+		if op.Kind != faultfs.Read || !strings.HasSuffix(op.Path, ".log") {
+			return false
+		}
+		asked += int64(op.Len)
+		return true
+	})
+	return fsys, func() int64 { return asked }
 }
 
 func mustCode(t testing.TB, err error, want error) {

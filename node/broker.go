@@ -15,6 +15,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"io"
 	"sort"
 
 	"github.com/sluicemq/sluice/env"
@@ -31,6 +32,10 @@ type Broker struct {
 	table    *wire.Table
 	handlers map[int16]func(*request)
 
+	// lock is the data directory's lock (lockName), held from the start of
+	// Start until Shutdown has closed every file, so that two brokers never
+	// write one log.dirs.
+	lock    io.Closer
 	image   *raftmeta.Image
 	journal *raftmeta.Journal
 	// creating holds the topics whose creation is being committed, so a
@@ -104,16 +109,30 @@ type apiHandler struct {
 	handle        func(*request)
 }
 
-// Start recovers the broker's state from its disk, registers it, and starts
-// listening; ready runs on the loop once clients can connect, or with the
-// error that stopped the start.
+// lockName is the file in log.dirs whose lock (env.FS.Lock) a broker holds
+// while it uses the directory, as Kafka's .lock.
+const lockName = ".lock"
+
+// Start locks the data directory, recovers the broker's state from it,
+// registers the broker, and starts listening; ready runs on the loop once
+// clients can connect, or with the error that stopped the start. A
+// directory another broker holds is refused before anything in it is read.
+// A start that fails before the journal is open releases the lock; one
+// that fails later keeps it, with the files it opened, until the process
+// ends, since nothing closes those yet.
 func (b *Broker) Start(ready func(error)) {
 	if b.state != stateNew {
 		b.env.Loop.Post(func() { ready(errors.New("node: broker already started")) })
 		return
 	}
 	b.state = stateStarting
-	if err := b.recoverMetadata(); err != nil {
+	err := b.lockDir()
+	if err == nil {
+		if err = b.recoverMetadata(); err != nil {
+			b.unlockDir()
+		}
+	}
+	if err != nil {
 		b.state = stateStopped
 		b.env.Loop.Post(func() { ready(err) })
 		return
@@ -148,6 +167,28 @@ func (b *Broker) Start(ready func(error)) {
 			ready(nil)
 		})
 	})
+}
+
+// lockDir takes the data directory's lock.
+func (b *Broker) lockDir() error {
+	lock, err := b.env.FS.Lock(lockName)
+	if errors.Is(err, env.ErrLocked) {
+		return fmt.Errorf("node: log.dirs %s is in use by another broker: %w", b.cfg.LogDir, err)
+	}
+	if err != nil {
+		return fmt.Errorf("node: lock log.dirs %s: %w", b.cfg.LogDir, err)
+	}
+	b.lock = lock
+	return nil
+}
+
+// unlockDir releases the data directory's lock, once nothing of the broker
+// touches the directory any more.
+func (b *Broker) unlockDir() {
+	if err := b.lock.Close(); err != nil {
+		b.env.Log.Warn("releasing the data directory's lock failed", "dir", b.cfg.LogDir, "err", err)
+	}
+	b.lock = nil
 }
 
 // recoverMetadata replays the journal into a fresh image.
@@ -242,8 +283,9 @@ func (b *Broker) closeListeners() {
 }
 
 // Shutdown stops accepting, closes every connection, makes every partition
-// durable and checkpointed, and closes the disk state; done runs on the loop
-// when the broker can exit. A restart finds every acknowledged record.
+// durable and checkpointed, closes the disk state and releases the data
+// directory's lock; done runs on the loop when the broker can exit. A
+// restart finds every acknowledged record.
 func (b *Broker) Shutdown(done func(error)) {
 	if b.state != stateRunning {
 		b.env.Loop.Post(func() { done(nil) })
@@ -261,6 +303,7 @@ func (b *Broker) Shutdown(done func(error)) {
 		if cerr := b.journal.Close(); err == nil {
 			err = cerr
 		}
+		b.unlockDir()
 		b.state = stateStopped
 		b.env.Log.Info("broker stopped", "node", b.cfg.NodeID, "err", err)
 		done(err)

@@ -41,6 +41,14 @@ func (cw *conformanceWorld) node(name string) *Node {
 
 func (cw *conformanceWorld) Node(name string) env.Env { return cw.node(name).Env() }
 
+// Kill implements envtest.Killer: the node's process is killed with its
+// page cache kept (Node.Kill) and a new one boots over the same disk.
+func (cw *conformanceWorld) Kill(name string) {
+	n := cw.node(name)
+	n.Kill()
+	n.Restart()
+}
+
 func (cw *conformanceWorld) ListenAddr(name string) string { return name + ":0" }
 
 func (cw *conformanceWorld) Do(name string, f func()) {

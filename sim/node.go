@@ -138,8 +138,8 @@ func (inc *incarnation) Post(f func()) {
 
 // Crash is a machine crash: the process's memory is gone, every event it
 // had pending is dropped, its timers are dead, its disk loses what the
-// durability contract allows (simfs.Disk.Crash) and its connections break
-// (the network's Crash). Crashing a node that is down does nothing, unless
+// durability contract allows (simfs.Disk.Crash) and every lock the process
+// held on it, and its connections break (the network's Crash). Crashing a node that is down does nothing, unless
 // its process was killed: then the crash takes the page cache it left.
 func (n *Node) Crash() {
 	if n.cur == nil && !n.killed {
@@ -158,8 +158,10 @@ func (n *Node) Crash() {
 // next incarnation reads what the dead one wrote and never synced, which a
 // later Crash or PowerLoss may still take. The kernel closes its
 // connections (peers see a reset) and dials to it are refused until it
-// listens again (simnet.Network.Kill). Killing a node that is down does
-// nothing.
+// listens again (simnet.Network.Kill). The locks it held on its disk
+// (simfs.Disk.Lock) die with it, as the kernel drops a dead process's
+// flocks, so the next incarnation can take them. Killing a node that is
+// down does nothing.
 func (n *Node) Kill() {
 	if n.cur == nil {
 		return

@@ -220,3 +220,71 @@ func TestServeWithFranzGo(t *testing.T) {
 	startBroker(t, addr, dataDir)
 	check(readAll())
 }
+
+// TestServeRefusesADataDirectoryInUse: a second sluice serve on a data
+// directory in use exits at once with an error naming the directory and
+// the holder's pid, and the first goes on serving with its metadata
+// intact; once the first is killed (kill -9, no clean shutdown), its lock
+// dies with it and a new broker starts there and serves what it stored.
+func TestServeRefusesADataDirectoryInUse(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts real processes")
+	}
+	addr, dataDir := freePort(t), t.TempDir()
+	first := startBroker(t, addr, dataDir)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	produce := func(value string) {
+		t.Helper()
+		cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.RequiredAcks(kgo.AllISRAcks()),
+			kgo.DefaultProduceTopic("locked"), kgo.AllowAutoTopicCreation())
+		require.NoError(t, err)
+		defer cl.Close()
+		require.NoError(t, cl.ProduceSync(ctx, &kgo.Record{Value: []byte(value)}).FirstErr())
+	}
+	consume := func(n int) []string {
+		t.Helper()
+		cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumeTopics("locked"),
+			kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+		require.NoError(t, err)
+		defer cl.Close()
+		var got []string
+		for len(got) < n {
+			fetches := cl.PollFetches(ctx)
+			require.NoError(t, ctx.Err(), "consumed %q of %d", got, n)
+			fetches.EachError(func(topic string, p int32, err error) { t.Fatalf("fetch %s/%d: %v", topic, p, err) })
+			fetches.EachRecord(func(r *kgo.Record) { got = append(got, string(r.Value)) })
+		}
+		return got
+	}
+	produce("before")
+
+	second := exec.Command(sluiceBin, "serve", "--listeners", "PLAINTEXT://"+freePort(t), "--log-dir", dataDir)
+	var stderr bytes.Buffer
+	second.Stderr = &stderr
+	require.NoError(t, second.Start())
+	exited := make(chan error, 1)
+	go func() { exited <- second.Wait() }()
+	select {
+	case err := <-exited:
+		var exit *exec.ExitError
+		require.ErrorAs(t, err, &exit, "the second broker exited cleanly; stderr:\n%s", &stderr)
+		require.NotZero(t, exit.ExitCode())
+	case <-time.After(20 * time.Second):
+		second.Process.Kill()
+		t.Fatalf("the second broker on %s did not exit; stderr:\n%s", dataDir, &stderr)
+	}
+	msg := stderr.String()
+	require.Contains(t, msg, "log.dirs "+dataDir+" is in use by another broker", "stderr:\n%s", msg)
+	require.Contains(t, msg, fmt.Sprintf("already locked by pid %d ", first.cmd.Process.Pid), "stderr:\n%s", msg)
+
+	produce("during")
+	require.Equal(t, []string{"before", "during"}, consume(2))
+
+	require.NoError(t, first.cmd.Process.Kill())
+	first.cmd.Wait()
+	third := startBroker(t, addr, dataDir)
+	produce("after")
+	require.Equal(t, []string{"before", "during", "after"}, consume(3))
+	third.stop()
+}

@@ -29,7 +29,11 @@
 //     connection is refused at once; and a file truncated before its range
 //     is sent ends the stream (the peer gets a prefix of what was queued,
 //     then a close; the sender's OnClose reports an error), unless the
-//     range had already gone out.
+//     range had already gone out;
+//   - a Lock is refused while the same file's lock is held, by the same
+//     process too, and is free again after Close or, in worlds that can
+//     kill a node (Killer), after the holder's death; a lock file is
+//     created if missing, and the refusal is an *env.LockedError.
 package envtest
 
 import (
@@ -64,6 +68,16 @@ type World interface {
 	RunUntil(cond func() bool)
 }
 
+// Killer is implemented by worlds that can end a node's process abruptly
+// and start another over the same disk. The tests that need it are skipped
+// in worlds without it.
+type Killer interface {
+	// Kill ends the named node's process as kill -9 does, keeping its disk
+	// (and, in the simulator, its page cache); afterwards Node(name)
+	// returns the environment of a new process over that disk.
+	Kill(name string)
+}
+
 // NewWorld makes a fresh World for one test; it registers its own cleanup
 // with t.Cleanup.
 type NewWorld func(t testing.TB) World
@@ -93,6 +107,8 @@ func tests() []test {
 		{"SyncCompletesOnLoopInOrder", testSyncOrder},
 		{"SyncDir", testSyncDir},
 		{"SyncInFlightAtClose", testSyncInFlightAtClose},
+		{"LockExcludes", testLockExcludes},
+		{"LockDiesWithProcess", testLockDiesWithProcess},
 		{"TimersFireInDeadlineOrder", testTimerOrder},
 		{"TimerStop", testTimerStop},
 		{"PostOrder", testPostOrder},
@@ -539,6 +555,95 @@ func testSyncDir(t *testing.T, w World) {
 			return fmt.Errorf("envtest: SyncDir of a missing directory reported %v, want fs.ErrNotExist", missingErr)
 		}
 		return nil
+	})
+}
+
+func testLockExcludes(t *testing.T, w World) {
+	on(t, w, "a", func(e env.Env) error {
+		fsys := e.FS
+		lock, err := fsys.Lock(".lock")
+		if err != nil {
+			return err
+		}
+		if _, err := fsys.Stat(".lock"); err != nil {
+			return fmt.Errorf("envtest: Lock did not create its file: %v", err)
+		}
+		if err := wantLocked(fsys, ".lock"); err != nil {
+			return err
+		}
+		other, err := fsys.Lock("other")
+		if err != nil {
+			return fmt.Errorf("envtest: Lock of another file while .lock is held: %v", err)
+		}
+		if err := lock.Close(); err != nil {
+			return err
+		}
+		if err := lock.Close(); !errors.Is(err, env.ErrClosed) {
+			return fmt.Errorf("envtest: second Close of a lock: err = %v, want env.ErrClosed", err)
+		}
+		again, err := fsys.Lock(".lock")
+		if err != nil {
+			return fmt.Errorf("envtest: Lock after the holder's Close: %v", err)
+		}
+		if err := fsys.MkdirAll("d"); err != nil {
+			return err
+		}
+		_, errMissing := fsys.Lock("missing/.lock")
+		_, errBad := fsys.Lock("../.lock")
+		_, errDir := fsys.Lock("d")
+		switch {
+		case !errors.Is(errMissing, fs.ErrNotExist):
+			return fmt.Errorf("envtest: Lock in a missing directory: err = %v, want fs.ErrNotExist", errMissing)
+		case !errors.Is(errBad, fs.ErrInvalid):
+			return fmt.Errorf("envtest: Lock of %q: err = %v, want fs.ErrInvalid", "../.lock", errBad)
+		case errDir == nil:
+			return errors.New("envtest: Lock of a directory succeeded")
+		}
+		return errors.Join(again.Close(), other.Close())
+	})
+}
+
+// wantLocked checks that a Lock of name is refused at once, as held.
+func wantLocked(fsys env.FS, name string) error {
+	l, err := fsys.Lock(name)
+	if err == nil {
+		l.Close()
+		return fmt.Errorf("envtest: a second Lock of %s succeeded while the first is held", name)
+	}
+	var locked *env.LockedError
+	if !errors.Is(err, env.ErrLocked) || !errors.As(err, &locked) || locked.Name != name {
+		return fmt.Errorf("envtest: a second Lock of %s: err = %v (%T), want an *env.LockedError naming it", name, err, err)
+	}
+	return nil
+}
+
+func testLockDiesWithProcess(t *testing.T, w World) {
+	k, ok := w.(Killer)
+	if !ok {
+		t.Skip("this world cannot kill a node")
+	}
+	var dead io.Closer
+	on(t, w, "a", func(e env.Env) error {
+		var err error
+		dead, err = e.FS.Lock(".lock")
+		return err
+	})
+	k.Kill("a")
+	on(t, w, "a", func(e env.Env) error {
+		lock, err := e.FS.Lock(".lock")
+		if err != nil {
+			return fmt.Errorf("envtest: Lock after its holder was killed: %v", err)
+		}
+		if err := wantLocked(e.FS, ".lock"); err != nil {
+			return err
+		}
+		if err := dead.Close(); !errors.Is(err, env.ErrClosed) {
+			return fmt.Errorf("envtest: Close of a dead process's lock: err = %v, want env.ErrClosed", err)
+		}
+		if err := wantLocked(e.FS, ".lock"); err != nil {
+			return fmt.Errorf("after the dead lock's Close: %w", err)
+		}
+		return lock.Close()
 	})
 }
 

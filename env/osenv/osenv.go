@@ -110,6 +110,7 @@ type Node struct {
 	listeners map[*listener]struct{}
 	conns     map[*conn]struct{}
 	files     map[*file]struct{}
+	locks     map[*fileLock]struct{}
 }
 
 // New builds a node over cfg.Dir. It does not start the loop.
@@ -149,6 +150,7 @@ func New(cfg Config) (*Node, error) {
 		listeners:    make(map[*listener]struct{}),
 		conns:        make(map[*conn]struct{}),
 		files:        make(map[*file]struct{}),
+		locks:        make(map[*fileLock]struct{}),
 	}
 	if n.loop == nil {
 		n.loop = NewLoop()
@@ -187,7 +189,8 @@ func (n *Node) Loop() *Loop { return n.loop }
 
 // Close releases everything the node holds: listeners and connections are
 // closed at once (queued bytes are not flushed), open files are closed once
-// their syncs finish, dials in progress are abandoned. It waits for the
+// their syncs finish, dials in progress are abandoned, locks are released
+// once the node's goroutines have ended. It waits for the
 // node's goroutines to end, so that no callback of this node reaches the loop
 // afterwards, and it may be called from any goroutine, before or after the
 // loop stops. A second Close returns env.ErrClosed.
@@ -201,6 +204,7 @@ func (n *Node) Close() error {
 	listeners := keys(n.listeners)
 	conns := keys(n.conns)
 	files := keys(n.files)
+	locks := keys(n.locks)
 	n.mu.Unlock()
 
 	n.cancel()
@@ -219,6 +223,11 @@ func (n *Node) Close() error {
 		}
 	}
 	n.wg.Wait()
+	for _, l := range locks {
+		if err := l.closeForNode(); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	if err := n.fs.syncer.dir.Close(); err != nil {
 		errs = append(errs, err)
 	}

@@ -35,11 +35,12 @@ type osWorld struct {
 
 	mu    sync.Mutex
 	nodes map[string]*Node
+	dirs  map[string]string // each node's data directory, kept across Kill
 }
 
 func newOSWorld(t testing.TB) envtest.World {
 	goroutinesBefore := runtime.NumGoroutine()
-	w := &osWorld{t: t, loop: NewLoop(), nodes: make(map[string]*Node)}
+	w := &osWorld{t: t, loop: NewLoop(), nodes: make(map[string]*Node), dirs: make(map[string]string)}
 	go w.loop.Run()
 	t.Cleanup(func() {
 		w.mu.Lock()
@@ -62,9 +63,29 @@ func (w *osWorld) Node(name string) env.Env {
 	if n, ok := w.nodes[name]; ok {
 		return n.Env()
 	}
-	n := newTestNode(w.t, w.loop)
+	dir, ok := w.dirs[name]
+	if !ok {
+		dir = w.t.TempDir()
+		w.dirs[name] = dir
+	}
+	n := newTestNodeIn(w.t, w.loop, dir)
 	w.nodes[name] = n
 	return n.Env()
+}
+
+// Kill implements envtest.Killer. Closing the node releases what the
+// kernel releases when a process dies (its descriptors, and with them its
+// locks) without flushing anything; the next Node call opens the same
+// directory again.
+func (w *osWorld) Kill(name string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if n, ok := w.nodes[name]; ok {
+		if err := n.Close(); err != nil {
+			w.t.Errorf("close node %s: %v", name, err)
+		}
+		delete(w.nodes, name)
+	}
 }
 
 func (w *osWorld) ListenAddr(string) string { return "127.0.0.1:0" }
@@ -93,8 +114,12 @@ func (w *osWorld) RunUntil(cond func() bool) {
 }
 
 func newTestNode(t testing.TB, loop *Loop) *Node {
+	return newTestNodeIn(t, loop, t.TempDir())
+}
+
+func newTestNodeIn(t testing.TB, loop *Loop, dir string) *Node {
 	n, err := New(Config{
-		Dir:  t.TempDir(),
+		Dir:  dir,
 		Loop: loop,
 		Log:  slog.New(slog.NewTextHandler(t.Output(), nil)),
 	})

@@ -35,6 +35,7 @@ func (d *Disk) CrashProcess() {
 // a later sync of the same inode or a Crash discards them.
 func (d *Disk) endProcess() {
 	d.incarnation++
+	clear(d.locks) // dead already: each belongs to an older incarnation
 	d.stats.SyncsLost += d.pendingSyncs
 	d.pendingSyncs = 0
 }

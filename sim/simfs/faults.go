@@ -15,7 +15,7 @@ import (
 type Op int
 
 // The operations faults apply to. OpWrite covers Write and WriteAt, OpMkdir
-// MkdirAll.
+// MkdirAll, OpLock taking a lock (releasing one never fails).
 const (
 	OpRead Op = iota
 	OpWrite
@@ -29,10 +29,11 @@ const (
 	OpSyncDir
 	OpList
 	OpStat
+	OpLock
 	opCount
 )
 
-var opNames = [opCount]string{"read", "write", "truncate", "sync", "create", "open", "rename", "remove", "mkdir", "syncdir", "list", "stat"}
+var opNames = [opCount]string{"read", "write", "truncate", "sync", "create", "open", "rename", "remove", "mkdir", "syncdir", "list", "stat", "lock"}
 
 func (op Op) String() string {
 	if op < 0 || op >= opCount {
@@ -48,8 +49,8 @@ type Faults struct {
 	EIORate float64
 	// NoSpaceRate fails with env.ErrNoSpace an operation that may allocate:
 	// a write (which then writes a seeded prefix, see File.Write), a
-	// truncate that grows the file, Create, MkdirAll and Sync (delayed
-	// allocation happens at writeback).
+	// truncate that grows the file, Create, MkdirAll, Lock (which may
+	// create its file) and Sync (delayed allocation happens at writeback).
 	NoSpaceRate float64
 	// BitFlipRate flips one bit of the bytes a ReadAt returns, on the read
 	// path: the stored bytes stay intact, so reading again may return them.
@@ -317,6 +318,7 @@ type Stats struct {
 	FullRefused     int // allocations refused because the disk was full (SetFull)
 	ReadFlips       int
 	MediumFlips     int
+	LocksRefused    int // Locks refused because the lock was held
 
 	// Unsynced changes resolved by crashes.
 	ChangesKept int // file writes and truncates kept whole

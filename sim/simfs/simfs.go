@@ -81,6 +81,16 @@
 // dirty pages is not modeled either). A process that recovers from the disk
 // must therefore sync what it read before it relies on it being durable.
 //
+// # Locks
+//
+// Lock is held by the process that took it, numbered by the incarnation:
+// a Crash or a CrashProcess ends that process and with it every lock it
+// held, as the kernel drops a dead process's flocks, while a second Lock
+// of a held file fails whoever asks (the simulator runs one process per
+// disk at a time, so a second broker on the same disk is a second Lock of
+// that process). Locks change nothing on the disk and draw nothing from
+// its random streams beyond their fault injection.
+//
 // # Faults
 //
 // SetFaults sets seeded per-operation rates and FailNext injects a failure on
@@ -185,6 +195,10 @@ type Disk struct {
 	// killedAt is seq at the last CrashProcess: unsynced changes with seq at
 	// most this were made by a process that died with the machine up.
 	killedAt uint64
+	// locks are the locks held, by the inode locked (a lock is on the file,
+	// not its name). Each belongs to the incarnation that took it and dies
+	// with it.
+	locks map[*inode]*diskLock
 
 	rates        Faults
 	failNext     [opCount][]error
@@ -438,7 +452,7 @@ func (d *Disk) begin(op Op, verb, name string, rootOK bool) error {
 	if !ok {
 		return pathError(verb, name, fs.ErrInvalid)
 	}
-	if err := d.inject(op, op == OpCreate || op == OpMkdir); err != nil {
+	if err := d.inject(op, op == OpCreate || op == OpMkdir || op == OpLock); err != nil {
 		return pathError(verb, name, err)
 	}
 	return nil

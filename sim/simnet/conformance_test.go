@@ -1,6 +1,7 @@
 package simnet
 
 import (
+	"io"
 	"testing"
 	"time"
 
@@ -66,3 +67,4 @@ func (s skipper) List(string) ([]string, error)             { s.skip(); return n
 func (s skipper) MkdirAll(string) error                     { s.skip(); return nil }
 func (s skipper) Stat(string) (env.FileInfo, error)         { s.skip(); return env.FileInfo{}, nil }
 func (s skipper) SyncDir(string, func(error))               { s.skip() }
+func (s skipper) Lock(string) (io.Closer, error)            { s.skip(); return nil, nil }
