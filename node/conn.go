@@ -221,9 +221,11 @@ func (cn *conn) forget() {
 	stopTimer(&cn.read)
 }
 
-// fail logs why the connection is being closed, then closes it.
+// fail logs why the connection is being closed, then closes it. The same
+// reason from the same host is logged at most once a minute (warnings.go).
 func (cn *conn) fail(why string, err error) {
-	cn.b.env.Log.Warn("closing connection: "+why, "conn", cn.id, "remote", cn.c.RemoteAddr(), "err", err)
+	remote := cn.c.RemoteAddr()
+	cn.b.warnings.warn(hostOf(remote), "closing connection: "+why, "conn", cn.id, "remote", remote, "err", err)
 	cn.close()
 }
 
