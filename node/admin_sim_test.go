@@ -509,7 +509,7 @@ func TestDescribeTopicConfigsReportsSourcesAndSynonyms(t *testing.T) {
 }
 
 func TestDescribeBrokerConfigs(t *testing.T) {
-	s := newSimBroker(t, 31, func(c *Config) { c.NumPartitions = 3 })
+	s := newSimBroker(t, 31, func(c *Config) { c.NumPartitions, c.RequestReadTimeout = 3, 5*time.Second })
 	req := kmsg.NewPtrDescribeConfigsRequest()
 	req.Version, req.IncludeSynonyms = 4, true
 	for _, rr := range []struct {
@@ -546,6 +546,13 @@ func TestDescribeBrokerConfigs(t *testing.T) {
 	require.Equal(t, "1", *np.ConfigSynonyms[1].Value)
 	require.Equal(t, kmsg.ConfigSourceDefaultConfig, got["message.max.bytes"].Source)
 	require.Equal(t, "1", *got["min.insync.replicas"].Value, "the broker keys behind topic defaults are listed")
+	idle := got["connections.max.idle.ms"]
+	require.Equal(t, "600000", *idle.Value)
+	require.Equal(t, kmsg.ConfigSourceDefaultConfig, idle.Source)
+	read := got["sluice.request.read.timeout.ms"]
+	require.Equal(t, "5000", *read.Value)
+	require.Equal(t, kmsg.ConfigSourceStaticBrokerConfig, read.Source)
+	require.Equal(t, "30000", *read.ConfigSynonyms[1].Value, "the default, as a synonym")
 
 	require.Zero(t, resp.Resources[1].ErrorCode)
 	require.Empty(t, resp.Resources[1].Configs, "no dynamic cluster-wide defaults")

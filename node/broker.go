@@ -52,6 +52,8 @@ type Broker struct {
 	listeners []env.Listener
 	conns     map[uint64]*conn
 	connSeq   uint64
+	// warnings limits the warnings logged about clients (warnings.go).
+	warnings *warnLimiter
 
 	state brokerState
 	// maintenance is the timer of the next retention pass.
@@ -88,6 +90,7 @@ func New(e env.Env, cfg Config) (*Broker, error) {
 		partitions:    map[partitionKey]*partition{},
 		offline:       map[partitionKey]error{},
 		fetchSessions: newFetchSessionCache(e.Rand),
+		warnings:      newWarnLimiter(e.Clock, e.Log),
 	}
 	b.handlers = map[int16]func(*request){}
 	var served []wire.APIRange
@@ -299,6 +302,7 @@ func (b *Broker) Shutdown(done func(error)) {
 	for _, id := range sortedKeys(b.conns) {
 		b.conns[id].close()
 	}
+	b.warnings.flush()
 	b.closePartitions(func(err error) {
 		if cerr := b.journal.Close(); err == nil {
 			err = cerr

@@ -60,6 +60,18 @@ type Config struct {
 	// SocketRequestMaxBytes is socket.request.max.bytes: the largest request
 	// frame; a larger one closes the connection.
 	SocketRequestMaxBytes int32
+	// ConnectionsMaxIdle is connections.max.idle.ms: a connection that has
+	// had no bytes in or out for this long, and has no request in flight,
+	// is closed. Negative (-1) never closes one.
+	ConnectionsMaxIdle time.Duration
+	// RequestReadTimeout is sluice.request.read.timeout.ms, a key of
+	// Sluice's own (Kafka has none): a connection whose request frame has
+	// not arrived whole this long after its first bytes is closed, so a
+	// client that stops inside a frame does not hold its buffer until the
+	// idle timeout. The default is the Kafka clients' request.timeout.ms:
+	// by then such a client has given up on the request itself. Negative
+	// (-1) waits forever.
+	RequestReadTimeout time.Duration
 }
 
 // Listener is one listener: a security protocol and an address.
@@ -94,6 +106,8 @@ func DefaultConfig() Config {
 		LogFlushOffsetCheckpointInterval: time.Minute,
 		MessageMaxBytes:                  1048588,
 		SocketRequestMaxBytes:            100 << 20,
+		ConnectionsMaxIdle:               10 * time.Minute,
+		RequestReadTimeout:               30 * time.Second,
 	}
 }
 
@@ -211,6 +225,10 @@ func (c *Config) set(key, value string) (known bool, err error) {
 		return true, parseInt32(value, 0, &c.MessageMaxBytes)
 	case "socket.request.max.bytes":
 		return true, parseInt32(value, 1, &c.SocketRequestMaxBytes)
+	case "connections.max.idle.ms":
+		return true, parseTimeout(value, &c.ConnectionsMaxIdle)
+	case "sluice.request.read.timeout.ms":
+		return true, parseTimeout(value, &c.RequestReadTimeout)
 	}
 	return false, nil
 }
@@ -275,6 +293,21 @@ func parseDuration(s string, unit time.Duration, dst *time.Duration) error {
 		return fmt.Errorf("too large")
 	}
 	*dst = time.Duration(v) * unit
+	return nil
+}
+
+// parseTimeout reads a timeout in milliseconds: positive, or -1 (any
+// negative) for none. Kafka takes 0 for connections.max.idle.ms and then
+// closes every connection the moment it is quiet; Sluice refuses it.
+func parseTimeout(s string, dst *time.Duration) error {
+	var d time.Duration
+	if err := parseDuration(s, time.Millisecond, &d); err != nil {
+		return err
+	}
+	if d == 0 {
+		return fmt.Errorf("must be positive, or -1 for no timeout")
+	}
+	*dst = d
 	return nil
 }
 

@@ -28,6 +28,8 @@ message.max.bytes=2097152
 log.index.interval.bytes=512
 log.index.size.max.bytes=4096
 log.flush.offset.checkpoint.interval.ms=2500
+connections.max.idle.ms=-1
+sluice.request.read.timeout.ms=5000
 some.unknown.key=1
 `
 	cfg, unknown, err := ParseProperties(text, DefaultConfig())
@@ -52,6 +54,8 @@ some.unknown.key=1
 		LogFlushOffsetCheckpointInterval: 2500 * time.Millisecond,
 		MessageMaxBytes:                  2 << 20,
 		SocketRequestMaxBytes:            DefaultConfig().SocketRequestMaxBytes,
+		ConnectionsMaxIdle:               -1,
+		RequestReadTimeout:               5 * time.Second,
 	}
 	require.Equal(t, want, cfg)
 	if len(unknown) != 1 || unknown[0] != "some.unknown.key" {
@@ -73,6 +77,10 @@ func TestParsePropertiesNamesTheBadKey(t *testing.T) {
 		{"log.dirs=a,b", "log.dirs"},
 		{"log.segment.bytes=-5", "log.segment.bytes"},
 		{"justakey", "justakey"},
+		{"connections.max.idle.ms=0", "connections.max.idle.ms"},
+		{"connections.max.idle.ms=10m", "connections.max.idle.ms"},
+		{"sluice.request.read.timeout.ms=0", "sluice.request.read.timeout.ms"},
+		{"sluice.request.read.timeout.ms=", "sluice.request.read.timeout.ms"},
 	} {
 		_, _, err := ParseProperties(tc.text, DefaultConfig())
 		if err == nil || !strings.Contains(err.Error(), tc.key) {
@@ -86,4 +94,14 @@ func TestNegativeRetentionMeansForever(t *testing.T) {
 	if err != nil || cfg.LogRetention >= 0 {
 		t.Fatalf("retention %v, err %v", cfg.LogRetention, err)
 	}
+}
+
+func TestConnectionTimeoutDefaults(t *testing.T) {
+	cfg := DefaultConfig()
+	require.Equal(t, 10*time.Minute, cfg.ConnectionsMaxIdle, "Kafka's connections.max.idle.ms")
+	require.Equal(t, 30*time.Second, cfg.RequestReadTimeout)
+	cfg, _, err := ParseProperties("connections.max.idle.ms=-5\nsluice.request.read.timeout.ms=-1", cfg)
+	require.NoError(t, err)
+	require.Equal(t, time.Duration(-1), cfg.ConnectionsMaxIdle, "any negative is none, as in Kafka")
+	require.Equal(t, time.Duration(-1), cfg.RequestReadTimeout)
 }

@@ -49,7 +49,8 @@ type brokerConfigDef struct {
 	kind  configKind
 	value func(Config) string
 	// kafkaDefault is Kafka's default for the key, nil when Kafka has none
-	// (the key must be configured, or defaults to another key's value).
+	// (the key must be configured, or defaults to another key's value). A
+	// key of Sluice's own (sluice.*) has Sluice's default here.
 	kafkaDefault *string
 	// static reports whether the file set the key, for keys where comparing
 	// with kafkaDefault cannot tell; nil compares.
@@ -102,6 +103,13 @@ func brokerConfigDefs() []brokerConfigDef {
 		{name: "socket.request.max.bytes", kind: kindInt, kafkaDefault: def("104857600"),
 			value: func(c Config) string { return strconv.Itoa(int(c.SocketRequestMaxBytes)) },
 			doc:   "The largest request the broker reads; a larger one closes the connection."},
+		{name: "connections.max.idle.ms", kind: kindLong, kafkaDefault: def("600000"),
+			value: func(c Config) string { return durationMs(c.ConnectionsMaxIdle) },
+			doc:   "How long a connection may have no bytes in or out, and no request in flight, before it is closed; -1 is forever."},
+		// Sluice's own key: its default stands where Kafka's would.
+		{name: "sluice.request.read.timeout.ms", kind: kindLong, kafkaDefault: def("30000"),
+			value: func(c Config) string { return durationMs(c.RequestReadTimeout) },
+			doc:   "How long a request may take to arrive whole, from its first bytes, before the connection is closed; -1 is forever."},
 	}
 }
 

@@ -47,6 +47,18 @@ type conn struct {
 	// requests would otherwise grow the stack without bound).
 	starting bool
 	closed   bool
+
+	// idle runs while no request is started or queued, from the last bytes
+	// in or out (connections.max.idle.ms): each delivery stops it, and it
+	// is armed afresh once nothing is in flight; responses go out only
+	// while their request is started, so the last one written is where a
+	// quiet spell begins. The timer itself measures idleness: env.Clock's
+	// timers count elapsed time, while Now may jump.
+	idle env.Timer
+	// read is armed while part of a frame has arrived, from the first bytes
+	// of that frame (sluice.request.read.timeout.ms); it runs whether or
+	// not a request is parked, since a client writes a frame whole.
+	read env.Timer
 }
 
 // maxOvertaking bounds how many produce requests may be started while the
@@ -83,6 +95,7 @@ func (b *Broker) accept(c env.Conn) env.ConnHandler {
 		frames: wire.NewFrameReader(wire.FrameReaderConfig{MaxBytes: b.cfg.SocketRequestMaxBytes}),
 	}
 	b.conns[cn.id] = cn
+	cn.watchIdle() // a client that connects and says nothing is idle too
 	return cn
 }
 
@@ -92,7 +105,9 @@ func (cn *conn) OnData(p []byte) {
 	if cn.closed {
 		return
 	}
+	stopTimer(&cn.idle)
 	cn.frames.Feed(p)
+	framed := false
 	for {
 		frame, ok, err := cn.frames.Next()
 		if err != nil {
@@ -104,12 +119,77 @@ func (cn *conn) OnData(p []byte) {
 		}
 		cn.queue = append(cn.queue, frame)
 		cn.queuedBytes += len(frame)
+		framed = true
 	}
 	if limit := cn.queuedBytesMax(); cn.queuedBytes > limit {
 		cn.fail("too many requests queued behind one in flight", fmt.Errorf("%d bytes queued, limit %d", cn.queuedBytes, limit))
 		return
 	}
+	cn.watchRead(framed)
 	cn.startNext()
+}
+
+// watchRead keeps the read timer running while part of a frame has
+// arrived, counting from that frame's first bytes: a frame completed in
+// this delivery (framed) means the part now held is a new frame's.
+func (cn *conn) watchRead(framed bool) {
+	if cn.frames.Buffered() == 0 {
+		stopTimer(&cn.read)
+		return
+	}
+	timeout := cn.b.cfg.RequestReadTimeout
+	if timeout < 0 || (cn.read != nil && !framed) {
+		return
+	}
+	stopTimer(&cn.read)
+	cn.read = cn.b.env.Clock.AfterFunc(timeout, cn.readTimedOut)
+}
+
+// readTimedOut closes a connection whose frame did not arrive whole in time.
+func (cn *conn) readTimedOut() {
+	cn.read = nil
+	if cn.closed {
+		return
+	}
+	got, size := cn.frames.Pending()
+	what := fmt.Sprintf("%d of the 4 bytes of a request's size", got)
+	if size >= 0 {
+		what = fmt.Sprintf("%d of the %d bytes of a request", got-4, size)
+	}
+	cn.fail("request read timed out", fmt.Errorf("%s arrived, the rest not within sluice.request.read.timeout.ms (%v)",
+		what, cn.b.cfg.RequestReadTimeout))
+}
+
+// watchIdle arms the idle timer, unless it runs already or a request is in
+// flight. It is called once whatever could start has started, after every
+// delivery and every response.
+func (cn *conn) watchIdle() {
+	timeout := cn.b.cfg.ConnectionsMaxIdle
+	if cn.closed || cn.idle != nil || timeout < 0 || len(cn.started) > 0 || len(cn.queue) > 0 {
+		return
+	}
+	cn.idle = cn.b.env.Clock.AfterFunc(timeout, cn.idleTimedOut)
+}
+
+// idleTimedOut closes a connection that stayed quiet for
+// connections.max.idle.ms. Kafka does this silently (a trace log): it is
+// how a broker sheds the connections clients forgot, not a fault.
+func (cn *conn) idleTimedOut() {
+	cn.idle = nil
+	if cn.closed {
+		return
+	}
+	cn.b.env.Log.Debug("closing idle connection", "conn", cn.id, "remote", cn.c.RemoteAddr(),
+		"idle", cn.b.cfg.ConnectionsMaxIdle)
+	cn.close()
+}
+
+// stopTimer stops *t, if set, and clears it.
+func stopTimer(t *env.Timer) {
+	if *t != nil {
+		(*t).Stop()
+		*t = nil
+	}
 }
 
 // queuedBytesMax is how much a connection may queue: two maximal requests,
@@ -121,8 +201,7 @@ func (cn *conn) queuedBytesMax() int {
 
 // OnClose forgets the connection; a parked request's response goes nowhere.
 func (cn *conn) OnClose(err error) {
-	cn.closed = true
-	delete(cn.b.conns, cn.id)
+	cn.forget()
 }
 
 // close closes the connection from our side.
@@ -130,14 +209,23 @@ func (cn *conn) close() {
 	if cn.closed {
 		return
 	}
-	cn.closed = true
-	delete(cn.b.conns, cn.id)
+	cn.forget()
 	cn.c.Close()
 }
 
-// fail logs why the connection is being closed, then closes it.
+// forget marks the connection closed and drops what the broker holds for it.
+func (cn *conn) forget() {
+	cn.closed = true
+	delete(cn.b.conns, cn.id)
+	stopTimer(&cn.idle)
+	stopTimer(&cn.read)
+}
+
+// fail logs why the connection is being closed, then closes it. The same
+// reason from the same host is logged at most once a minute (warnings.go).
 func (cn *conn) fail(why string, err error) {
-	cn.b.env.Log.Warn("closing connection: "+why, "conn", cn.id, "remote", cn.c.RemoteAddr(), "err", err)
+	remote := cn.c.RemoteAddr()
+	cn.b.warnings.warn(hostOf(remote), "closing connection: "+why, "conn", cn.id, "remote", remote, "err", err)
 	cn.close()
 }
 
@@ -148,7 +236,10 @@ func (cn *conn) startNext() {
 		return
 	}
 	cn.starting = true
-	defer func() { cn.starting = false }()
+	defer func() {
+		cn.starting = false
+		cn.watchIdle()
+	}()
 	for !cn.closed && len(cn.queue) > 0 && cn.mayStart(cn.queue[0]) {
 		frame := cn.queue[0]
 		cn.queue[0] = nil

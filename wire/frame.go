@@ -82,6 +82,17 @@ func (r *FrameReader) Feed(p []byte) {
 // is parked) can use it to stop reading from the socket.
 func (r *FrameReader) Buffered() int { return r.buffered }
 
+// Pending describes the frame being read once Next has returned every
+// complete one: how many of its bytes have arrived, size prefix included,
+// and its size without the prefix, or -1 while the prefix itself is
+// incomplete. Between frames it returns 0 and -1.
+func (r *FrameReader) Pending() (received int, size int32) {
+	if r.buffered == 0 {
+		return 0, -1
+	}
+	return r.buffered, r.size
+}
+
 // Next returns the next complete frame, without its size prefix. It returns
 // ok false, with a nil error, when more bytes are needed. Once it has returned
 // an error (a *FrameSizeError) it returns that error forever: the stream has

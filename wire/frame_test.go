@@ -265,11 +265,12 @@ func TestFrameReaderBuffered(t *testing.T) {
 		feed         int // bytes of the stream fed in this step
 		wantFrames   int
 		wantBuffered int
+		wantSize     int32 // Pending's size of the frame being read
 	}{
-		{2, 0, 2},
-		{4, 0, 6},
-		{3, 1, 2},
-		{7, 1, 0},
+		{2, 0, 2, -1},
+		{4, 0, 6, 3},
+		{3, 1, 2, -1},
+		{7, 1, 0, -1},
 	}
 	fed := 0
 	for i, s := range steps {
@@ -280,6 +281,9 @@ func TestFrameReaderBuffered(t *testing.T) {
 		}
 		if r.Buffered() != s.wantBuffered {
 			t.Fatalf("step %d: Buffered() = %d, want %d", i, r.Buffered(), s.wantBuffered)
+		}
+		if got, size := r.Pending(); got != s.wantBuffered || size != s.wantSize {
+			t.Fatalf("step %d: Pending() = %d, %d, want %d, %d", i, got, size, s.wantBuffered, s.wantSize)
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 
@@ -115,7 +116,7 @@ func (t *Table) ParseRequest(frame []byte) (Request, error) {
 	}
 	// req already has h.Version set: finding the header version set it.
 	if err := req.ReadFrom(body); err != nil {
-		return Request{Header: h}, &BodyError{Header: h, BodyBytes: len(body), Err: err}
+		return Request{Header: h}, &BodyError{Header: h, BodyBytes: len(body), EndedEarly: endedEarly(err), Err: err}
 	}
 	return Request{Header: h, Body: req}, nil
 }
@@ -150,14 +151,37 @@ func (e *UnsupportedError) Error() string {
 }
 
 // BodyError reports a request body that does not decode at its version.
+//
+// kmsg's decoders fail in one way, for a request as for a response: a
+// field, or the bytes a length in it announces, runs past the end of the
+// body; its message ("response did not contain enough data to be valid")
+// says neither which request nor that it is one. EndedEarly marks that
+// case and Error names the API and version whose fields ran out. Bytes left
+// over after a body's last field are not an error: Kafka's readers ignore
+// them, and so do kmsg's.
 type BodyError struct {
 	Header    RequestHeader
 	BodyBytes int
-	Err       error
+	// EndedEarly says the body ended before the fields of its API and
+	// version did (kmsg's only decoding error).
+	EndedEarly bool
+	Err        error
 }
 
 func (e *BodyError) Error() string {
+	if e.EndedEarly {
+		return fmt.Sprintf("malformed request body: %s: the body ended early: its %d bytes end before the fields "+
+			"of that version do (a field, or the bytes a length in it announces, runs past the end)",
+			e.Header, e.BodyBytes)
+	}
 	return fmt.Sprintf("malformed request body: %s, %d bytes: %v", e.Header, e.BodyBytes, e.Err)
 }
 
 func (e *BodyError) Unwrap() error { return e.Err }
+
+// endedEarly reports whether err is kmsg's "not enough data" error. It lives
+// in an internal package of kmsg, so it is recognized by what decoding
+// nothing returns.
+func endedEarly(err error) bool {
+	return errors.Is(err, new(kmsg.MetadataRequest).ReadFrom(nil))
+}

@@ -144,6 +144,40 @@ func TestParseRequest(t *testing.T) {
 	}
 }
 
+// TestBodyErrorSaysWhichRequestEndedEarly: kmsg's decoders say "response
+// did not contain enough data to be valid" for a request too; the error a
+// node logs must name the request and say that its body ended early.
+func TestBodyErrorSaysWhichRequestEndedEarly(t *testing.T) {
+	table := smallTable(t)
+	req := kmsg.NewPtrMetadataRequest()
+	req.Version = 12
+	topic := kmsg.NewMetadataRequestTopic()
+	topic.Topic = kmsg.StringPtr("orders")
+	req.Topics = append(req.Topics, topic)
+	frame := AppendRequest(nil, 7, "kp", req)[4:]
+	cut := frame[:len(frame)-5] // into the topic's name
+	_, err := table.ParseRequest(cut)
+	var b *BodyError
+	if !errors.As(err, &b) || !b.EndedEarly {
+		t.Fatalf("error = %#v, want a *BodyError that ended early", err)
+	}
+	msg := err.Error()
+	for _, want := range []string{"malformed request body", "Metadata v12 (key 3, correlation id 7", "ended early"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("error %q does not say %q", msg, want)
+		}
+	}
+	if strings.Contains(msg, "response") {
+		t.Errorf("error %q speaks of a response", msg)
+	}
+
+	// Bytes after the last field are ignored, as Kafka ignores them.
+	junk := append(bytes.Clone(frame), 1, 2, 3)
+	if _, err := table.ParseRequest(junk); err != nil {
+		t.Errorf("trailing bytes: %v", err)
+	}
+}
+
 // readResponse parses a response frame written by AppendResponse and decodes
 // its body at version.
 func readResponse(t *testing.T, frame []byte, key, version int16) (int32, kmsg.Response) {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -13,9 +14,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicemq/sluice/wire"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // These tests build the real binary and drive it with franz-go, as a user
@@ -287,4 +290,49 @@ func TestServeRefusesADataDirectoryInUse(t *testing.T) {
 	produce("after")
 	require.Equal(t, []string{"before", "during", "after"}, consume(3))
 	third.stop()
+}
+
+// TestServeClosesIdleAndStalledConnections checks connections.max.idle.ms
+// and sluice.request.read.timeout.ms on real sockets and the real clock:
+// a connection stopped inside a request frame is closed after the read
+// timeout, a quiet one after the idle timeout, and neither sooner.
+func TestServeClosesIdleAndStalledConnections(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts real processes")
+	}
+	const idle, read = 3 * time.Second, 500 * time.Millisecond
+	addr := freePort(t)
+	b := startBroker(t, addr, t.TempDir(),
+		"--override", fmt.Sprintf("connections.max.idle.ms=%d", idle.Milliseconds()),
+		"--override", fmt.Sprintf("sluice.request.read.timeout.ms=%d", read.Milliseconds()))
+	frame := wire.AppendRequest(nil, 1, "raw", kmsg.NewPtrApiVersionsRequest())
+
+	// closedAfter writes p, reads whatever comes back until the broker
+	// closes the connection, and returns how long that took and what was
+	// read.
+	closedAfter := func(p []byte) (time.Duration, []byte) {
+		c, err := net.Dial("tcp", addr)
+		require.NoError(t, err)
+		defer c.Close()
+		require.NoError(t, c.SetReadDeadline(time.Now().Add(idle+10*time.Second)))
+		start := time.Now()
+		_, err = c.Write(p)
+		require.NoError(t, err)
+		got, err := io.ReadAll(c)
+		require.NoError(t, err, "the broker did not close the connection")
+		return time.Since(start), got
+	}
+
+	stalled, got := closedAfter(frame[:7])
+	require.Empty(t, got)
+	require.GreaterOrEqual(t, stalled, read-50*time.Millisecond, "closed before sluice.request.read.timeout.ms")
+	require.Less(t, stalled, idle, "a partial request waited for the idle timeout")
+
+	quiet, got := closedAfter(frame)
+	require.NotEmpty(t, got, "no answer to ApiVersions")
+	require.GreaterOrEqual(t, quiet, idle-50*time.Millisecond, "closed before connections.max.idle.ms")
+	require.Less(t, quiet, idle+5*time.Second)
+
+	b.stop()
+	require.Contains(t, b.stderr.String(), "closing connection: request read timed out")
 }
