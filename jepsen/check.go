@@ -21,14 +21,27 @@ type Config struct {
 	// ViolationsMax caps the violations kept per check (the rest are
 	// counted in a note). Zero means 20.
 	ViolationsMax int
+	// TimeoutOnceInvalid bounds porcupine's search instead of Timeout
+	// when another check has already found a violation: the verdict is
+	// decided, and porcupine's search of a history that lost writes can
+	// grow without bound in time and memory. Zero means
+	// DefaultTimeoutOnceInvalid.
+	TimeoutOnceInvalid time.Duration
 }
 
-// DefaultTimeout is Config.Timeout's default.
-const DefaultTimeout = 30 * time.Second
+// DefaultTimeout is Config.Timeout's default, DefaultTimeoutOnceInvalid
+// Config.TimeoutOnceInvalid's.
+const (
+	DefaultTimeout            = 30 * time.Second
+	DefaultTimeoutOnceInvalid = 3 * time.Second
+)
 
 func (c Config) withDefaults() Config {
 	if c.Timeout <= 0 {
 		c.Timeout = DefaultTimeout
+	}
+	if c.TimeoutOnceInvalid <= 0 {
+		c.TimeoutOnceInvalid = DefaultTimeoutOnceInvalid
 	}
 	if c.ViolationsMax <= 0 {
 		c.ViolationsMax = 20
@@ -113,22 +126,11 @@ func CheckEvents(events []Event, cfg Config) Result {
 		return Result{Verdict: Undecided, Err: err}
 	}
 	var r Result
-	model := LogModel()
-	for _, tp := range a.partitions {
-		ops := a.porcupineOps(tp)
-		res := porcupine.CheckOperationsTimeout(model, ops, cfg.Timeout)
-		r.Partitions = append(r.Partitions, PartitionResult{Partition: tp, Operations: len(ops), Linearizable: res})
-		switch res {
-		case porcupine.Illegal:
-			r.Violations = append(r.Violations, explainIllegal(model, tp, ops, cfg.Timeout))
-		case porcupine.Unknown:
-			r.Notes = append(r.Notes, fmt.Sprintf("%s: porcupine ran out of time after %s on %d operations", tp, cfg.Timeout, len(ops)))
-		}
-	}
 	dups, dupNotes := checkDuplicates(a)
 	lost, lostNotes := checkLostWrites(a)
 	r.Notes = append(r.Notes, dupNotes...)
 	r.Notes = append(r.Notes, lostNotes...)
+	var found []Violation
 	for _, vs := range [][]Violation{lost, checkOffsetConflict(a), dups, checkReadShape(a), checkPhantom(a), checkProducerOrder(a), checkPositions(a), checkOwnership(a), checkOffsets(a)} {
 		if len(vs) > cfg.ViolationsMax {
 			r.Notes = append(r.Notes, fmt.Sprintf("%s: %d more violations not shown", vs[0].Check, len(vs)-cfg.ViolationsMax))
@@ -136,9 +138,26 @@ func CheckEvents(events []Event, cfg Config) Result {
 		}
 		for _, v := range vs {
 			v.Events = uniqueEvents(v.Events)
-			r.Violations = append(r.Violations, v)
+			found = append(found, v)
 		}
 	}
+	timeout := cfg.Timeout
+	if len(found) > 0 {
+		timeout = min(timeout, cfg.TimeoutOnceInvalid)
+	}
+	model := LogModel()
+	for _, tp := range a.partitions {
+		ops := a.porcupineOps(tp)
+		res := porcupine.CheckOperationsTimeout(model, ops, timeout)
+		r.Partitions = append(r.Partitions, PartitionResult{Partition: tp, Operations: len(ops), Linearizable: res})
+		switch res {
+		case porcupine.Illegal:
+			r.Violations = append(r.Violations, explainIllegal(model, tp, ops, timeout))
+		case porcupine.Unknown:
+			r.Notes = append(r.Notes, fmt.Sprintf("%s: porcupine ran out of time after %s on %d operations", tp, timeout, len(ops)))
+		}
+	}
+	r.Violations = append(r.Violations, found...)
 	r.Verdict = Valid
 	switch {
 	case len(r.Violations) > 0:

@@ -117,6 +117,10 @@ func (cs *consumerSession) listOffsets(topic *topicInfo) {
 			return
 		}
 		r.checkListedDurable(tp, target, offset)
+		if r.cfg.Sabotage == SabotageLookupNext && target >= 0 && offset >= 0 && !r.sabotaged {
+			offset++ // a test-only lie, once, so that the check has something to find
+			r.sabotaged = true
+		}
 		r.h.ListOffsetsOk(id, offset)
 		if offset >= 0 {
 			c.pos[partition] = offset

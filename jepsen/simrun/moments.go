@@ -101,14 +101,18 @@ type armed struct {
 	fault  Fault // FaultCrash, FaultKill or FaultPowerLoss
 }
 
-// armMoment arms a fault for a moment the seed draws, unless one is armed
-// already (one at a time, so that a moment that comes often does not hide
-// the others).
+// armMoment arms a fault for a moment the seed draws, unless that moment
+// is armed already: each moment waits on its own, so that one that rarely
+// comes (a truncation) does not keep the others from being armed.
 func (n *nemesis) armMoment() {
-	if n.armed != nil {
+	if n.armed == nil {
+		n.armed = make([]*armed, len(moments))
+	}
+	i := n.rand.Intn(len(moments))
+	if n.armed[i] != nil {
 		return
 	}
-	m := &moments[n.rand.Intn(len(moments))]
+	m := &moments[i]
 	fault := FaultCrash
 	switch x := n.rand.Float64(); {
 	case x < 0.2:
@@ -116,7 +120,7 @@ func (n *nemesis) armMoment() {
 	case x < 0.35:
 		fault = FaultPowerLoss
 	}
-	n.armed = &armed{moment: m, fault: fault}
+	n.armed[i] = &armed{moment: m, fault: fault}
 	n.r.probes.add("moment." + m.name + ".armed")
 	n.r.logf("armed %s for moment %s", fault, m.name)
 }
@@ -133,11 +137,21 @@ func (n *nemesis) observe(ev simfs.Event) {
 	case ev.Op == simfs.OpTruncate && ev.Shrunk && strings.HasSuffix(ev.Name, ".log"):
 		n.r.probes.add("disk.segment_truncated")
 	}
-	a := n.armed
-	if a == nil || n.r.stopping || !a.moment.matches(ev) {
+	if n.r.stopping {
 		return
 	}
-	n.armed = nil
+	for i, a := range n.armed {
+		if a != nil && a.moment.matches(ev) {
+			n.armed[i] = nil
+			n.strikeWithin(a, ev)
+			return // one fault per operation
+		}
+	}
+}
+
+// strikeWithin strikes a's fault at a seeded point inside the window ev
+// opened.
+func (n *nemesis) strikeWithin(a *armed, ev simfs.Event) {
 	window := a.moment.window(ev)
 	delay := time.Duration(n.rand.Uint64n(uint64(max(window, time.Nanosecond))))
 	n.r.w.After(delay, "nemesis.moment", func() {

@@ -23,9 +23,9 @@ type nemesis struct {
 	// flips counts the FlipNextRead calls made, to compare with the flips
 	// the disk has done.
 	flips int
-	// armed is the fault waiting for a moment of the broker's disk
-	// (moments.go), if any.
-	armed *armed
+	// armed are the faults waiting for the moments of the broker's disk
+	// (moments.go), by moment: nil where none waits.
+	armed []*armed
 }
 
 type undo struct {
@@ -60,7 +60,7 @@ func (n *nemesis) later(d time.Duration, f func()) {
 
 // heal stops injecting and undoes every fault still in effect, in order.
 func (n *nemesis) heal() {
-	n.armed = nil
+	clear(n.armed)
 	if n.next != nil {
 		n.next.Cancel()
 		n.next = nil

@@ -51,6 +51,10 @@ const (
 	// holds them in another order than the history says they were sent,
 	// as if the broker had appended pipelined batches out of order.
 	SabotageReorderPipeline
+	// SabotageLookupNext reports one ListOffsets by timestamp that found
+	// a record one offset further than the broker said, as if the broker
+	// had skipped the first match.
+	SabotageLookupNext
 )
 
 // Config says what to run.
@@ -71,6 +75,10 @@ type Config struct {
 	// NoOracle turns the durability oracle off (durable.go), for tests
 	// that show what the other checks catch without it.
 	NoOracle bool
+	// DiskSabotage makes the broker's disk break its contract (see
+	// simfs.Sabotage), as a broker relying on what the contract forbids
+	// would: for tests that the simulation catches it.
+	DiskSabotage simfs.Sabotage
 }
 
 // Summary is what a run did and what the check found.
@@ -240,6 +248,7 @@ func (r *run) setup() {
 	r.broker.node = w.AddNode(brokerName, r.bootBroker)
 	r.oracle = newOracle(r.broker.node.Disk())
 	r.broker.node.Disk().SetObserver(r.nemesis.observe)
+	r.broker.node.Disk().SetSabotage(r.cfg.DiskSabotage)
 	for i := range r.opts.Producers {
 		p := &producer{w: r.newWorker(1+i, fmt.Sprintf("p%d", 1+i))}
 		r.producers = append(r.producers, p)
