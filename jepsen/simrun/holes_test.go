@@ -107,4 +107,3 @@ func requireDetails(t *testing.T, s Summary, fragment string) {
 		t.Fatalf("seed %d failed, but not with %q:\n%s", s.Seed, fragment, d)
 	}
 }
-
