@@ -2,6 +2,7 @@ package node
 
 import (
 	"fmt"
+	"math"
 	"sort"
 	"strconv"
 	"strings"
@@ -31,15 +32,17 @@ type Config struct {
 	// AutoCreateTopics is auto.create.topics.enable.
 	AutoCreateTopics bool
 
-	// LogRetention is log.retention.ms (or .minutes/.hours); negative keeps
-	// data forever.
-	LogRetention time.Duration
-	// LogRetentionBytes is log.retention.bytes; negative is unlimited.
+	// LogRetentionMs is log.retention.ms (or .minutes, .hours) in
+	// milliseconds, as Kafka keeps it: Unlimited (-1) keeps data forever,
+	// any other value is at least 1.
+	LogRetentionMs int64
+	// LogRetentionBytes is log.retention.bytes: Unlimited (-1), or at
+	// least 0.
 	LogRetentionBytes int64
 	// LogSegmentBytes is log.segment.bytes.
 	LogSegmentBytes int64
-	// LogRoll is log.roll.ms (or .hours).
-	LogRoll time.Duration
+	// LogRollMs is log.roll.ms (or .hours) in milliseconds, at least 1.
+	LogRollMs int64
 	// LogRetentionCheckInterval is log.retention.check.interval.ms: how
 	// often old segments are deleted and idle producer ids expired.
 	LogRetentionCheckInterval time.Duration
@@ -49,6 +52,11 @@ type Config struct {
 	// frame; a larger one closes the connection.
 	SocketRequestMaxBytes int32
 }
+
+// Unlimited is Kafka's -1 for the keys where it means no limit
+// (log.retention.ms, log.retention.bytes and their topic keys retention.ms
+// and retention.bytes). Any other negative value of those keys is refused.
+const Unlimited = -1
 
 // Listener is one listener: a security protocol and an address.
 type Listener struct {
@@ -72,10 +80,10 @@ func DefaultConfig() Config {
 		NumPartitions:             1,
 		DefaultReplicationFactor:  1,
 		AutoCreateTopics:          true,
-		LogRetention:              7 * 24 * time.Hour,
-		LogRetentionBytes:         -1,
+		LogRetentionMs:            7 * 24 * 3600 * 1000,
+		LogRetentionBytes:         Unlimited,
 		LogSegmentBytes:           1 << 30,
-		LogRoll:                   7 * 24 * time.Hour,
+		LogRollMs:                 7 * 24 * 3600 * 1000,
 		LogRetentionCheckInterval: 5 * time.Minute,
 		MessageMaxBytes:           1048588,
 		SocketRequestMaxBytes:     100 << 20,
@@ -157,7 +165,11 @@ func (c *Config) set(key, value string) (known bool, err error) {
 		c.LogDir = value
 		return true, nil
 	case "num.partitions":
-		return true, parseInt32(value, 1, &c.NumPartitions)
+		err := parseInt32(value, 1, &c.NumPartitions)
+		if err == nil && c.NumPartitions > maxPartitionsPerTopic {
+			err = fmt.Errorf("above the limit of %d partitions per topic", maxPartitionsPerTopic)
+		}
+		return true, err
 	case "default.replication.factor":
 		var v int32
 		err := parseInt32(value, 1, &v)
@@ -169,17 +181,24 @@ func (c *Config) set(key, value string) (known bool, err error) {
 	case "auto.create.topics.enable":
 		return true, parseBool(value, &c.AutoCreateTopics)
 	case "log.retention.ms", "log.retention.minutes", "log.retention.hours":
-		return true, parseDuration(value, unitOf(key), &c.LogRetention)
+		return true, parseMs(key, value, true, &c.LogRetentionMs)
 	case "log.retention.bytes":
-		return true, parseInt64(value, -1, &c.LogRetentionBytes)
+		return true, parseLimit(value, &c.LogRetentionBytes)
 	case "log.segment.bytes":
-		return true, parseInt64(value, 14, &c.LogSegmentBytes)
+		var v int32
+		err := parseInt32(value, segmentBytesMin, &v)
+		c.LogSegmentBytes = int64(v)
+		return true, err
 	case "log.roll.ms", "log.roll.hours":
-		return true, parseDuration(value, unitOf(key), &c.LogRoll)
+		return true, parseMs(key, value, false, &c.LogRollMs)
 	case "log.retention.check.interval.ms":
-		err := parseDuration(value, time.Millisecond, &c.LogRetentionCheckInterval)
-		if err == nil && c.LogRetentionCheckInterval <= 0 {
-			err = fmt.Errorf("must be positive")
+		var ms int64
+		err := parseMs(key, value, false, &ms)
+		if err == nil && ms > int64(math.MaxInt64/time.Millisecond) {
+			err = fmt.Errorf("too large")
+		}
+		if err == nil {
+			c.LogRetentionCheckInterval = time.Duration(ms) * time.Millisecond
 		}
 		return true, err
 	case "message.max.bytes":
@@ -190,14 +209,54 @@ func (c *Config) set(key, value string) (known bool, err error) {
 	return false, nil
 }
 
-func unitOf(key string) time.Duration {
+// parseMs reads a time key as Kafka does: a count of the unit its name ends
+// in (.ms, .minutes, .hours; Kafka reads .ms as a LONG and the others as an
+// INT), kept in milliseconds. It must be at least 1; with unlimited, -1 is
+// accepted too and kept as Unlimited. Kafka maps every negative
+// log.retention.* to -1; Sluice refuses all but -1, since -5 is more likely
+// a typo than a wish to keep data forever.
+func parseMs(key, s string, unlimited bool, dst *int64) error {
+	bits, unitMs := 32, int64(1)
 	switch {
 	case strings.HasSuffix(key, ".hours"):
-		return time.Hour
+		unitMs = 3600 * 1000
 	case strings.HasSuffix(key, ".minutes"):
-		return time.Minute
+		unitMs = 60 * 1000
+	default:
+		bits = 64
 	}
-	return time.Millisecond
+	v, err := strconv.ParseInt(strings.TrimSpace(s), 10, bits)
+	if err != nil {
+		return fmt.Errorf("not a %d-bit integer", bits)
+	}
+	switch {
+	case unlimited && v == Unlimited:
+		*dst = Unlimited
+		return nil
+	case v < 1 && unlimited:
+		return fmt.Errorf("must be -1 (unlimited) or at least 1")
+	case v < 1:
+		return fmt.Errorf("must be at least 1")
+	case v > math.MaxInt64/unitMs:
+		return fmt.Errorf("too large")
+	}
+	*dst = v * unitMs
+	return nil
+}
+
+// parseLimit reads a byte limit: Unlimited (-1), or at least 0. Kafka takes
+// any negative log.retention.bytes for unlimited; Sluice refuses all but -1,
+// as parseMs does.
+func parseLimit(s string, dst *int64) error {
+	v, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
+	switch {
+	case err != nil:
+		return fmt.Errorf("not an integer")
+	case v < Unlimited:
+		return fmt.Errorf("must be -1 (unlimited) or at least 0")
+	}
+	*dst = v
+	return nil
 }
 
 func parseInt32(s string, min int32, dst *int32) error {
@@ -212,18 +271,6 @@ func parseInt32(s string, min int32, dst *int32) error {
 	return nil
 }
 
-func parseInt64(s string, min int64, dst *int64) error {
-	v, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
-	if err != nil {
-		return fmt.Errorf("not an integer")
-	}
-	if v < min {
-		return fmt.Errorf("below the minimum %d", min)
-	}
-	*dst = v
-	return nil
-}
-
 func parseBool(s string, dst *bool) error {
 	switch strings.ToLower(strings.TrimSpace(s)) {
 	case "true":
@@ -233,23 +280,6 @@ func parseBool(s string, dst *bool) error {
 	default:
 		return fmt.Errorf("not true or false")
 	}
-	return nil
-}
-
-// parseDuration reads a count of unit; -1 (any negative) means forever.
-func parseDuration(s string, unit time.Duration, dst *time.Duration) error {
-	v, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
-	if err != nil {
-		return fmt.Errorf("not an integer")
-	}
-	if v < 0 {
-		*dst = -1
-		return nil
-	}
-	if v > int64((1<<63-1)/unit) {
-		return fmt.Errorf("too large")
-	}
-	*dst = time.Duration(v) * unit
 	return nil
 }
 

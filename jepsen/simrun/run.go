@@ -221,8 +221,8 @@ func (r *run) setup() {
 	cfg.Listeners = []node.Listener{{Name: "PLAINTEXT", Host: brokerName, Port: 9092}}
 	cfg.NumPartitions = int32(r.opts.Partitions)
 	cfg.LogSegmentBytes = r.opts.SegmentBytes
-	cfg.LogRetention = -1 // the checker models no truncation from the front
-	cfg.LogRetentionBytes = -1
+	cfg.LogRetentionMs = node.Unlimited // the checker models no truncation from the front
+	cfg.LogRetentionBytes = node.Unlimited
 	r.broker.cfg = cfg
 	r.broker.node = w.AddNode(brokerName, r.bootBroker)
 	for i := range r.opts.Producers {

@@ -1,0 +1,73 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// serveRefuses runs `sluice serve` with args and returns what it printed on
+// stderr; the process must exit with an error of its own, before anything
+// listens.
+func serveRefuses(t *testing.T, args ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, sluiceBin, append([]string{"serve", "--listeners", "PLAINTEXT://" + freePort(t), "--log-dir", t.TempDir()}, args...)...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	err := cmd.Run()
+	require.NoError(t, ctx.Err(), "sluice serve %v did not exit; stderr:\n%s", args, stderr.String())
+	var exit *exec.ExitError
+	require.True(t, errors.As(err, &exit), "sluice serve %v: want a failed exit, got %v; stderr:\n%s", args, err, stderr.String())
+	return stderr.String()
+}
+
+// Values that Kafka refuses, or that Sluice refuses where Kafka would take
+// a typo for "unlimited", stop the broker at start with the key and the
+// value in the message.
+func TestServeRefusesBadValuesByName(t *testing.T) {
+	for _, kv := range []string{
+		"log.retention.ms=-5",
+		"log.retention.hours=-2",
+		"log.retention.minutes=0",
+		"log.retention.bytes=-7",
+		"log.roll.ms=-1",
+		"log.roll.ms=0",
+		"log.roll.hours=0",
+	} {
+		stderr := serveRefuses(t, "--override", kv)
+		key, value, _ := strings.Cut(kv, "=")
+		require.Contains(t, stderr, key, kv)
+		require.Contains(t, stderr, value, kv)
+	}
+}
+
+// The user's report: log.retention.ms=-1 with 1 KiB segments and a retention
+// pass every second kept 20 of 200 records produced with kcat. -1 is
+// Kafka's "keep forever".
+func TestKcatRetentionMinusOneKeepsEverything(t *testing.T) {
+	kcat := kcatPath(t)
+	addr := freePort(t)
+	startBroker(t, addr, t.TempDir(),
+		"--override", "log.retention.ms=-1",
+		"--override", "log.segment.bytes=1024",
+		"--override", "log.retention.check.interval.ms=1000")
+	var in strings.Builder
+	for i := 0; i < 200; i++ {
+		fmt.Fprintf(&in, "%0100d\n", i)
+	}
+	// One record per batch, so that 200 batches fill many segments.
+	runKcat(t, kcat, in.String(), "-b", addr, "-P", "-t", "forever",
+		"-X", "batch.num.messages=1", "-X", "topic.request.required.acks=-1")
+	time.Sleep(3 * time.Second) // three retention passes
+	out := runKcat(t, kcat, "", "-b", addr, "-C", "-t", "forever", "-o", "beginning", "-e", "-q")
+	require.Equal(t, 200, strings.Count(out, "\n"), "records left of 200")
+	require.Equal(t, in.String(), out)
+}
