@@ -2,9 +2,12 @@ package main
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -70,4 +73,40 @@ func TestKcatRetentionMinusOneKeepsEverything(t *testing.T) {
 	out := runKcat(t, kcat, "", "-b", addr, "-C", "-t", "forever", "-o", "beginning", "-e", "-q")
 	require.Equal(t, 200, strings.Count(out, "\n"), "records left of 200")
 	require.Equal(t, in.String(), out)
+}
+
+// The user's report: a second broker on the same directory corrupted the
+// metadata journal, and every later start failed with "the frame at 1834
+// fails its checksum ... the journal is corrupt", naming neither the file
+// nor a way out. The message names the journal as the operator knows it
+// (under log.dirs), the offset, and what to do.
+func TestServeNamesTheCorruptJournalAndTheWayOut(t *testing.T) {
+	kcat := kcatPath(t)
+	addr, dataDir := freePort(t), t.TempDir()
+	b := startBroker(t, addr, dataDir)
+	for _, topic := range []string{"a", "b", "c"} {
+		runKcat(t, kcat, "x\n", "-b", addr, "-P", "-t", topic)
+	}
+	b.stop()
+
+	journal := filepath.Join(dataDir, "__cluster_metadata-0", "journal.log")
+	data, err := os.ReadFile(journal)
+	require.NoError(t, err)
+	var frames []int
+	for off := 0; off+8 <= len(data); off += 8 + int(binary.BigEndian.Uint32(data[off:])) {
+		frames = append(frames, off)
+	}
+	require.Greater(t, len(frames), 3)
+	at := frames[len(frames)-3] // a frame with two whole frames after it
+	data[at+20] ^= 0x20
+	require.NoError(t, os.WriteFile(journal, data, 0o644))
+
+	stderr := serveRefuses(t, "--log-dir", dataDir)
+	require.Contains(t, stderr, journal)
+	require.Contains(t, stderr, fmt.Sprintf("offset %d", at))
+	require.Contains(t, stderr, "backup")
+	require.Contains(t, stderr, "move "+journal+" aside")
+	after, err := os.ReadFile(journal)
+	require.NoError(t, err)
+	require.Equal(t, data, after, "the journal is left as it was")
 }
