@@ -37,6 +37,8 @@ type Broker struct {
 	// creating holds the topics whose creation is being committed, so a
 	// second request for the same name is refused before it reaches the log.
 	creating map[string]bool
+	// autoCreates rate-limits the logging of failed auto-creations.
+	autoCreates autoCreateFailures
 	// producerIDs hands out idempotent producers' ids.
 	producerIDs producerIDAllocator
 
@@ -73,8 +75,8 @@ const (
 // New returns a broker that will run on e with cfg. Nothing happens until
 // Start.
 func New(e env.Env, cfg Config) (*Broker, error) {
-	if len(cfg.Listeners) == 0 {
-		return nil, errors.New("node: no listener configured")
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("node: %w", err)
 	}
 	b := &Broker{
 		env:           e,

@@ -90,6 +90,28 @@ func DefaultConfig() Config {
 	}
 }
 
+// BrokersMax is the number of brokers a cluster with this configuration can
+// ever have. Until the metadata quorum exists a cluster is this one broker
+// (its metadata journal is local), so it is 1; once a static quorum names
+// its voters, it will be their number. Every start-up check of a
+// replication factor compares with this, and only this.
+func (c Config) BrokersMax() int { return 1 }
+
+// Validate checks what no single key can: a configuration that could never
+// work is refused at start rather than failing every request that uses it.
+// Each key's own value was checked when it was read (ApplyProperties).
+func (c Config) Validate() error {
+	if len(c.Listeners) == 0 {
+		return fmt.Errorf("config listeners: no listener configured")
+	}
+	if n := c.BrokersMax(); int(c.DefaultReplicationFactor) > n {
+		return fmt.Errorf("config default.replication.factor=%d: a cluster with this configuration has at most %d broker(s) "+
+			"(until the metadata quorum exists, a cluster is this one broker), so no topic could be created with the default "+
+			"replication factor; set default.replication.factor=%d", c.DefaultReplicationFactor, n, n)
+	}
+	return nil
+}
+
 // Advertised returns the listeners clients are told to connect to.
 func (c Config) Advertised() []Listener {
 	if len(c.AdvertisedListeners) > 0 {

@@ -1,10 +1,14 @@
 package node
 
 import (
+	"bytes"
 	"fmt"
+	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/sluicemq/sluice/env"
 	"github.com/sluicemq/sluice/wire"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -168,4 +172,69 @@ func TestLogRollSetsSegmentMs(t *testing.T) {
 		require.Equal(t, tc.want, *s.topicConfigs("t")["segment.ms"].Value, tc.props)
 		require.Equal(t, tc.want, s.brokerConfigs()["log.roll.ms"], tc.props)
 	}
+}
+
+func autoCreateRequest(names ...string) *kmsg.MetadataRequest {
+	req := kmsg.NewPtrMetadataRequest()
+	req.Version, req.AllowAutoTopicCreation = 12, true
+	for _, n := range names {
+		rt := kmsg.NewMetadataRequestTopic()
+		rt.Topic = kmsg.StringPtr(n)
+		req.Topics = append(req.Topics, rt)
+	}
+	return req
+}
+
+// An auto-creation that cannot be satisfied answers the client with the
+// creation's error, the topic named and without partitions, and logs one
+// line per topic however often the client retries (then again after
+// autoCreateLogInterval). A start-up check keeps default.replication.factor
+// within the brokers a configuration can have; a replication factor above
+// the registered brokers stays possible once clusters have several nodes
+// (a broker not yet registered), which the test stands in for by changing
+// the running broker's default.
+func TestUnsatisfiableAutoCreationAnswersTheErrorAndLogsOnce(t *testing.T) {
+	s := newSimBroker(t, 48, nil)
+	var logs bytes.Buffer
+	s.world.SetLog(&logs, slog.LevelWarn)
+	s.broker.cfg.DefaultReplicationFactor = 3
+	for i := 0; i < 20; i++ {
+		resp := s.do(autoCreateRequest("three", "bad/name")).(*kmsg.MetadataResponse)
+		require.Len(t, resp.Topics, 2)
+		mt := resp.Topics[0]
+		require.Equal(t, "three", *mt.Topic)
+		require.Equal(t, kerr.InvalidReplicationFactor.Code, mt.ErrorCode, kerr.ErrorForCode(mt.ErrorCode))
+		require.Empty(t, mt.Partitions)
+		require.Equal(t, kerr.InvalidTopicException.Code, resp.Topics[1].ErrorCode)
+		s.world.Run(time.Second)
+	}
+	require.Equal(t, 1, strings.Count(logs.String(), "auto-creation of a topic failed"), logs.String())
+	require.Contains(t, logs.String(), "topic=three")
+	require.Contains(t, logs.String(), "INVALID_REPLICATION_FACTOR")
+	require.Contains(t, logs.String(), "only 1 broker(s) are registered")
+
+	s.world.Run(autoCreateLogInterval)
+	s.do(autoCreateRequest("three"))
+	require.Equal(t, 2, strings.Count(logs.String(), "auto-creation of a topic failed"), logs.String())
+	require.Contains(t, logs.String(), "failures_since_last_logged=19")
+
+	// Nothing was created; with a replication factor the cluster can
+	// satisfy, the same request creates the topic.
+	require.Empty(t, s.topicNames())
+	s.broker.cfg.DefaultReplicationFactor = 1
+	mt := s.do(autoCreateRequest("three")).(*kmsg.MetadataResponse).Topics[0]
+	require.Zero(t, mt.ErrorCode)
+	require.Len(t, mt.Partitions, 1)
+}
+
+// default.replication.factor above the brokers a configuration can ever
+// have is refused when the broker is made, with what to set.
+func TestReplicationFactorAboveTheClusterIsRefusedAtStart(t *testing.T) {
+	cfg, _, err := ParseProperties("default.replication.factor=3", DefaultConfig())
+	require.NoError(t, err, "the key alone is valid")
+	err = cfg.Validate()
+	require.ErrorContains(t, err, "default.replication.factor=3")
+	require.ErrorContains(t, err, "set default.replication.factor=1")
+	_, err = New(env.Env{}, cfg)
+	require.ErrorContains(t, err, "default.replication.factor=3")
 }

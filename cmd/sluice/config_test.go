@@ -52,6 +52,20 @@ func TestServeRefusesBadValuesByName(t *testing.T) {
 	}
 }
 
+// The user's report: default.replication.factor=3 on a single broker was
+// accepted, then every auto-created topic failed silently (kcat -P hung).
+// A cluster of this configuration has one broker, so the start is refused,
+// saying what to set.
+func TestServeRefusesAReplicationFactorTheClusterCannotHave(t *testing.T) {
+	dir := t.TempDir()
+	stderr := serveRefuses(t, "--log-dir", dir, "--override", "default.replication.factor=3")
+	require.Contains(t, stderr, "default.replication.factor=3")
+	require.Contains(t, stderr, "set default.replication.factor=1")
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	require.Empty(t, entries, "refused before it touched the data directory")
+}
+
 // The user's report: log.retention.ms=-1 with 1 KiB segments and a retention
 // pass every second kept 20 of 200 records produced with kcat. -1 is
 // Kafka's "keep forever".

@@ -55,7 +55,8 @@ SIGTERM or SIGINT flushes every partition, writes its checkpoints and exits.`,
 	return cmd
 }
 
-// loadConfig reads the properties file and applies the flags over it.
+// loadConfig reads the properties file, applies the flags over it, and
+// checks the result, before anything touches the data directory.
 func loadConfig(o serveOptions) (node.Config, []string, error) {
 	cfg := node.DefaultConfig()
 	var unknown []string
@@ -87,6 +88,9 @@ func loadConfig(o serveOptions) (node.Config, []string, error) {
 		props["log.dirs"] = o.logDir
 	}
 	cfg, more, err := node.ApplyProperties(props, cfg)
+	if err == nil {
+		err = cfg.Validate()
+	}
 	if err != nil {
 		return cfg, nil, err
 	}
