@@ -8,8 +8,10 @@ BIN := bin/sluice
 build:
 	$(GO) build -o $(BIN) ./cmd/sluice
 
+# One broker on 127.0.0.1:9092 with data in ./data, configured by the example
+# file (Kafka's keys, commented as in Kafka's own config/server.properties).
 run: build
-	./$(BIN) serve
+	./$(BIN) serve --config cmd/sluice/config/server.properties
 
 # Every test, with the expensive invariant checks compiled in (DESIGN.md
 # section 9): the tests and the simulator always run with them; production

@@ -1,6 +1,9 @@
 package node
 
 import (
+	"time"
+
+	"github.com/sluicemq/sluice/env"
 	"github.com/sluicemq/sluice/raftmeta"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -17,7 +20,15 @@ import (
 //     default.replication.factor. The request waits for the creation to
 //     commit and then describes the topic, so the client needs no retry; a
 //     topic that another request is creating at that moment is answered with
-//     LEADER_NOT_AVAILABLE, which clients retry.
+//     LEADER_NOT_AVAILABLE, which clients retry. A creation that fails (a
+//     replication factor above the registered brokers:
+//     INVALID_REPLICATION_FACTOR) answers the topic, by name and without
+//     partitions, with the creation's error, as Kafka's broker does when it
+//     creates the topic itself (ZooKeeper mode); Kafka's KRaft broker
+//     forwards the creation to its controller without waiting and answers
+//     UNKNOWN_TOPIC_OR_PARTITION, but Sluice's broker is its own controller
+//     and knows. The failure is logged once per topic per
+//     autoCreateLogInterval, however often clients retry.
 //   - An invalid name gets INVALID_TOPIC_EXCEPTION; an unknown topic
 //     UNKNOWN_TOPIC_OR_PARTITION.
 //   - Authorized operations (v8+) are reported when asked; with no ACLs yet,
@@ -43,11 +54,71 @@ func (b *Broker) handleMetadata(r *request) {
 	for i, name := range names {
 		specs[i] = b.defaultTopicSpec(name)
 	}
-	b.createTopics(specs, false, func([]topicResult) {
-		// Whatever happened to each creation, describing the topics now
-		// tells the client: created, or the error it will retry on.
-		r.respond(b.metadataResponse(req, all))
+	b.createTopics(specs, false, func(results []topicResult) {
+		// Describing the topics now tells the client what happened: created,
+		// being created by another request, or the creation's error.
+		failed := map[string]*kerr.Error{}
+		for _, res := range results {
+			if res.err != nil && res.err != kerr.TopicAlreadyExists && b.image.TopicByName(res.name) == nil {
+				failed[res.name] = res.err
+				b.autoCreates.failed(b.env, res)
+			}
+		}
+		resp := b.metadataResponse(req, all)
+		for i, mt := range resp.Topics {
+			if err := failed[derefName(mt.Topic)]; err != nil && mt.ErrorCode == kerr.UnknownTopicOrPartition.Code {
+				resp.Topics[i].ErrorCode = err.Code
+			}
+		}
+		r.respond(resp)
 	})
+}
+
+func derefName(name *string) string {
+	if name == nil {
+		return ""
+	}
+	return *name
+}
+
+// autoCreateLogInterval is how often a topic's failing auto-creation is
+// logged again while clients keep asking for it.
+const autoCreateLogInterval = 10 * time.Minute
+
+// autoCreateFailures rate-limits the log lines of failed auto-creations:
+// a client retries Metadata for its topic every few hundred milliseconds,
+// and one line per request would bury everything else.
+type autoCreateFailures struct {
+	// logged holds each topic's last logged failure, at most
+	// autoCreateFailuresMax topics (then it starts over, which only logs
+	// some failures again).
+	logged map[string]autoCreateFailure
+}
+
+type autoCreateFailure struct {
+	code   int16
+	at     time.Time
+	repeat int // failures since the line was logged
+}
+
+const autoCreateFailuresMax = 1000
+
+// failed logs res's failure unless the same failure of the same topic was
+// logged less than autoCreateLogInterval ago.
+func (a *autoCreateFailures) failed(e env.Env, res topicResult) {
+	now := e.Clock.Now()
+	last, seen := a.logged[res.name]
+	if seen && last.code == res.err.Code && now.Sub(last.at) < autoCreateLogInterval {
+		last.repeat++
+		a.logged[res.name] = last
+		return
+	}
+	if a.logged == nil || (!seen && len(a.logged) >= autoCreateFailuresMax) {
+		a.logged = map[string]autoCreateFailure{}
+	}
+	a.logged[res.name] = autoCreateFailure{code: res.err.Code, at: now}
+	e.Log.Warn("auto-creation of a topic failed", "topic", res.name, "error", res.err.Message, "reason", res.msg,
+		"failures_since_last_logged", last.repeat, "logged_again_after", autoCreateLogInterval.String())
 }
 
 // rackOf is a broker's rack as Metadata and DescribeCluster carry it: null

@@ -587,7 +587,7 @@ func TestDescribeConfigsServesEveryVersion(t *testing.T) {
 // Every topic config's default comes from a broker entry with the same value.
 func TestTopicDefaultsMatchBrokerEntries(t *testing.T) {
 	cfg := DefaultConfig()
-	cfg.LogRetentionBytes, cfg.MessageMaxBytes, cfg.LogRoll = 5, 7, time.Hour
+	cfg.LogRetentionBytes, cfg.MessageMaxBytes, cfg.LogRollMs = 5, 7, 3600*1000
 	broker := map[string]configEntry{}
 	for _, e := range cfg.brokerConfigEntries() {
 		broker[e.name] = e

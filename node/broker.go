@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path"
 	"sort"
 
 	"github.com/sluicemq/sluice/env"
@@ -41,6 +42,8 @@ type Broker struct {
 	// creating holds the topics whose creation is being committed, so a
 	// second request for the same name is refused before it reaches the log.
 	creating map[string]bool
+	// autoCreates rate-limits the logging of failed auto-creations.
+	autoCreates autoCreateFailures
 	// producerIDs hands out idempotent producers' ids.
 	producerIDs producerIDAllocator
 
@@ -79,8 +82,8 @@ const (
 // New returns a broker that will run on e with cfg. Nothing happens until
 // Start.
 func New(e env.Env, cfg Config) (*Broker, error) {
-	if len(cfg.Listeners) == 0 {
-		return nil, errors.New("node: no listener configured")
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("node: %w", err)
 	}
 	b := &Broker{
 		env:           e,
@@ -197,18 +200,46 @@ func (b *Broker) unlockDir() {
 // recoverMetadata replays the journal into a fresh image.
 func (b *Broker) recoverMetadata() error {
 	journal, records, err := raftmeta.OpenJournal(b.env.Loop, b.env.FS)
+	var corrupt *raftmeta.CorruptJournalError
+	if errors.As(err, &corrupt) {
+		return b.corruptJournal(corrupt)
+	}
 	if err != nil {
 		return fmt.Errorf("node: recover metadata: %w", err)
+	}
+	if at, n := journal.TornTail(); n > 0 {
+		b.env.Log.Warn("cut the torn tail of the metadata journal: an append that a crash cut short, never acknowledged",
+			"file", b.journalFile(), "offset", at, "bytes", n)
 	}
 	image := raftmeta.NewImage()
 	for i, r := range records {
 		if err := image.Apply(r); err != nil {
 			journal.Close()
-			return fmt.Errorf("node: recover metadata: record %d: %w", i, err)
+			return fmt.Errorf("node: recover metadata from %s: record %d: %w", b.journalFile(), i, err)
 		}
 	}
 	b.journal, b.image = journal, image
 	return nil
+}
+
+// journalFile is the metadata journal's path as the operator knows it.
+func (b *Broker) journalFile() string { return path.Join(b.cfg.LogDir, raftmeta.JournalPath) }
+
+// corruptJournal is the error a broker stops with when its metadata journal
+// is damaged by something other than a crash: where, what, and what the
+// operator can do, with what each way out loses. Starting without the
+// journal loses more than metadata: every partition directory then belongs
+// to no topic, and removeOrphanDirs deletes it.
+func (b *Broker) corruptJournal(e *raftmeta.CorruptJournalError) error {
+	file, dir := b.journalFile(), b.cfg.LogDir
+	return fmt.Errorf("node: the metadata journal %s is damaged at byte offset %d, after %d whole records: %s. "+
+		"It holds the cluster id, every topic, topic config and producer id block; the broker cannot serve without it and will not start. "+
+		"Stop every process that uses %s, then either restore %s from a backup, "+
+		"or move %s aside and start again: the broker then starts a new, empty cluster "+
+		"(a new cluster id; no topics, topic configs or producer ids), "+
+		"and deletes every partition directory in %s at start, records and all, since no topic owns them; "+
+		"move those directories aside too to keep their files",
+		file, e.Offset, e.Records, e.Reason, dir, dir, file, dir)
 }
 
 // register writes the records that make this incarnation known: the cluster

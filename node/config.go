@@ -2,6 +2,7 @@ package node
 
 import (
 	"fmt"
+	"math"
 	"sort"
 	"strconv"
 	"strings"
@@ -31,15 +32,17 @@ type Config struct {
 	// AutoCreateTopics is auto.create.topics.enable.
 	AutoCreateTopics bool
 
-	// LogRetention is log.retention.ms (or .minutes/.hours); negative keeps
-	// data forever.
-	LogRetention time.Duration
-	// LogRetentionBytes is log.retention.bytes; negative is unlimited.
+	// LogRetentionMs is log.retention.ms (or .minutes, .hours) in
+	// milliseconds, as Kafka keeps it: Unlimited (-1) keeps data forever,
+	// any other value is at least 1.
+	LogRetentionMs int64
+	// LogRetentionBytes is log.retention.bytes: Unlimited (-1), or at
+	// least 0.
 	LogRetentionBytes int64
 	// LogSegmentBytes is log.segment.bytes.
 	LogSegmentBytes int64
-	// LogRoll is log.roll.ms (or .hours).
-	LogRoll time.Duration
+	// LogRollMs is log.roll.ms (or .hours) in milliseconds, at least 1.
+	LogRollMs int64
 	// LogRetentionCheckInterval is log.retention.check.interval.ms: how
 	// often old segments are deleted and idle producer ids expired.
 	LogRetentionCheckInterval time.Duration
@@ -74,6 +77,11 @@ type Config struct {
 	RequestReadTimeout time.Duration
 }
 
+// Unlimited is Kafka's -1 for the keys where it means no limit
+// (log.retention.ms, log.retention.bytes and their topic keys retention.ms
+// and retention.bytes). Any other negative value of those keys is refused.
+const Unlimited = -1
+
 // Listener is one listener: a security protocol and an address.
 type Listener struct {
 	Name string // "PLAINTEXT"
@@ -96,10 +104,10 @@ func DefaultConfig() Config {
 		NumPartitions:                    1,
 		DefaultReplicationFactor:         1,
 		AutoCreateTopics:                 true,
-		LogRetention:                     7 * 24 * time.Hour,
-		LogRetentionBytes:                -1,
+		LogRetentionMs:                   7 * 24 * 3600 * 1000,
+		LogRetentionBytes:                Unlimited,
 		LogSegmentBytes:                  1 << 30,
-		LogRoll:                          7 * 24 * time.Hour,
+		LogRollMs:                        7 * 24 * 3600 * 1000,
 		LogRetentionCheckInterval:        5 * time.Minute,
 		LogIndexIntervalBytes:            4096,
 		LogIndexSizeMaxBytes:             10 << 20,
@@ -109,6 +117,28 @@ func DefaultConfig() Config {
 		ConnectionsMaxIdle:               10 * time.Minute,
 		RequestReadTimeout:               30 * time.Second,
 	}
+}
+
+// BrokersMax is the number of brokers a cluster with this configuration can
+// ever have. Until the metadata quorum exists a cluster is this one broker
+// (its metadata journal is local), so it is 1; once a static quorum names
+// its voters, it will be their number. Every start-up check of a
+// replication factor compares with this, and only this.
+func (c Config) BrokersMax() int { return 1 }
+
+// Validate checks what no single key can: a configuration that could never
+// work is refused at start rather than failing every request that uses it.
+// Each key's own value was checked when it was read (ApplyProperties).
+func (c Config) Validate() error {
+	if len(c.Listeners) == 0 {
+		return fmt.Errorf("config listeners: no listener configured")
+	}
+	if n := c.BrokersMax(); int(c.DefaultReplicationFactor) > n {
+		return fmt.Errorf("config default.replication.factor=%d: a cluster with this configuration has at most %d broker(s) "+
+			"(until the metadata quorum exists, a cluster is this one broker), so no topic could be created with the default "+
+			"replication factor; set default.replication.factor=%d", c.DefaultReplicationFactor, n, n)
+	}
+	return nil
 }
 
 // Advertised returns the listeners clients are told to connect to.
@@ -186,7 +216,11 @@ func (c *Config) set(key, value string) (known bool, err error) {
 		c.LogDir = value
 		return true, nil
 	case "num.partitions":
-		return true, parseInt32(value, 1, &c.NumPartitions)
+		err := parseInt32(value, 1, &c.NumPartitions)
+		if err == nil && c.NumPartitions > maxPartitionsPerTopic {
+			err = fmt.Errorf("above the limit of %d partitions per topic", maxPartitionsPerTopic)
+		}
+		return true, err
 	case "default.replication.factor":
 		var v int32
 		err := parseInt32(value, 1, &v)
@@ -198,49 +232,84 @@ func (c *Config) set(key, value string) (known bool, err error) {
 	case "auto.create.topics.enable":
 		return true, parseBool(value, &c.AutoCreateTopics)
 	case "log.retention.ms", "log.retention.minutes", "log.retention.hours":
-		return true, parseDuration(value, unitOf(key), &c.LogRetention)
+		return true, parseMs(key, value, true, &c.LogRetentionMs)
 	case "log.retention.bytes":
-		return true, parseInt64(value, -1, &c.LogRetentionBytes)
+		return true, parseLimit(value, &c.LogRetentionBytes)
 	case "log.segment.bytes":
-		return true, parseInt64(value, 14, &c.LogSegmentBytes)
-	case "log.roll.ms", "log.roll.hours":
-		return true, parseDuration(value, unitOf(key), &c.LogRoll)
-	case "log.retention.check.interval.ms":
-		err := parseDuration(value, time.Millisecond, &c.LogRetentionCheckInterval)
-		if err == nil && c.LogRetentionCheckInterval <= 0 {
-			err = fmt.Errorf("must be positive")
-		}
+		var v int32
+		err := parseInt32(value, segmentBytesMin, &v)
+		c.LogSegmentBytes = int64(v)
 		return true, err
+	case "log.roll.ms", "log.roll.hours":
+		return true, parseMs(key, value, false, &c.LogRollMs)
+	case "log.retention.check.interval.ms":
+		return true, parseInterval(key, value, &c.LogRetentionCheckInterval)
 	case "log.index.interval.bytes":
 		return true, parseInt32(value, 0, &c.LogIndexIntervalBytes)
 	case "log.index.size.max.bytes":
 		return true, parseInt32(value, segmentIndexBytesMin, &c.LogIndexSizeMaxBytes)
 	case "log.flush.offset.checkpoint.interval.ms":
-		err := parseDuration(value, time.Millisecond, &c.LogFlushOffsetCheckpointInterval)
-		if err == nil && c.LogFlushOffsetCheckpointInterval <= 0 {
-			err = fmt.Errorf("must be positive")
-		}
-		return true, err
+		return true, parseInterval(key, value, &c.LogFlushOffsetCheckpointInterval)
 	case "message.max.bytes":
 		return true, parseInt32(value, 0, &c.MessageMaxBytes)
 	case "socket.request.max.bytes":
 		return true, parseInt32(value, 1, &c.SocketRequestMaxBytes)
 	case "connections.max.idle.ms":
-		return true, parseTimeout(value, &c.ConnectionsMaxIdle)
+		return true, parseTimeout(key, value, &c.ConnectionsMaxIdle)
 	case "sluice.request.read.timeout.ms":
-		return true, parseTimeout(value, &c.RequestReadTimeout)
+		return true, parseTimeout(key, value, &c.RequestReadTimeout)
 	}
 	return false, nil
 }
 
-func unitOf(key string) time.Duration {
+// parseMs reads a time key as Kafka does: a count of the unit its name ends
+// in (.ms, .minutes, .hours; Kafka reads .ms as a LONG and the others as an
+// INT), kept in milliseconds. It must be at least 1; with unlimited, -1 is
+// accepted too and kept as Unlimited. Kafka maps every negative
+// log.retention.* to -1; Sluice refuses all but -1, since -5 is more likely
+// a typo than a wish to keep data forever.
+func parseMs(key, s string, unlimited bool, dst *int64) error {
+	bits, unitMs := 32, int64(1)
 	switch {
 	case strings.HasSuffix(key, ".hours"):
-		return time.Hour
+		unitMs = 3600 * 1000
 	case strings.HasSuffix(key, ".minutes"):
-		return time.Minute
+		unitMs = 60 * 1000
+	default:
+		bits = 64
 	}
-	return time.Millisecond
+	v, err := strconv.ParseInt(strings.TrimSpace(s), 10, bits)
+	if err != nil {
+		return fmt.Errorf("not a %d-bit integer", bits)
+	}
+	switch {
+	case unlimited && v == Unlimited:
+		*dst = Unlimited
+		return nil
+	case v < 1 && unlimited:
+		return fmt.Errorf("must be -1 (unlimited) or at least 1")
+	case v < 1:
+		return fmt.Errorf("must be at least 1")
+	case v > math.MaxInt64/unitMs:
+		return fmt.Errorf("too large")
+	}
+	*dst = v * unitMs
+	return nil
+}
+
+// parseLimit reads a byte limit: Unlimited (-1), or at least 0. Kafka takes
+// any negative log.retention.bytes for unlimited; Sluice refuses all but -1,
+// as parseMs does.
+func parseLimit(s string, dst *int64) error {
+	v, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
+	switch {
+	case err != nil:
+		return fmt.Errorf("not an integer")
+	case v < Unlimited:
+		return fmt.Errorf("must be -1 (unlimited) or at least 0")
+	}
+	*dst = v
+	return nil
 }
 
 func parseInt32(s string, min int32, dst *int32) error {
@@ -252,18 +321,6 @@ func parseInt32(s string, min int32, dst *int32) error {
 		return fmt.Errorf("below the minimum %d", min)
 	}
 	*dst = int32(v)
-	return nil
-}
-
-func parseInt64(s string, min int64, dst *int64) error {
-	v, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
-	if err != nil {
-		return fmt.Errorf("not an integer")
-	}
-	if v < min {
-		return fmt.Errorf("below the minimum %d", min)
-	}
-	*dst = v
 	return nil
 }
 
@@ -279,35 +336,31 @@ func parseBool(s string, dst *bool) error {
 	return nil
 }
 
-// parseDuration reads a count of unit; -1 (any negative) means forever.
-func parseDuration(s string, unit time.Duration, dst *time.Duration) error {
-	v, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
-	if err != nil {
-		return fmt.Errorf("not an integer")
+// parseInterval reads a positive count of milliseconds as a duration,
+// with parseMs's rules.
+func parseInterval(key, s string, dst *time.Duration) error {
+	var ms int64
+	if err := parseMs(key, s, false, &ms); err != nil {
+		return err
 	}
-	if v < 0 {
-		*dst = -1
-		return nil
-	}
-	if v > int64((1<<63-1)/unit) {
+	if ms > int64(math.MaxInt64/time.Millisecond) {
 		return fmt.Errorf("too large")
 	}
-	*dst = time.Duration(v) * unit
+	*dst = time.Duration(ms) * time.Millisecond
 	return nil
 }
 
-// parseTimeout reads a timeout in milliseconds: positive, or -1 (any
-// negative) for none. Kafka takes 0 for connections.max.idle.ms and then
-// closes every connection the moment it is quiet; Sluice refuses it.
-func parseTimeout(s string, dst *time.Duration) error {
-	var d time.Duration
-	if err := parseDuration(s, time.Millisecond, &d); err != nil {
-		return err
+// parseTimeout reads a timeout in milliseconds: positive, or -1 for none.
+// Kafka takes 0 for connections.max.idle.ms and then closes every
+// connection the moment it is quiet; Sluice refuses it.
+func parseTimeout(key, s string, dst *time.Duration) error {
+	if v, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64); err == nil && v == Unlimited {
+		*dst = -1
+		return nil
 	}
-	if d == 0 {
+	if err := parseInterval(key, s, dst); err != nil {
 		return fmt.Errorf("must be positive, or -1 for no timeout")
 	}
-	*dst = d
 	return nil
 }
 

@@ -44,10 +44,10 @@ some.unknown.key=1
 		NumPartitions:                    6,
 		DefaultReplicationFactor:         1,
 		AutoCreateTopics:                 false,
-		LogRetention:                     time.Minute, // .ms wins over .hours, as in Kafka
+		LogRetentionMs:                   60000, // .ms wins over .hours, as in Kafka
 		LogRetentionBytes:                1 << 30,
 		LogSegmentBytes:                  512 << 20,
-		LogRoll:                          DefaultConfig().LogRoll,
+		LogRollMs:                        DefaultConfig().LogRollMs,
 		LogRetentionCheckInterval:        5 * time.Minute,
 		LogIndexIntervalBytes:            512,
 		LogIndexSizeMaxBytes:             4096,
@@ -89,10 +89,69 @@ func TestParsePropertiesNamesTheBadKey(t *testing.T) {
 	}
 }
 
-func TestNegativeRetentionMeansForever(t *testing.T) {
-	cfg, _, err := ParseProperties("log.retention.ms=-1", DefaultConfig())
-	if err != nil || cfg.LogRetention >= 0 {
-		t.Fatalf("retention %v, err %v", cfg.LogRetention, err)
+// -1 is Kafka's "unlimited" for log.retention.ms, .minutes, .hours and
+// log.retention.bytes, and reads back as -1, the finer unit winning.
+func TestMinusOneRetentionReadsBackAsUnlimited(t *testing.T) {
+	for _, text := range []string{
+		"log.retention.ms=-1",
+		"log.retention.minutes=-1",
+		"log.retention.hours=-1",
+		"log.retention.hours=5\nlog.retention.ms=-1",
+		"log.retention.ms=-1\nlog.retention.bytes=-1",
+	} {
+		cfg, _, err := ParseProperties(text, DefaultConfig())
+		require.NoError(t, err, text)
+		entries := map[string]string{}
+		for _, e := range cfg.brokerConfigEntries() {
+			entries[e.name] = e.value
+		}
+		require.Equal(t, "-1", entries["log.retention.ms"], text)
+		require.Equal(t, "-1", entries["log.retention.bytes"], text)
+	}
+	cfg, _, err := ParseProperties("log.retention.ms=-1\nlog.retention.hours=5", DefaultConfig())
+	require.NoError(t, err)
+	require.Equal(t, "-1", entryValue(cfg, "log.retention.ms"), ".ms wins over .hours whatever the order")
+	cfg, _, err = ParseProperties("log.retention.minutes=2", DefaultConfig())
+	require.NoError(t, err)
+	require.Equal(t, "120000", entryValue(cfg, "log.retention.ms"))
+}
+
+func entryValue(cfg Config, name string) string {
+	for _, e := range cfg.brokerConfigEntries() {
+		if e.name == name {
+			return e.value
+		}
+	}
+	return ""
+}
+
+// Values Kafka's validators refuse, and negatives other than -1 where -1
+// means unlimited, are refused with an error naming the key and the value.
+func TestParsePropertiesRefusesValuesKafkaRefuses(t *testing.T) {
+	for _, text := range []string{
+		"log.retention.ms=-5",
+		"log.retention.ms=-2",
+		"log.retention.ms=0", // Kafka: "must be unlimited (-1) or, greater than or equal to 1"
+		"log.retention.minutes=-5",
+		"log.retention.minutes=0",
+		"log.retention.hours=-3",
+		"log.retention.hours=0",
+		"log.retention.hours=3000000000", // an INT in Kafka
+		"log.retention.bytes=-2",
+		"log.roll.ms=-1",
+		"log.roll.ms=0",
+		"log.roll.hours=0",
+		"log.roll.hours=-1",
+		"log.retention.check.interval.ms=0",
+		"log.segment.bytes=20",         // below what a segment needs to hold a batch header
+		"log.segment.bytes=3000000000", // an INT in Kafka
+		"num.partitions=20000",         // above what one topic may have
+	} {
+		_, _, err := ParseProperties(text, DefaultConfig())
+		require.Error(t, err, text)
+		key, value, _ := strings.Cut(text, "=")
+		require.Contains(t, err.Error(), key, text)
+		require.Contains(t, err.Error(), value, text)
 	}
 }
 
@@ -100,8 +159,12 @@ func TestConnectionTimeoutDefaults(t *testing.T) {
 	cfg := DefaultConfig()
 	require.Equal(t, 10*time.Minute, cfg.ConnectionsMaxIdle, "Kafka's connections.max.idle.ms")
 	require.Equal(t, 30*time.Second, cfg.RequestReadTimeout)
-	cfg, _, err := ParseProperties("connections.max.idle.ms=-5\nsluice.request.read.timeout.ms=-1", cfg)
+	cfg, _, err := ParseProperties("connections.max.idle.ms=-1\nsluice.request.read.timeout.ms=-1", cfg)
 	require.NoError(t, err)
-	require.Equal(t, time.Duration(-1), cfg.ConnectionsMaxIdle, "any negative is none, as in Kafka")
+	require.Equal(t, time.Duration(-1), cfg.ConnectionsMaxIdle, "-1 is none, as in Kafka")
 	require.Equal(t, time.Duration(-1), cfg.RequestReadTimeout)
+	for _, text := range []string{"connections.max.idle.ms=-5", "connections.max.idle.ms=0", "sluice.request.read.timeout.ms=0"} {
+		_, _, err := ParseProperties(text, DefaultConfig())
+		require.ErrorContains(t, err, "must be positive, or -1 for no timeout", text)
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -83,7 +84,7 @@ func brokerConfigDefs() []brokerConfigDef {
 			value: func(c Config) string { return strconv.FormatBool(c.AutoCreateTopics) },
 			doc:   "Whether Metadata requests create the unknown topics they name."},
 		{name: "log.retention.ms", kind: kindLong, kafkaDefault: def("604800000"),
-			value: func(c Config) string { return durationMs(c.LogRetention) },
+			value: func(c Config) string { return strconv.FormatInt(c.LogRetentionMs, 10) },
 			doc:   "How long a segment is kept before deletion; -1 is forever."},
 		{name: "log.retention.bytes", kind: kindLong, kafkaDefault: def("-1"),
 			value: func(c Config) string { return strconv.FormatInt(c.LogRetentionBytes, 10) },
@@ -92,10 +93,13 @@ func brokerConfigDefs() []brokerConfigDef {
 			value: func(c Config) string { return strconv.FormatInt(c.LogSegmentBytes, 10) },
 			doc:   "The size at which a segment is rolled."},
 		{name: "log.roll.ms", kind: kindLong, kafkaDefault: def("604800000"),
-			value: func(c Config) string { return durationMs(c.LogRoll) },
+			value: func(c Config) string { return strconv.FormatInt(c.LogRollMs, 10) },
 			doc:   "The age at which a segment is rolled even if not full."},
+		{name: "log.retention.check.interval.ms", kind: kindLong, kafkaDefault: def("300000"),
+			value: func(c Config) string { return durationMsString(c.LogRetentionCheckInterval) },
+			doc:   "How often old segments are deleted and idle producer ids expired."},
 		{name: "log.flush.offset.checkpoint.interval.ms", kind: kindInt, kafkaDefault: def("60000"),
-			value: func(c Config) string { return durationMs(c.LogFlushOffsetCheckpointInterval) },
+			value: func(c Config) string { return durationMsString(c.LogFlushOffsetCheckpointInterval) },
 			doc:   "How often each partition's recovery point is written to its checkpoint file."},
 		{name: "message.max.bytes", kind: kindInt, kafkaDefault: def("1048588"),
 			value: func(c Config) string { return strconv.Itoa(int(c.MessageMaxBytes)) },
@@ -104,11 +108,11 @@ func brokerConfigDefs() []brokerConfigDef {
 			value: func(c Config) string { return strconv.Itoa(int(c.SocketRequestMaxBytes)) },
 			doc:   "The largest request the broker reads; a larger one closes the connection."},
 		{name: "connections.max.idle.ms", kind: kindLong, kafkaDefault: def("600000"),
-			value: func(c Config) string { return durationMs(c.ConnectionsMaxIdle) },
+			value: func(c Config) string { return durationMsString(c.ConnectionsMaxIdle) },
 			doc:   "How long a connection may have no bytes in or out, and no request in flight, before it is closed; -1 is forever."},
 		// Sluice's own key: its default stands where Kafka's would.
 		{name: "sluice.request.read.timeout.ms", kind: kindLong, kafkaDefault: def("30000"),
-			value: func(c Config) string { return durationMs(c.RequestReadTimeout) },
+			value: func(c Config) string { return durationMsString(c.RequestReadTimeout) },
 			doc:   "How long a request may take to arrive whole, from its first bytes, before the connection is closed; -1 is forever."},
 	}
 }
@@ -183,6 +187,15 @@ func (b *Broker) topicConfigEntries(set map[string]string) []configEntry {
 		entries = append(entries, e)
 	}
 	return entries
+}
+
+// durationMsString writes a duration in milliseconds, a negative one (no
+// timeout) as Kafka's -1.
+func durationMsString(d time.Duration) string {
+	if d < 0 {
+		return "-1"
+	}
+	return strconv.FormatInt(d.Milliseconds(), 10)
 }
 
 func listenersString(ls []Listener) string {

@@ -235,7 +235,7 @@ func TestDeleteRecordsMovesLogStart(t *testing.T) {
 func TestRetentionDeletesOldSegments(t *testing.T) {
 	s := newSimBroker(t, 17, func(c *Config) {
 		c.LogSegmentBytes = 1024
-		c.LogRetention = time.Hour
+		c.LogRetentionMs = 3600 * 1000
 		c.LogRetentionCheckInterval = time.Minute
 	})
 	s.createTopic("t", 1)

@@ -232,13 +232,15 @@ func (b *Broker) logConfig(t *raftmeta.Topic, index int32) log.Config {
 		n, _ := strconv.ParseInt(strings.TrimSpace(value(name)), 10, 64)
 		return n
 	}
-	// The log reads a zero as "Kafka's default", so a zero or an
-	// overflowing value must not reach it as such.
+	// Topic configs are Kafka's values: milliseconds and bytes, -1 for
+	// unlimited where Kafka allows it, 0 for "at once" or "nothing". The
+	// log reads a zero as "Kafka's default" and a negative as unlimited,
+	// so a zero or an overflowing value must not reach it as such.
 	forever := time.Duration(100 * 365 * 24 * time.Hour)
 	ms := func(name string) time.Duration {
 		n := num(name)
 		switch {
-		case n < 0:
+		case n <= Unlimited:
 			return -1
 		case n == 0:
 			return time.Millisecond // at once: the smallest interval the log tells from "default"
@@ -246,6 +248,16 @@ func (b *Broker) logConfig(t *raftmeta.Topic, index int32) log.Config {
 			return forever
 		}
 		return time.Duration(n) * time.Millisecond
+	}
+	byteLimit := func(name string) int64 {
+		n := num(name)
+		switch {
+		case n <= Unlimited:
+			return -1
+		case n == 0:
+			return 1 // keep nothing but the active segment, as Kafka's 0 does
+		}
+		return n
 	}
 	atLeastOne := func(name string) int64 { return max(num(name), 1) }
 	cfg := log.Config{
@@ -260,7 +272,7 @@ func (b *Broker) logConfig(t *raftmeta.Topic, index int32) log.Config {
 		IndexBytesMax:      num("segment.index.bytes"),
 		MaxMessageBytes:    int(atLeastOne("max.message.bytes")),
 		RetentionTime:      ms("retention.ms"),
-		RetentionBytes:     num("retention.bytes"),
+		RetentionBytes:     byteLimit("retention.bytes"),
 		FlushInterval:      ms("flush.ms"),
 		CheckpointInterval: b.cfg.LogFlushOffsetCheckpointInterval,
 	}

@@ -77,7 +77,7 @@ func topicConfigDefs() []topicConfigDef {
 			check: atLeast(-1), defaultValue: func(c Config) string { return strconv.FormatInt(c.LogRetentionBytes, 10) },
 			doc: "The most bytes a partition keeps before deleting old segments; -1 is unlimited."},
 		{name: "retention.ms", brokerName: "log.retention.ms", kind: kindLong,
-			check: atLeast(-1), defaultValue: func(c Config) string { return durationMs(c.LogRetention) },
+			check: atLeast(-1), defaultValue: func(c Config) string { return strconv.FormatInt(c.LogRetentionMs, 10) },
 			doc: "How long a segment is kept before deletion; -1 is forever."},
 		{name: "segment.bytes", brokerName: "log.segment.bytes", kind: kindInt,
 			check: atLeast(segmentBytesMin), defaultValue: func(c Config) string { return strconv.FormatInt(c.LogSegmentBytes, 10) },
@@ -86,7 +86,7 @@ func topicConfigDefs() []topicConfigDef {
 			check: atLeast(segmentIndexBytesMin), defaultValue: func(c Config) string { return strconv.Itoa(int(c.LogIndexSizeMaxBytes)) },
 			doc: "The size preallocated for a segment's offset index."},
 		{name: "segment.ms", brokerName: "log.roll.ms", kind: kindLong,
-			check: atLeast(1), defaultValue: func(c Config) string { return durationMs(c.LogRoll) },
+			check: atLeast(1), defaultValue: func(c Config) string { return strconv.FormatInt(c.LogRollMs, 10) },
 			doc: "The age at which a segment is rolled even if not full."},
 		{name: "unclean.leader.election.enable", brokerName: "unclean.leader.election.enable", kind: kindBoolean,
 			defaultValue: constant("false"),
@@ -176,14 +176,6 @@ func cleanupPolicy(v string) string {
 }
 
 func constant(v string) func(Config) string { return func(Config) string { return v } }
-
-func durationMs(d interface{ Milliseconds() int64 }) string {
-	ms := d.Milliseconds()
-	if ms < 0 {
-		ms = -1
-	}
-	return strconv.FormatInt(ms, 10)
-}
 
 func atLeast(min int64) func(string) string {
 	return func(v string) string {

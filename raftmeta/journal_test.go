@@ -179,3 +179,123 @@ func TestJournalRefusesOversizedRecordsAndCutsZeroTail(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, records, 2)
 }
+
+// fourFrames writes four records as four appends and returns the disk and
+// each frame's offset, with the file's size last.
+func fourFrames(t *testing.T, seed uint64) (*sched.Scheduler, *simfs.Disk, []int64) {
+	t.Helper()
+	s := sched.New()
+	disk := simfs.New(rng.New(seed), sched.Direct(s, "n1"))
+	j, _, err := OpenJournal(loop{s}, disk)
+	require.NoError(t, err)
+	offsets := []int64{0}
+	for _, r := range []Record{ClusterIDRecord{ClusterID: "c"}, topicRecord("a", 1), topicRecord("b", 2), topicRecord("c", 3)} {
+		j.Append([]Record{r}, func(err error) { require.NoError(t, err) })
+		for s.Step() {
+		}
+		offsets = append(offsets, j.size)
+	}
+	require.NoError(t, j.Close())
+	return s, disk, offsets
+}
+
+// overwrite writes p at off in the journal, as a process that is not the
+// journal's writer (or a failing disk) would.
+func overwrite(t *testing.T, disk *simfs.Disk, off int64, p []byte) {
+	t.Helper()
+	f, err := disk.Open(journalName)
+	require.NoError(t, err)
+	_, err = f.WriteAt(p, off)
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+}
+
+func journalSize(t *testing.T, disk *simfs.Disk) int64 {
+	t.Helper()
+	f, err := disk.Open(journalName)
+	require.NoError(t, err)
+	defer f.Close()
+	size, err := f.Size()
+	require.NoError(t, err)
+	return size
+}
+
+// Damage that reaches the end of the file, with no whole frame after it, is
+// the tail of an append a crash cut short: it was never acknowledged, and
+// replay cuts it and says where and how much.
+func TestJournalCutsEveryKindOfTornTail(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		damage func(t *testing.T, disk *simfs.Disk, last, end int64)
+	}{
+		{"header cut short", func(t *testing.T, disk *simfs.Disk, last, end int64) {
+			f, _ := disk.Open(journalName)
+			require.NoError(t, f.Truncate(last+5))
+			require.NoError(t, f.Close())
+		}},
+		{"body cut short", func(t *testing.T, disk *simfs.Disk, last, end int64) {
+			f, _ := disk.Open(journalName)
+			require.NoError(t, f.Truncate(end-3))
+			require.NoError(t, f.Close())
+		}},
+		{"last frame fails its checksum", func(t *testing.T, disk *simfs.Disk, last, end int64) {
+			overwrite(t, disk, end-2, []byte("xx"))
+		}},
+		{"zeroes where the last frame was", func(t *testing.T, disk *simfs.Disk, last, end int64) {
+			overwrite(t, disk, last, make([]byte, end-last))
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, disk, offsets := fourFrames(t, 5)
+			last, end := offsets[3], offsets[4]
+			tc.damage(t, disk, last, end)
+			size := journalSize(t, disk)
+			j, records, err := OpenJournal(loop{s}, disk)
+			require.NoError(t, err)
+			require.Len(t, records, 3)
+			require.Equal(t, last, journalSize(t, disk), "the torn tail is cut off")
+			cutAt, cut := j.TornTail()
+			require.Equal(t, last, cutAt)
+			require.Equal(t, size-last, cut)
+		})
+	}
+}
+
+// Damage with a whole frame after it is not a torn tail: those frames were
+// written after it, and a crash keeps a prefix of what was written. Replay
+// refuses it, naming the journal and the offset, and leaves the file as it
+// is; cutting there would silently drop acknowledged metadata.
+func TestJournalRefusesDamageBeforeWholeFrames(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		damage func(t *testing.T, disk *simfs.Disk, at int64)
+	}{
+		{"checksum fails", func(t *testing.T, disk *simfs.Disk, at int64) { overwrite(t, disk, at+12, []byte("!")) }},
+		{"length zeroed", func(t *testing.T, disk *simfs.Disk, at int64) { overwrite(t, disk, at, []byte{0, 0, 0, 0}) }},
+		{"length above the limit", func(t *testing.T, disk *simfs.Disk, at int64) { overwrite(t, disk, at, []byte{0x80}) }},
+		{"length past the end", func(t *testing.T, disk *simfs.Disk, at int64) { overwrite(t, disk, at+1, []byte{0x7f}) }},
+		{"frame zeroed", func(t *testing.T, disk *simfs.Disk, at int64) { overwrite(t, disk, at, make([]byte, 40)) }},
+		{"overwritten by another writer", func(t *testing.T, disk *simfs.Disk, at int64) {
+			body, err := EncodeRecord(topicRecord("other", 9))
+			require.NoError(t, err)
+			overwrite(t, disk, at, body)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, disk, offsets := fourFrames(t, 6)
+			at := offsets[1]
+			tc.damage(t, disk, at)
+			size := journalSize(t, disk)
+			_, records, err := OpenJournal(loop{s}, disk)
+			require.Error(t, err, "replay cut acknowledged records: %d records left", len(records))
+			require.ErrorContains(t, err, journalName)
+			require.ErrorContains(t, err, fmt.Sprintf("offset %d", at))
+			var corrupt *CorruptJournalError
+			require.ErrorAs(t, err, &corrupt)
+			require.Equal(t, JournalPath, corrupt.Path)
+			require.Equal(t, at, corrupt.Offset)
+			require.Equal(t, 1, corrupt.Records, "whole records before the damage")
+			require.Equal(t, size, journalSize(t, disk), "the journal is left as it was")
+		})
+	}
+}

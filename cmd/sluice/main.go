@@ -23,7 +23,7 @@ func main() {
 func newRootCommand() *cobra.Command {
 	root := &cobra.Command{
 		Use:           "sluice",
-		Short:         "Sluice: a Kafka-compatible, replicated message broker tested by deterministic simulation",
+		Short:         "Sluice: a Kafka-compatible message broker, single-node for now, tested by deterministic simulation",
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}

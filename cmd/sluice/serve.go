@@ -31,14 +31,17 @@ func newServeCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run a broker",
-		Long: `Run a broker with an embedded controller.
+		Long: `Run a broker. A cluster is this one broker for now: it keeps its own
+metadata, and there is no replication or metadata quorum yet.
 
 Configuration comes from a Kafka-style properties file (--config), with
 Kafka's own keys (node.id, listeners, advertised.listeners, log.dirs,
-num.partitions, auto.create.topics.enable, log.retention.ms, ...). Flags
-override the file; --override key=value sets any key. Without --config the
-broker uses Kafka's defaults with one PLAINTEXT listener on 127.0.0.1:9092
-and data in ./data.
+num.partitions, auto.create.topics.enable, log.retention.ms, ...);
+cmd/sluice/config/server.properties is an example. Flags override the file;
+--override key=value sets any key. Without --config the broker uses Kafka's
+defaults with one PLAINTEXT listener on 127.0.0.1:9092 and data in ./data.
+A bad value, or a configuration that could never work, stops the broker at
+start with the key named.
 
 SIGTERM or SIGINT flushes every partition, writes its checkpoints and exits.`,
 		Args: cobra.NoArgs,
@@ -55,7 +58,8 @@ SIGTERM or SIGINT flushes every partition, writes its checkpoints and exits.`,
 	return cmd
 }
 
-// loadConfig reads the properties file and applies the flags over it.
+// loadConfig reads the properties file, applies the flags over it, and
+// checks the result, before anything touches the data directory.
 func loadConfig(o serveOptions) (node.Config, []string, error) {
 	cfg := node.DefaultConfig()
 	var unknown []string
@@ -87,6 +91,9 @@ func loadConfig(o serveOptions) (node.Config, []string, error) {
 		props["log.dirs"] = o.logDir
 	}
 	cfg, more, err := node.ApplyProperties(props, cfg)
+	if err == nil {
+		err = cfg.Validate()
+	}
 	if err != nil {
 		return cfg, nil, err
 	}

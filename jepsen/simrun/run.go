@@ -242,8 +242,8 @@ func (r *run) setup() {
 	if o := r.opts; o.CheckpointInterval > 0 {
 		cfg.LogFlushOffsetCheckpointInterval = o.CheckpointInterval
 	}
-	cfg.LogRetention = -1 // the checker models no truncation from the front
-	cfg.LogRetentionBytes = -1
+	cfg.LogRetentionMs = node.Unlimited // the checker models no truncation from the front
+	cfg.LogRetentionBytes = node.Unlimited
 	r.broker.cfg = cfg
 	r.broker.node = w.AddNode(brokerName, r.bootBroker)
 	r.oracle = newOracle(r.broker.node.Disk())
