@@ -3,7 +3,7 @@ GO ?= go
 STATICCHECK_VERSION := v0.8.2
 BIN := bin/sluice
 
-.PHONY: build run test sim bench fuzz lint
+.PHONY: build run test sim bench fuzz lint mutants
 
 build:
 	$(GO) build -o $(BIN) ./cmd/sluice
@@ -46,6 +46,15 @@ fuzz:
 	    $(GO) test -run '^$$' -fuzz "^$$target\$$" -fuzztime $(FUZZTIME) $$dir; \
 	  done; \
 	done
+
+# Mutation testing of the simulator: each deliberately broken variant of the
+# broker (internal/mutants/<name>.patch) is applied to a temporary copy of the
+# working tree, built with the invariants tag and swept; one line per mutant
+# (caught or MISSED, the first failing seed and why, how many seeds failed),
+# then "caught K of N". MUTANT_SEEDS (default 1-100), MUTANTS=name1,name2,
+# MUTANT_JOBS=2, MUTANT_STOP_EARLY=1: see internal/mutants/README.md.
+mutants:
+	GO=$(GO) internal/mutants/run
 
 lint:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
