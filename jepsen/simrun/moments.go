@@ -101,28 +101,32 @@ type armed struct {
 	fault  Fault // FaultCrash, FaultKill or FaultPowerLoss
 }
 
-// armMoment arms a fault for a moment the seed draws, unless that moment
-// is armed already: each moment waits on its own, so that one that rarely
-// comes (a truncation) does not keep the others from being armed.
-func (n *nemesis) armMoment() {
+// armMoments arms a fault for every moment not armed already, each fault
+// drawn on its own: a crash (what loses unsynced writes), a kill (the page
+// cache stays, so a restarted broker reads what never reached the disk and
+// must not take it for durable) or a power loss. Each moment waits on its
+// own, so that one that rarely comes (a truncation) does not keep the
+// others from being armed.
+func (n *nemesis) armMoments() {
 	if n.armed == nil {
 		n.armed = make([]*armed, len(moments))
 	}
-	i := n.rand.Intn(len(moments))
-	if n.armed[i] != nil {
-		return
+	for i := range moments {
+		if n.armed[i] != nil {
+			continue
+		}
+		m := &moments[i]
+		fault := FaultCrash
+		switch x := n.rand.Float64(); {
+		case x < 0.4:
+			fault = FaultKill
+		case x < 0.6:
+			fault = FaultPowerLoss
+		}
+		n.armed[i] = &armed{moment: m, fault: fault}
+		n.r.probes.add("moment." + m.name + ".armed")
+		n.r.logf("armed %s for moment %s", fault, m.name)
 	}
-	m := &moments[i]
-	fault := FaultCrash
-	switch x := n.rand.Float64(); {
-	case x < 0.2:
-		fault = FaultKill
-	case x < 0.35:
-		fault = FaultPowerLoss
-	}
-	n.armed[i] = &armed{moment: m, fault: fault}
-	n.r.probes.add("moment." + m.name + ".armed")
-	n.r.logf("armed %s for moment %s", fault, m.name)
 }
 
 // observe hears the broker's disk: it counts how often the run reaches

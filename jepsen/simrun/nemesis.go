@@ -147,7 +147,7 @@ func (n *nemesis) inject(f Fault) {
 		}
 		n.pick(w.Nodes()).Clock().Jump(d)
 	case FaultMoment:
-		n.armMoment()
+		n.armMoments()
 	case FaultSlowSync:
 		n.slowSync()
 	default:

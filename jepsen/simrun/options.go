@@ -43,9 +43,9 @@ const (
 	// FaultClock steps a node's wall clock forwards or backwards.
 	FaultClock Fault = "clock"
 	// FaultMoment arms a crash, a kill or a power loss for the next time
-	// the broker's disk reaches a named moment (see moments.go): a sync in
-	// flight, a checkpoint renamed but its directory not synced, a segment
-	// rolled, a file truncated.
+	// the broker's disk reaches each named moment (see moments.go): a sync
+	// in flight, a checkpoint renamed but its directory not synced, a
+	// segment rolled, a segment truncated.
 	FaultMoment Fault = "moment"
 	// FaultSlowSync stretches the broker's sync latencies to as much as
 	// seconds for a while, so that crashes fall inside them.
