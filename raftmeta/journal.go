@@ -43,6 +43,11 @@ type Journal struct {
 	file   env.File
 	size   int64 // bytes of whole frames written
 	failed error // once a write fails, the journal refuses further appends
+	// entriesDurable is set once this process has synced the journal's
+	// directory entries. A journal opened after a kill -9 of the process
+	// that created it may exist only in the page cache, entries and all,
+	// so it starts false on every open, not only for a new file.
+	entriesDurable bool
 	// tornAt and torn are where replay cut a torn tail, and how many bytes.
 	tornAt, torn int64
 }
@@ -79,9 +84,11 @@ func (e *CorruptJournalError) Error() string {
 }
 
 // OpenJournal opens (creating if needed) the journal on the node's disk and
-// returns it with every record it holds, in order. A new journal's directory
-// entries become durable with its first Append. Damage that is not a torn
-// tail is a *CorruptJournalError.
+// returns it with every record it holds, in order. What it read may be only
+// in the page cache (the process that wrote it was killed before its sync
+// completed): the first Append syncs the file and its directory entries,
+// so a caller relies on the records replayed only once an Append has
+// completed. Damage that is not a torn tail is a *CorruptJournalError.
 func OpenJournal(loop env.Loop, fsys env.FS) (j *Journal, records []Record, err error) {
 	if err := fsys.MkdirAll(journalDir); err != nil {
 		return nil, nil, fmt.Errorf("open metadata journal: %w", err)
@@ -254,7 +261,6 @@ func (j *Journal) Append(records []Record, done func(error)) {
 		return
 	}
 	j.size += int64(len(buf))
-	first := j.size == int64(len(buf)) // the file's first frame: its entry is not yet durable
 	j.file.Sync(func(err error) {
 		if err != nil && j.failed == nil {
 			j.failed = fmt.Errorf("sync metadata journal: %w", err)
@@ -265,17 +271,23 @@ func (j *Journal) Append(records []Record, done func(error)) {
 			done(j.failed)
 			return
 		}
-		if !first {
+		if j.entriesDurable {
 			done(nil)
 			return
 		}
-		// The journal's own directory entry must be durable too, once.
+		// The journal's own directory entries must be durable too, once per
+		// process.
 		j.fs.SyncDir(journalDir, func(err error) {
-			if err == nil {
-				j.fs.SyncDir(".", done)
+			if err != nil {
+				done(fmt.Errorf("sync metadata journal directory: %w", err))
 				return
 			}
-			done(fmt.Errorf("sync metadata journal directory: %w", err))
+			j.fs.SyncDir(".", func(err error) {
+				if err == nil {
+					j.entriesDurable = true
+				}
+				done(err)
+			})
 		})
 	})
 }

@@ -299,3 +299,37 @@ func TestJournalRefusesDamageBeforeWholeFrames(t *testing.T) {
 		})
 	}
 }
+
+// A process killed before its journal's first sync completes leaves the
+// journal only in the page cache, directory entries and all. The next
+// process replays it from there; its first acknowledged append must make
+// the replayed records durable with it, entries included, so that a power
+// loss afterwards keeps what it acknowledged and what it served from the
+// replay. (Found by a crash armed for a sync in flight: the cluster id of
+// a killed first start vanished in a later power loss, and the broker came
+// back as a new cluster.)
+func TestJournalReplayedAfterAKillBecomesDurableWithTheNextAppend(t *testing.T) {
+	for seed := uint64(0); seed < 20; seed++ {
+		s := sched.New()
+		disk := simfs.New(rng.New(seed), sched.Direct(s, "n1"))
+		j, _, err := OpenJournal(loop{s}, disk)
+		require.NoError(t, err)
+		j.Append([]Record{ClusterIDRecord{ClusterID: "first"}}, func(error) { t.Fatal("the killed process's append completed") })
+		disk.CrashProcess() // kill -9 before the sync completes: the page cache stays
+
+		j2, replayed, err := OpenJournal(loop{s}, disk)
+		require.NoError(t, err)
+		require.Len(t, replayed, 1, "the page cache holds the killed process's record")
+		acked := false
+		j2.Append([]Record{topicRecord("t", 1)}, func(err error) { require.NoError(t, err); acked = true })
+		for !acked && s.Step() {
+		}
+		require.True(t, acked)
+		disk.Crash()
+
+		_, after, err := OpenJournal(loop{s}, disk)
+		require.NoError(t, err)
+		require.Len(t, after, 2, "seed %d: a power loss after an acknowledged append took the journal", seed)
+		require.Equal(t, ClusterIDRecord{ClusterID: "first"}, after[0])
+	}
+}
