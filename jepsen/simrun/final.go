@@ -58,6 +58,7 @@ func (f *finalReader) read(topic *topicInfo, id jepsen.OpID, tp jepsen.TopicPart
 		if err != nil {
 			if errors.Is(err, errCorruptBatch) {
 				r.probes.add("final.corrupt_batch")
+				r.corruptServed(tp, err)
 			}
 			r.probes.add("final.retry")
 			if staleTopicCode(err) {

@@ -23,21 +23,29 @@ type moment struct {
 	name string
 	// matches says whether ev opens the moment's window.
 	matches func(ev simfs.Event) bool
-	// window is how long after ev the fault may strike and still land
-	// inside it.
-	window func(ev simfs.Event) time.Duration
+	// window is when after ev the fault strikes, drawn in [lo, hi): hi is
+	// as long as the window ev opened lasts.
+	window func(ev simfs.Event) (lo, hi time.Duration)
+}
+
+// within is a window from ev's moment on.
+func within(d time.Duration) func(simfs.Event) (time.Duration, time.Duration) {
+	return func(simfs.Event) (time.Duration, time.Duration) { return 0, d }
 }
 
 // The moments, in the order a seed's arms draw from.
 var moments = []moment{
 	{
-		// A sync of a segment or an index issued and not yet completed:
-		// a node that counts it done early loses what it acknowledged.
+		// A sync of a segment issued and not yet completed: a node that
+		// counts it done early loses what it acknowledged.
 		name: "sync_inflight",
 		matches: func(ev simfs.Event) bool {
-			return ev.Op == simfs.OpSync && ev.Latency > 0 && isLogFile(ev.Name)
+			return ev.Op == simfs.OpSync && !ev.Done && strings.HasSuffix(ev.Name, ".log")
 		},
-		window: func(ev simfs.Event) time.Duration { return ev.Latency },
+		// The second half of the sync: by then what a broker that counted
+		// it done early has answered has reached its client (a crash
+		// loses what the host had not yet delivered).
+		window: func(ev simfs.Event) (time.Duration, time.Duration) { return ev.Latency / 2, ev.Latency },
 	},
 	{
 		// A checkpoint renamed over its old version, its directory not
@@ -48,14 +56,26 @@ var moments = []moment{
 		},
 		// The directory's sync is issued at the earliest on the same
 		// turn; nothing completes sooner than the disk's least latency.
-		window: func(simfs.Event) time.Duration { return simfs.DefaultSyncLatencyMin },
+		window: within(simfs.DefaultSyncLatencyMin),
 	},
 	{
 		// A segment rolled: the new segment's entry, the old segment's
 		// last bytes and its index trims are all in flight.
 		name:    "segment_rolled",
 		matches: isRoll,
-		window:  func(simfs.Event) time.Duration { return 3 * time.Millisecond },
+		window:  within(3 * time.Millisecond),
+	},
+	{
+		// A sync completed while others are still in flight: some of what
+		// the broker wrote together is durable and some is not (a
+		// checkpoint but not the data it vouches for, a segment but not
+		// its directory). A broker that lets the one vouch for the other
+		// is caught here.
+		name: "partly_durable",
+		matches: func(ev simfs.Event) bool {
+			return ev.Done && ev.Pending > 0
+		},
+		window: within(simfs.DefaultSyncLatencyMin),
 	},
 	{
 		// A segment cut shorter (recovery cutting a torn tail, a
@@ -66,7 +86,7 @@ var moments = []moment{
 		matches: func(ev simfs.Event) bool {
 			return ev.Op == simfs.OpTruncate && ev.Shrunk && strings.HasSuffix(ev.Name, ".log")
 		},
-		window: func(simfs.Event) time.Duration { return 3 * time.Millisecond },
+		window: within(3 * time.Millisecond),
 	},
 }
 
@@ -78,11 +98,6 @@ func isRoll(ev simfs.Event) bool {
 	_, base, _ := strings.Cut(ev.Name, "/")
 	offset, ok := segmentBase(base)
 	return ok && offset > 0
-}
-
-// isLogFile reports whether name is a partition's segment or index file.
-func isLogFile(name string) bool {
-	return strings.HasSuffix(name, ".log") || strings.HasSuffix(name, ".index") || strings.HasSuffix(name, ".timeindex")
 }
 
 // momentProbes are the probes of the moments, armed and fired, and of how
@@ -156,8 +171,8 @@ func (n *nemesis) observe(ev simfs.Event) {
 // strikeWithin strikes a's fault at a seeded point inside the window ev
 // opened.
 func (n *nemesis) strikeWithin(a *armed, ev simfs.Event) {
-	window := a.moment.window(ev)
-	delay := time.Duration(n.rand.Uint64n(uint64(max(window, time.Nanosecond))))
+	lo, hi := a.moment.window(ev)
+	delay := lo + time.Duration(n.rand.Uint64n(uint64(max(hi-lo, time.Nanosecond))))
 	n.r.w.After(delay, "nemesis.moment", func() {
 		if n.r.stopping {
 			return
@@ -165,6 +180,14 @@ func (n *nemesis) strikeWithin(a *armed, ev simfs.Event) {
 		n.r.probes.add("moment." + a.moment.name + ".fired")
 		n.r.logf("moment %s (%s %s): %s", a.moment.name, ev.Op, ev.Name, a.fault)
 		n.inject(a.fault)
+		// Armed again a while after: often enough that a run strikes each
+		// moment several times, not so often that the broker spends the
+		// run recovering.
+		n.r.w.After(n.uniform(time.Second, 5*time.Second), "nemesis.rearm", func() {
+			if !n.r.stopping {
+				n.armMoments()
+			}
+		})
 	})
 }
 

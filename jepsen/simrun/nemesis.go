@@ -2,6 +2,7 @@ package simrun
 
 import (
 	"math"
+	"slices"
 	"time"
 
 	"github.com/sluicemq/sluice/sim"
@@ -36,6 +37,11 @@ type undo struct {
 func (n *nemesis) start() {
 	if len(n.r.opts.Faults) > 0 {
 		n.schedule()
+	}
+	if slices.Contains(n.r.opts.Faults, FaultMoment) {
+		// Armed from the start, not only when the fault is drawn: a
+		// moment waits for the broker to get there anyway.
+		n.armMoments()
 	}
 }
 

@@ -432,9 +432,22 @@ func (r *run) recordFetch(id jepsen.OpID, tp jepsen.TopicPartition, fp fetchedPa
 		r.h.FetchOkWatermarks(id, fp.records, fp.marks)
 	case errors.Is(err, errCorruptBatch):
 		r.probes.add("consumer.corrupt_batch")
+		r.corruptServed(tp, err)
 		r.h.Info(id, err)
 	default:
 		r.h.Complete(id, err)
+	}
+}
+
+// corruptServed hears of a batch a client refused. A bit flipped on the
+// broker's disk explains it (the client's CRC check is what protects it
+// then); with none flipped in the run, the broker served bytes it should
+// never have: a torn tail that recovery kept, a batch read from the wrong
+// place.
+func (r *run) corruptServed(tp jepsen.TopicPartition, err error) {
+	st := r.broker.node.Disk().Stats()
+	if st.ReadFlips == 0 && st.MediumFlips == 0 {
+		r.violate("the broker served %s a corrupt batch, and no bit of its disk was flipped: %v", tp, err)
 	}
 }
 

@@ -189,6 +189,8 @@ func (f *file) Close() error {
 
 // pendingSync is a Sync or SyncDir in flight.
 type pendingSync struct {
+	op          Op     // OpSync or OpSyncDir
+	name        string // what it syncs, for the observer
 	upto        uint64 // the changes it makes durable: seq <= upto
 	err         error  // an injected failure, reported instead
 	done        func(error)
@@ -202,16 +204,16 @@ func (d *Disk) enqueueSync(ino *inode, kind, name string, err error, done func(e
 	if d.sabotage == SabotageSyncEarly && !ino.isDir && err == nil {
 		done = d.earlyDone(kind, name, done)
 	}
-	ps := &pendingSync{upto: d.seq, err: err, done: done, incarnation: d.incarnation}
+	op := OpSync
+	if ino.isDir {
+		op = OpSyncDir
+	}
+	ps := &pendingSync{op: op, name: name, upto: d.seq, err: err, done: done, incarnation: d.incarnation}
 	ino.syncs = append(ino.syncs, ps)
 	d.pendingSyncs++
 	label := sched.Label{Kind: kind, Digest: syncDigest(name, ino, d.seq)}
 	latency := d.syncLatency()
 	d.loop.Schedule(latency, label, func() { d.syncReady(ino, ps) })
-	op := OpSync
-	if ino.isDir {
-		op = OpSyncDir
-	}
 	d.observe(Event{Op: op, Name: name, Latency: latency})
 }
 
@@ -247,6 +249,7 @@ func (d *Disk) syncReady(ino *inode, ps *pendingSync) {
 		if d.incarnation != next.incarnation {
 			return // done crashed the disk
 		}
+		d.observe(Event{Op: next.op, Name: next.name, Done: true, Pending: d.pendingSyncs})
 	}
 }
 

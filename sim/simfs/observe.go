@@ -24,14 +24,21 @@ type Event struct {
 	Created bool
 	// Shrunk is set for a Truncate that made the file shorter.
 	Shrunk bool
-	// Latency is, for a Sync or SyncDir that will complete, how long until
-	// it does: a fault within it lands while the sync is in flight.
+	// Latency is, for a Sync or SyncDir issued that will complete, how
+	// long until it does: a fault within it lands while the sync is in
+	// flight.
 	Latency time.Duration
+	// Done marks the completion of a Sync or SyncDir (after its done ran):
+	// what it captured is durable now, while Pending others are still in
+	// flight.
+	Done    bool
+	Pending int
 }
 
 // SetObserver installs f to hear of every Create, Rename, Truncate, Sync
-// and SyncDir that takes effect, at once, on the loop of the call (nil
-// removes it). f must not call back into the disk; it may schedule events.
+// and SyncDir that takes effect, and of every Sync and SyncDir that
+// completes, at once, on the loop of the call (nil removes it). f must not
+// call back into the disk; it may schedule events.
 func (d *Disk) SetObserver(f func(Event)) { d.observer = f }
 
 func (d *Disk) observe(ev Event) {
