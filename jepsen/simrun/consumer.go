@@ -68,7 +68,7 @@ func (cs *consumerSession) step() {
 			return
 		}
 		c.w.ensureTopic(cs.e, cs.s, func(topic *topicInfo) {
-			if c.w.rand.Chance(0.02) {
+			if c.w.rand.Chance(0.05) {
 				cs.listOffsets(topic)
 				return
 			}

@@ -462,12 +462,17 @@ func (r *run) noteTimestamp(ts int64) {
 
 // lookupTarget draws a timestamp to look up: one a producer stamped, or
 // just before or after it, so that lookups land on batches, between them
-// and past the end; with none stamped yet, the epoch.
+// and past the end; with none stamped yet, the epoch. Half the lookups aim
+// at the newest batch, which may not be below the high watermark yet: a
+// broker that answers from beyond it is caught only there.
 func (r *run) lookupTarget(rand interface{ Intn(int) int }) int64 {
 	if len(r.timestamps) == 0 {
 		return 0
 	}
-	ts := r.timestamps[rand.Intn(len(r.timestamps))]
+	ts := r.timestamps[len(r.timestamps)-1]
+	if rand.Intn(2) == 0 {
+		ts = r.timestamps[rand.Intn(len(r.timestamps))]
+	}
 	return max(0, ts+int64(rand.Intn(5))-2)
 }
 
