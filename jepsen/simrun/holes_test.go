@@ -18,7 +18,7 @@ import (
 // was closed (the figure that shows the hole), which is not asserted: a
 // later change to the workload may move it either way.
 
-const holeSeeds, holeDuration = 12, 10 * time.Second
+const holeSeeds, holeDuration = 24, 10 * time.Second
 
 // sweepCaught runs the seeds with cfg (Seed set per seed, each seed's own
 // options passed through adjust) and returns those that failed.

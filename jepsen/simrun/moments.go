@@ -112,36 +112,43 @@ func momentProbes() []string {
 
 // armed is a fault waiting for its moment.
 type armed struct {
+	index  int // in moments
 	moment *moment
 	fault  Fault // FaultCrash, FaultKill or FaultPowerLoss
 }
 
-// armMoments arms a fault for every moment not armed already, each fault
+// armMoments arms a fault for every moment not armed already; a seed with
+// FaultMoment does so when its run starts.
+func (n *nemesis) armMoments() {
+	for i := range moments {
+		n.armMoment(i)
+	}
+}
+
+// armMoment arms a fault for moment i unless one waits for it already,
 // drawn on its own: a crash (what loses unsynced writes), a kill (the page
 // cache stays, so a restarted broker reads what never reached the disk and
 // must not take it for durable) or a power loss. Each moment waits on its
 // own, so that one that rarely comes (a truncation) does not keep the
 // others from being armed.
-func (n *nemesis) armMoments() {
+func (n *nemesis) armMoment(i int) {
 	if n.armed == nil {
 		n.armed = make([]*armed, len(moments))
 	}
-	for i := range moments {
-		if n.armed[i] != nil {
-			continue
-		}
-		m := &moments[i]
-		fault := FaultCrash
-		switch x := n.rand.Float64(); {
-		case x < 0.4:
-			fault = FaultKill
-		case x < 0.6:
-			fault = FaultPowerLoss
-		}
-		n.armed[i] = &armed{moment: m, fault: fault}
-		n.r.probes.add("moment." + m.name + ".armed")
-		n.r.logf("armed %s for moment %s", fault, m.name)
+	if n.armed[i] != nil {
+		return
 	}
+	m := &moments[i]
+	fault := FaultCrash
+	switch x := n.rand.Float64(); {
+	case x < 0.4:
+		fault = FaultKill
+	case x < 0.6:
+		fault = FaultPowerLoss
+	}
+	n.armed[i] = &armed{index: i, moment: m, fault: fault}
+	n.r.probes.add("moment." + m.name + ".armed")
+	n.r.logf("armed %s for moment %s", fault, m.name)
 }
 
 // observe hears the broker's disk: it counts how often the run reaches
@@ -180,12 +187,12 @@ func (n *nemesis) strikeWithin(a *armed, ev simfs.Event) {
 		n.r.probes.add("moment." + a.moment.name + ".fired")
 		n.r.logf("moment %s (%s %s): %s", a.moment.name, ev.Op, ev.Name, a.fault)
 		n.inject(a.fault)
-		// Armed again a while after: often enough that a run strikes each
-		// moment several times, not so often that the broker spends the
+		// Armed again a while after: often enough that a run strikes a
+		// moment more than once, not so often that the broker spends the
 		// run recovering.
-		n.r.w.After(n.uniform(time.Second, 5*time.Second), "nemesis.rearm", func() {
+		n.r.w.After(n.uniform(2*time.Second, 8*time.Second), "nemesis.rearm", func() {
 			if !n.r.stopping {
-				n.armMoments()
+				n.armMoment(a.index)
 			}
 		})
 	})

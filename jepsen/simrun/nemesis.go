@@ -153,7 +153,7 @@ func (n *nemesis) inject(f Fault) {
 		}
 		n.pick(w.Nodes()).Clock().Jump(d)
 	case FaultMoment:
-		n.armMoments()
+		n.armMoment(n.rand.Intn(len(moments)))
 	case FaultSlowSync:
 		n.slowSync()
 	default:
