@@ -50,6 +50,9 @@ func newSimRunCommand() *cobra.Command {
 			if err := checkDuration(duration); err != nil {
 				return err
 			}
+			if err := checkWritable(out); err != nil {
+				return err
+			}
 			cfg := simrun.Config{Seed: seed, Duration: duration}
 			if logNodes {
 				cfg.Log, cfg.LogLevel = cmd.ErrOrStderr(), slog.LevelDebug
@@ -93,6 +96,9 @@ func newSimSweepCommand() *cobra.Command {
 				return err
 			}
 			if err := checkDuration(duration); err != nil {
+				return err
+			}
+			if err := checkWritable(out); err != nil {
 				return err
 			}
 			return sweep(cmd.OutOrStdout(), first, last, duration, out, verbose)
@@ -175,6 +181,25 @@ func checkDuration(d time.Duration) error {
 		return fmt.Errorf("--duration %s: want a virtual time above zero and at most 24h", d)
 	}
 	return nil
+}
+
+// checkWritable makes sure the artifacts of a run can be written to dir
+// (creating it), before a run that may take long: an --out that cannot be
+// written fails at once, not after the seed has run.
+func checkWritable(dir string) error {
+	if dir == "" {
+		return nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("--out %s: %w", dir, err)
+	}
+	f, err := os.CreateTemp(dir, ".sluice-write-check-*")
+	if err != nil {
+		return fmt.Errorf("--out %s cannot be written: %w", dir, err)
+	}
+	name := f.Name()
+	f.Close()
+	return os.Remove(name)
 }
 
 // writeSimArtifacts writes a run's history, porcupine's visualization of

@@ -81,3 +81,25 @@ func TestSimRefusesBadArguments(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, [2]uint64{7, 7}, [2]uint64{first, last})
 }
+
+// An --out that cannot be written is refused before the seed runs (a run
+// or a sweep may take long, and its artifacts are the point of --out).
+func TestSimRefusesAnOutItCannotWrite(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "a-file")
+	require.NoError(t, os.WriteFile(file, nil, 0o644))
+	readOnly := filepath.Join(t.TempDir(), "ro")
+	require.NoError(t, os.Mkdir(readOnly, 0o555))
+	for _, out := range []string{filepath.Join(file, "sub"), readOnly} {
+		if out == readOnly && os.Geteuid() == 0 {
+			continue // root writes anywhere
+		}
+		for _, cmd := range [][]string{
+			{"sim", "run", "--seed", "1", "--duration", "1h", "--out", out},
+			{"sim", "sweep", "--seeds", "1-1000", "--out", out},
+		} {
+			stdout, _, err := runSluice(cmd...)
+			require.ErrorContains(t, err, "--out "+out, "%v", cmd)
+			require.Empty(t, stdout, "%v ran before refusing --out", cmd)
+		}
+	}
+}
