@@ -1,6 +1,7 @@
 package jepsen
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 
@@ -128,15 +129,16 @@ func (a *analysis) addInvoke(e Event, open map[int]int) error {
 		if e.From < 0 {
 			return fmt.Errorf("fetch from offset %d", e.From)
 		}
-		if e.Final && e.From != 0 {
-			return fmt.Errorf("final read from %d, not 0", e.From)
-		}
 		if e.Max < 0 {
 			return fmt.Errorf("fetch with max %d", e.Max)
 		}
 	case TypeListOffsets:
 		if e.Target < TargetEarliest {
 			return fmt.Errorf("list offsets for target %d", e.Target)
+		}
+	case TypeDeleteRecords:
+		if e.Offset < DeleteToHighWatermark {
+			return fmt.Errorf("delete records below offset %d", e.Offset)
 		}
 	default:
 		return fmt.Errorf("invoke of type %q", e.Type)
@@ -195,6 +197,10 @@ func (a *analysis) addResult(e Event, at int) error {
 		if e.Offset < -1 || e.Offset == -1 && inv.Target < 0 {
 			return fmt.Errorf("list offsets %s answered offset %d", describeTarget(inv.Target), e.Offset)
 		}
+	case TypeDeleteRecords:
+		if e.Offset < 0 {
+			return fmt.Errorf("delete records answered low watermark %d", e.Offset)
+		}
 	}
 	return nil
 }
@@ -212,14 +218,49 @@ func validateNote(e Event) error {
 	return nil
 }
 
-// finalRead returns the records of tp's last final read, and whether there
-// was one.
-func (a *analysis) finalRead(tp TopicPartition) ([]Record, bool) {
+// finalRead returns where tp's last final read began (its log start
+// offset then) and its records, and whether there was one.
+func (a *analysis) finalRead(tp TopicPartition) (int64, []Record, bool) {
 	at, ok := a.final[tp]
 	if !ok {
-		return nil, false
+		return 0, nil, false
 	}
-	return a.ops[at].done.Records, true
+	return a.ops[at].invoke.From, a.ops[at].done.Records, true
+}
+
+// landedFloor answers, for a partition, the least offset at which a
+// produce invoked at a given time can have landed: past every offset an
+// acknowledgement or a read had shown in use before then.
+type landedFloor struct {
+	times []int64 // answer times, ascending
+	ends  []int64 // ends[i]: the largest offset+1 shown by time times[i]
+}
+
+func (a *analysis) landedFloor(tp TopicPartition) *landedFloor {
+	type shown struct{ time, end int64 }
+	var all []shown
+	for _, s := range a.sightings {
+		if s.tp == tp {
+			all = append(all, shown{a.ops[s.op].done.Time, s.offset + 1})
+		}
+	}
+	slices.SortFunc(all, func(x, y shown) int { return cmp.Compare(x.time, y.time) })
+	f := &landedFloor{}
+	end := int64(0)
+	for _, x := range all {
+		end = max(end, x.end)
+		f.times, f.ends = append(f.times, x.time), append(f.ends, end)
+	}
+	return f
+}
+
+// at returns the floor for a produce invoked at time t.
+func (f *landedFloor) at(t int64) int64 {
+	i, _ := slices.BinarySearch(f.times, t) // entries answered before t
+	if i == 0 {
+		return 0
+	}
+	return f.ends[i-1]
 }
 
 // resolve decides where an info produce landed: at the offset some read
@@ -256,12 +297,20 @@ func (a *analysis) readsByValue(tp TopicPartition) map[string][]int64 {
 
 // porcupineOps builds tp's operations for the model. Definite failures are
 // left out (they did not happen), as are fetches that returned nothing
-// usable. Info produces get an open return time after every event of the
-// history, each its own so that none tie; see the package comment for how
-// they are resolved.
+// usable. Info produces and info DeleteRecords get an open return time
+// after every event of the history, each its own so that none tie; see the
+// package comment for how info produces are resolved. With a final read,
+// an info produce that no read returned is dropped if the final read would
+// have returned it had it landed: it began at or below the least offset
+// the produce could have landed at (below the final read's start it may
+// have landed and been deleted since).
 func (a *analysis) porcupineOps(tp TopicPartition) []porcupine.Operation {
 	var ops []porcupine.Operation
-	_, hasFinal := a.final[tp]
+	finalFrom, _, hasFinal := a.finalRead(tp)
+	var floor *landedFloor
+	if finalFrom > 0 {
+		floor = a.landedFloor(tp)
+	}
 	readsOf := a.readsByValue(tp)
 	openReturn := a.timeLast
 	for i := range a.ops {
@@ -282,7 +331,7 @@ func (a *analysis) porcupineOps(tp TopicPartition) []porcupine.Operation {
 				out := &produceOutput{unknown: true}
 				if base, ok := a.resolve(o, readsOf); ok {
 					out = &produceOutput{offset: base}
-				} else if hasFinal {
+				} else if hasFinal && (floor == nil || floor.at(inv.Time) >= finalFrom) {
 					continue // no read saw it, the final read included: it never landed
 				}
 				openReturn++
@@ -298,6 +347,18 @@ func (a *analysis) porcupineOps(tp TopicPartition) []porcupine.Operation {
 				pop.Input, pop.Output, pop.Return = in, &fetchOutput{records: o.done.Records}, o.done.Time
 			case o.done != nil && o.done.Code == kerr.OffsetOutOfRange.Code:
 				pop.Input, pop.Output, pop.Return = in, &fetchOutput{outOfRange: true}, o.done.Time
+			default:
+				continue
+			}
+		case TypeDeleteRecords:
+			in := &deleteInput{tp: tp, offset: inv.Offset}
+			switch o.outcome() {
+			case KindOk:
+				pop.Input, pop.Output, pop.Return = in, &deleteOutput{low: o.done.Offset}, o.done.Time
+			case KindInfo:
+				openReturn++
+				meta.info = true
+				pop.Input, pop.Output, pop.Return, pop.Metadata = in, &deleteOutput{unknown: true}, openReturn, meta
 			default:
 				continue
 			}

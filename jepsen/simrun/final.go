@@ -34,7 +34,7 @@ func (f *finalReader) readNext() {
 		return
 	}
 	tp := jepsen.TopicPartition{Topic: r.topic, Partition: f.next}
-	id := r.h.InvokeFinalRead(f.w.id, tp)
+	id := r.h.InvokeFinalRead(f.w.id, tp, 0)
 	f.w.ensureTopic(f.e, f.s, func(topic *topicInfo) {
 		f.read(topic, id, tp, nil)
 	})
