@@ -601,3 +601,36 @@ func TestViolationsAreCapped(t *testing.T) {
 		t.Fatalf("want 5 violations and a note of 24 more:\n%s", r)
 	}
 }
+
+// An unknown produce that no read returned is left out of porcupine's
+// search when it cannot sit anywhere nobody saw: every offset below the
+// final read's start holds another value. One that may sit in a gap stays.
+func TestUnseenProduceBelowTheFinalReadStaysOnlyWhereItFits(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		gap  bool
+	}{{"no room", false}, {"a gap", true}} {
+		t.Run(tt.name, func(t *testing.T) {
+			h := NewHistory()
+			produced(h, t0, 0, "a")
+			x := h.InvokeProduce(1, t0, true, "x")
+			h.Info(x, errTimeout)
+			base := int64(1)
+			if tt.gap {
+				base = 2 // x sat at 1, unread, and was deleted
+			}
+			produced(h, t0, base, "b")
+			deleted(h, t0, base+1, base+1)
+			produced(h, t0, base+1, "c")
+			finalFrom(h, t0, base+1, "c")
+			r := Check(h, checkConfig())
+			want := 5 // a, b, the DeleteRecords, c, the final read
+			if tt.gap {
+				want++ // and x
+			}
+			if !r.OK() || r.Partitions[0].Operations != want {
+				t.Fatalf("want ok with %d operations for porcupine:\n%s", want, r)
+			}
+		})
+	}
+}

@@ -221,6 +221,7 @@ func checkLostWrites(a *analysis) ([]Violation, []string) {
 			continue
 		}
 		fr := finalView{from: from, records: final, deleted: a.deletedBelow(tp, from)}
+		fr.room = a.unseenRoom(tp, fr.deleted)
 		vs = append(vs, a.lostAcks(tp, fr)...)
 		vs = append(vs, a.lostReads(tp, fr)...)
 	}
@@ -231,14 +232,16 @@ func checkLostWrites(a *analysis) ([]Violation, []string) {
 type finalView struct {
 	from    int64
 	records []Record
-	// deleted says whether the record at an offset may have been deleted
-	// on purpose before the final read.
-	deleted func(offset int64) bool
+	// deleted is where a DeleteRecords may have deleted the records below,
+	// on purpose, before the final read; room says where a batch no read
+	// returned may have sat below it.
+	deleted int64
+	room    *unseenRoom
 }
 
-// deletedBelow returns whether an offset of tp sat below from, where the
-// final read began, and some DeleteRecords covered it.
-func (a *analysis) deletedBelow(tp TopicPartition, from int64) func(int64) bool {
+// deletedBelow returns the offset below which tp's records sat below from,
+// where the final read began, and some DeleteRecords covered them.
+func (a *analysis) deletedBelow(tp TopicPartition, from int64) int64 {
 	covered := int64(0) // every offset below it is covered
 	for i := range a.ops {
 		o := &a.ops[i]
@@ -255,8 +258,7 @@ func (a *analysis) deletedBelow(tp TopicPartition, from int64) func(int64) bool 
 			covered = max(covered, o.invoke.Offset)
 		}
 	}
-	limit := min(covered, from)
-	return func(offset int64) bool { return offset < limit }
+	return min(covered, from)
 }
 
 func (a *analysis) hasAcks(tp TopicPartition) bool {
@@ -267,8 +269,8 @@ func (a *analysis) hasAcks(tp TopicPartition) bool {
 
 func (a *analysis) lostAcks(tp TopicPartition, fr finalView) []Violation {
 	at := finalIndex(fr.records)
+	readsOf := a.readsByValue(tp)
 	finalOp := &a.ops[a.final[tp]]
-	var floor *landedFloor
 	var vs []Violation
 	for i := range a.ops {
 		o := &a.ops[i]
@@ -278,15 +280,13 @@ func (a *analysis) lostAcks(tp TopicPartition, fr finalView) []Violation {
 		for j, v := range o.invoke.Values {
 			var missing string
 			if base := o.done.Offset; base == OffsetUnknown {
-				if floor == nil {
-					floor = a.landedFloor(tp)
-				}
-				// It sits at an offset the history does not tell, at least
-				// the floor: perhaps deleted if the floor was.
-				if _, ok := at[v]; !ok && !fr.deleted(floor.at(o.invoke.Time)) {
+				// Where it sits, a read may tell; else it is perhaps
+				// deleted if it may sit where nobody saw, below the
+				// deletions.
+				if _, ok := at[v]; !ok && !fr.gone(v, readsOf, o) {
 					missing = fmt.Sprintf("%q (acknowledged without an offset) is not in the final read of %s", v, tp)
 				}
-			} else if got, ok := at[v]; (!ok || got != base+int64(j)) && !(!ok && fr.deleted(base+int64(j))) {
+			} else if got, ok := at[v]; (!ok || got != base+int64(j)) && !(!ok && base+int64(j) < fr.deleted) {
 				missing = fmt.Sprintf("%q acknowledged at %s@%d is %s", v, tp, base+int64(j), fr.describeAt(base+int64(j), v, got, ok))
 			}
 			if missing != "" {
@@ -310,7 +310,7 @@ func (a *analysis) lostReads(tp TopicPartition, fr finalView) []Violation {
 			continue
 		}
 		got, ok := at[s.value]
-		if ok && got == s.offset || !ok && fr.deleted(s.offset) {
+		if ok && got == s.offset || !ok && s.offset < fr.deleted {
 			continue
 		}
 		reported[s.value] = true
@@ -319,6 +319,16 @@ func (a *analysis) lostReads(tp TopicPartition, fr finalView) []Violation {
 			Message: fmt.Sprintf("%q read at %s@%d is %s", s.value, tp, s.offset, fr.describeAt(s.offset, s.value, got, ok))})
 	}
 	return vs
+}
+
+// gone reports whether value v of produce o, acknowledged without an
+// offset and missing from the final read, may have been deleted: read at
+// an offset below the deletions, or never read and with room there.
+func (fr finalView) gone(v string, readsOf map[string][]int64, o *op) bool {
+	if offsets := readsOf[v]; len(offsets) > 0 {
+		return slices.Min(offsets) < fr.deleted
+	}
+	return fr.room.fits(o.invoke.Time, len(o.invoke.Values), fr.deleted)
 }
 
 // finalIndex maps each value of a final read to its first offset.

@@ -228,39 +228,73 @@ func (a *analysis) finalRead(tp TopicPartition) (int64, []Record, bool) {
 	return a.ops[at].invoke.From, a.ops[at].done.Records, true
 }
 
-// landedFloor answers, for a partition, the least offset at which a
-// produce invoked at a given time can have landed: past every offset an
-// acknowledgement or a read had shown in use before then.
-type landedFloor struct {
-	times []int64 // answer times, ascending
-	ends  []int64 // ends[i]: the largest offset+1 shown by time times[i]
+// unseenRoom answers, for one partition, where a batch that no read
+// returned may sit: at offsets no acknowledgement or read put another value
+// at (the gaps), and past every offset an acknowledgement or a read had
+// shown in use before the batch was sent (the floor). With a final read
+// that begins at 0 there is no room: every offset is known. Below where a
+// final read began, records may have been deleted unread; a batch that
+// finds no room there did not land.
+type unseenRoom struct {
+	times []int64 // answer times of the sightings, ascending
+	ends  []int64 // ends[i]: the largest offset+1 shown by times[i]
+	gaps  [][2]int64
 }
 
-func (a *analysis) landedFloor(tp TopicPartition) *landedFloor {
+// unseenRoom builds tp's room below limit.
+func (a *analysis) unseenRoom(tp TopicPartition, limit int64) *unseenRoom {
 	type shown struct{ time, end int64 }
 	var all []shown
+	var known []int64
 	for _, s := range a.sightings {
 		if s.tp == tp {
 			all = append(all, shown{a.ops[s.op].done.Time, s.offset + 1})
+			known = append(known, s.offset)
 		}
 	}
 	slices.SortFunc(all, func(x, y shown) int { return cmp.Compare(x.time, y.time) })
-	f := &landedFloor{}
+	u := &unseenRoom{}
 	end := int64(0)
 	for _, x := range all {
 		end = max(end, x.end)
-		f.times, f.ends = append(f.times, x.time), append(f.ends, end)
+		u.times, u.ends = append(u.times, x.time), append(u.ends, end)
 	}
-	return f
+	slices.Sort(known)
+	next := int64(0) // the first offset not yet known to be taken
+	for _, k := range slices.Compact(known) {
+		if k >= limit {
+			break
+		}
+		if k > next {
+			u.gaps = append(u.gaps, [2]int64{next, k})
+		}
+		next = k + 1
+	}
+	if next < limit {
+		u.gaps = append(u.gaps, [2]int64{next, limit})
+	}
+	return u
 }
 
-// at returns the floor for a produce invoked at time t.
-func (f *landedFloor) at(t int64) int64 {
-	i, _ := slices.BinarySearch(f.times, t) // entries answered before t
+// floor is the least offset a batch sent at time t can have landed at.
+func (u *unseenRoom) floor(t int64) int64 {
+	i, _ := slices.BinarySearch(u.times, t) // sightings answered before t
 	if i == 0 {
 		return 0
 	}
-	return f.ends[i-1]
+	return u.ends[i-1]
+}
+
+// fits reports whether a batch of n values sent at time t, that no read
+// returned, may sit below limit.
+func (u *unseenRoom) fits(t int64, n int, limit int64) bool {
+	floor := u.floor(t)
+	for _, g := range u.gaps {
+		if max(g[0], floor)+int64(n) <= min(g[1], limit) {
+			return true
+		}
+	}
+	return false
 }
 
 // resolve decides where an info produce landed: at the offset some read
@@ -300,16 +334,15 @@ func (a *analysis) readsByValue(tp TopicPartition) map[string][]int64 {
 // usable. Info produces and info DeleteRecords get an open return time
 // after every event of the history, each its own so that none tie; see the
 // package comment for how info produces are resolved. With a final read,
-// an info produce that no read returned is dropped if the final read would
-// have returned it had it landed: it began at or below the least offset
-// the produce could have landed at (below the final read's start it may
-// have landed and been deleted since).
+// an info produce that no read returned is dropped unless it may sit below
+// where the final read began, deleted since, at offsets nobody saw (see
+// unseenRoom): had it landed anywhere else, a read would have returned it.
 func (a *analysis) porcupineOps(tp TopicPartition) []porcupine.Operation {
 	var ops []porcupine.Operation
 	finalFrom, _, hasFinal := a.finalRead(tp)
-	var floor *landedFloor
+	var room *unseenRoom
 	if finalFrom > 0 {
-		floor = a.landedFloor(tp)
+		room = a.unseenRoom(tp, finalFrom)
 	}
 	readsOf := a.readsByValue(tp)
 	openReturn := a.timeLast
@@ -331,7 +364,7 @@ func (a *analysis) porcupineOps(tp TopicPartition) []porcupine.Operation {
 				out := &produceOutput{unknown: true}
 				if base, ok := a.resolve(o, readsOf); ok {
 					out = &produceOutput{offset: base}
-				} else if hasFinal && (floor == nil || floor.at(inv.Time) >= finalFrom) {
+				} else if hasFinal && (room == nil || !room.fits(inv.Time, len(inv.Values), finalFrom)) {
 					continue // no read saw it, the final read included: it never landed
 				}
 				openReturn++
