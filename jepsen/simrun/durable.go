@@ -298,8 +298,9 @@ func (r *run) checkAckedDurable(op *produceOp, base int64) {
 }
 
 // checkListedDurable holds a ListOffsets answer against the disk: latest
-// (the high watermark) is at most the durable end, and an offset found by
-// timestamp lies below it.
+// (the high watermark) and earliest (the log start, never past the high
+// watermark) are at most the durable end, and an offset found by timestamp
+// lies below it.
 func (r *run) checkListedDurable(tp jepsen.TopicPartition, target, offset int64) {
 	if r.cfg.NoOracle {
 		return
@@ -307,6 +308,8 @@ func (r *run) checkListedDurable(tp jepsen.TopicPartition, target, offset int64)
 	switch {
 	case target == jepsen.TargetLatest:
 		r.checkBelowDurable(tp, "ListOffsets latest", offset)
+	case target == jepsen.TargetEarliest:
+		r.checkBelowDurable(tp, "ListOffsets earliest", offset)
 	case target >= 0 && offset >= 0:
 		r.checkBelowDurable(tp, fmt.Sprintf("ListOffsets for timestamp %d", target), offset+1)
 	}

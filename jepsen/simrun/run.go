@@ -255,7 +255,7 @@ func (r *run) setup() {
 		w.AddNode(p.w.name, p.boot)
 	}
 	for i := range r.opts.Consumers {
-		c := &consumer{w: r.newWorker(101+i, fmt.Sprintf("c%d", 1+i)), pos: make([]int64, r.opts.Partitions)}
+		c := &consumer{w: r.newWorker(101+i, fmt.Sprintf("c%d", 1+i)), pos: make([]int64, r.opts.Partitions), read: make([]int64, r.opts.Partitions)}
 		r.consumers = append(r.consumers, c)
 		w.AddNode(c.w.name, c.boot)
 	}
@@ -399,7 +399,7 @@ func (r *run) describeBusy() string {
 	}
 	for _, c := range r.consumers {
 		if c.busy() {
-			busy = append(busy, c.w.name+" (fetch in progress)")
+			busy = append(busy, c.w.name+" (fetch or DeleteRecords in progress)")
 		}
 	}
 	return fmt.Sprintf("%s; broker up=%v running=%v", strings.Join(busy, ", "), r.broker.node.Up(), r.broker.running)
