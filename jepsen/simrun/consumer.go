@@ -123,7 +123,8 @@ func (c *consumer) deleteDue() bool {
 // below an offset between half and all of what this consumer has read
 // there (at most the high watermark, so never refused for that), at a
 // version the broker serves. The answer's low watermark goes into the
-// history: the offsets check holds it against every later log start.
+// history, where the offsets check holds it against every later log
+// start, and is held against the disk by the durability oracle.
 func (cs *consumerSession) deleteRecords(topic *topicInfo) {
 	c := cs.c
 	w := c.w
@@ -143,6 +144,11 @@ func (cs *consumerSession) deleteRecords(topic *topicInfo) {
 	rt.Topic = r.topic
 	rp := kmsg.NewDeleteRecordsRequestTopicPartition()
 	rp.Partition, rp.Offset = partition, offset
+	short := r.cfg.Sabotage == SabotageDeleteShort && !r.sabotaged
+	if short {
+		rp.Offset-- // a test-only lie, once: the broker deletes less than the history says
+		r.sabotaged = true
+	}
 	rt.Partitions = append(rt.Partitions, rp)
 	req.Topics = append(req.Topics, rt)
 	r.probes.add("consumer.delete_records")
@@ -159,7 +165,11 @@ func (cs *consumerSession) deleteRecords(topic *topicInfo) {
 			w.backoff(cs.e, cs.step)
 			return
 		}
+		if short {
+			low = max(low, offset) // the lie's other half
+		}
 		r.probes.add("consumer.delete_records_ok")
+		r.checkDeletedDurable(tp, low)
 		r.h.DeleteRecordsOk(id, low)
 		cs.step()
 	})

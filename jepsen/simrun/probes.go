@@ -72,6 +72,6 @@ func KnownProbes() []string {
 		"disk.eio", "disk.enospc", "disk.sync_lost", "disk.write_torn", "disk.read_flip", "disk.lost_after_kill",
 		"broker.start_failed", "broker.operator_restart",
 		"net.sendfile", "net.sendfile_failed",
-		"oracle.fetch", "oracle.ack", "oracle.offsets",
+		"oracle.fetch", "oracle.ack", "oracle.offsets", "oracle.delete_records",
 	}, momentProbes()...)
 }

@@ -55,6 +55,11 @@ const (
 	// a record one offset further than the broker said, as if the broker
 	// had skipped the first match.
 	SabotageLookupNext
+	// SabotageDeleteShort makes one DeleteRecords ask the broker to delete
+	// one record fewer than the history says, and report the low
+	// watermark as if all had gone, as if the broker had acknowledged a
+	// deletion it then lost: the log start comes back below it.
+	SabotageDeleteShort
 )
 
 // Config says what to run.
@@ -148,8 +153,7 @@ type run struct {
 	w     *sim.World
 	h     *jepsen.History
 	topic string
-	// sabotaged is set once SabotageShiftOffset or SabotageReorderPipeline
-	// has lied.
+	// sabotaged is set once a sabotage that lies once has lied.
 	sabotaged bool
 
 	broker    brokerHost
