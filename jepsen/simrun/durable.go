@@ -78,6 +78,10 @@ type durableView struct {
 type oracle struct {
 	disk  *simfs.Disk
 	views map[string]*durableView // by partition directory
+	// segmentsGone counts the segments seen durable that left the durable
+	// directory since: the segments DeleteRecords deleted, below the log
+	// start, which the durable end's chain no longer begins with.
+	segmentsGone int
 }
 
 func newOracle(disk *simfs.Disk) *oracle {
@@ -140,6 +144,7 @@ func (o *oracle) refresh(dir string, v *durableView) error {
 	for path := range v.segments {
 		if !live[path] {
 			delete(v.segments, path)
+			o.segmentsGone++
 		}
 	}
 	slices.SortFunc(segs, func(x, y *durableSegment) int { return cmp.Compare(x.base, y.base) })

@@ -514,6 +514,7 @@ func (r *run) diskProbes() {
 	r.probes.addN("disk.sync_lost", st.SyncsLost)
 	r.probes.addN("disk.write_torn", st.WritesTorn)
 	r.probes.addN("disk.read_flip", st.ReadFlips)
+	r.probes.addN("disk.segment_deleted", r.oracle.segmentsGone)
 }
 
 // netProbes adds how the broker's responses went out: file ranges sent
