@@ -29,8 +29,21 @@ func fetched(h *History, tp TopicPartition, from int64, records ...Record) {
 }
 
 func finalRead(h *History, tp TopicPartition, values ...string) {
-	id := h.InvokeFinalRead(9, tp)
-	h.FetchOk(id, log(0, values...))
+	finalFrom(h, tp, 0, values...)
+}
+
+// finalFrom is a final read that begins at from, the log start then.
+func finalFrom(h *History, tp TopicPartition, from int64, values ...string) {
+	id := h.InvokeFinalRead(9, tp, from)
+	h.FetchOk(id, log(from, values...))
+}
+
+func deleted(h *History, tp TopicPartition, offset, low int64) {
+	h.DeleteRecordsOk(h.InvokeDeleteRecords(2, tp, offset), low)
+}
+
+func outOfRange(h *History, tp TopicPartition, from int64) {
+	h.Complete(h.InvokeFetch(1, tp, from, 0), kerr.OffsetOutOfRange)
 }
 
 // log returns records holding values at consecutive offsets from from.
@@ -159,6 +172,54 @@ func TestCheckAcceptsLegalHistories(t *testing.T) {
 			produced(h, t1, 1, "c")
 			finalRead(h, t0, "a")
 			finalRead(h, t1, "b", "c")
+		}},
+		{"records below an acknowledged DeleteRecords are gone", func(h *History) {
+			produced(h, t0, 0, "a", "b", "c")
+			deleted(h, t0, 2, 2)
+			outOfRange(h, t0, 0)
+			fetched(h, t0, 2, log(2, "c")...)
+			produced(h, t0, 3, "d")
+			finalFrom(h, t0, 2, "c", "d")
+		}},
+		{"DeleteRecords below the high watermark, and below the start", func(h *History) {
+			produced(h, t0, 0, "a", "b")
+			deleted(h, t0, DeleteToHighWatermark, 2)
+			deleted(h, t0, 1, 2)
+			finalFrom(h, t0, 2)
+		}},
+		{"a read concurrent with a DeleteRecords may see the old start", func(h *History) {
+			produced(h, t0, 0, "a", "b")
+			d := h.InvokeDeleteRecords(2, t0, 1)
+			fetched(h, t0, 0, log(0, "a")...)
+			outOfRange(h, t0, 0)
+			h.DeleteRecordsOk(d, 1)
+			finalFrom(h, t0, 1, "b")
+		}},
+		{"a DeleteRecords whose answer was lost may move the start for a while", func(h *History) {
+			produced(h, t0, 0, "a", "b", "c")
+			d := h.InvokeDeleteRecords(2, t0, 2)
+			outOfRange(h, t0, 1)
+			h.Info(d, errTimeout)
+			fetched(h, t0, 0, log(0, "a", "b")...) // a crash brought the old start back
+			finalRead(h, t0, "a", "b", "c")
+		}},
+		{"or for good", func(h *History) {
+			produced(h, t0, 0, "a", "b", "c")
+			h.Info(h.InvokeDeleteRecords(2, t0, 2), errTimeout)
+			finalFrom(h, t0, 2, "c")
+		}},
+		{"an unknown produce that landed below the final read's start", func(h *History) {
+			x := h.InvokeProduce(1, t0, true, "x")
+			h.Info(x, errTimeout) // landed at 0, then deleted: no read saw it
+			produced(h, t0, 1, "a")
+			deleted(h, t0, 2, 2)
+			produced(h, t0, 2, "b")
+			finalFrom(h, t0, 2, "b")
+		}},
+		{"a write acknowledged without an offset, deleted", func(h *History) {
+			produced(h, t0, OffsetUnknown, "a")
+			deleted(h, t0, 1, 1)
+			finalFrom(h, t0, 1)
 		}},
 		{"positions move forward, and back only after an assignment", func(h *History) {
 			h.Position(3, t0, 5)
@@ -306,6 +367,47 @@ var violationCases = []struct {
 		produced(h, t0, OffsetUnknown, "a")
 		finalRead(h, t0)
 	}, []string{CheckLinearizable, CheckLostWrite}},
+	{"records below an acknowledged DeleteRecords come back", func(h *History) {
+		produced(h, t0, 0, "a", "b")
+		deleted(h, t0, 1, 1)
+		fetched(h, t0, 0, log(0, "a", "b")...)
+		finalFrom(h, t0, 1, "b")
+	}, []string{CheckLinearizable, CheckOffsets}},
+	{"a final read from below an acknowledged DeleteRecords", func(h *History) {
+		produced(h, t0, 0, "a", "b")
+		deleted(h, t0, 1, 1)
+		finalRead(h, t0, "a", "b")
+	}, []string{CheckLinearizable, CheckOffsets}},
+	{"out of range at the log start", func(h *History) {
+		produced(h, t0, 0, "a", "b")
+		deleted(h, t0, 1, 1)
+		outOfRange(h, t0, 1)
+		finalFrom(h, t0, 1, "b")
+	}, []string{CheckLinearizable}},
+	{"an acknowledged write missing below the final read's start, no DeleteRecords covering it", func(h *History) {
+		produced(h, t0, 0, "a", "b", "c")
+		deleted(h, t0, 1, 1)
+		finalFrom(h, t0, 2, "c")
+	}, []string{CheckLinearizable, CheckLostWrite, CheckOffsets}},
+	{"a read write missing below the final read's start, no DeleteRecords at all", func(h *History) {
+		a := h.InvokeProduce(0, t0, true, "a", "b")
+		fetched(h, t0, 0, log(0, "a", "b")...)
+		h.Info(a, errTimeout)
+		finalFrom(h, t0, 1, "b")
+	}, []string{CheckLinearizable, CheckLostWrite, CheckOffsets}},
+	{"a low watermark below the offset asked for", func(h *History) {
+		produced(h, t0, 0, "a", "b")
+		deleted(h, t0, 2, 1)
+	}, []string{CheckLinearizable}},
+	{"a low watermark beyond the log", func(h *History) {
+		produced(h, t0, 0, "a", "b")
+		deleted(h, t0, DeleteToHighWatermark, 3)
+		h.ListOffsetsOk(h.InvokeListOffsets(2, t0, TargetLatest), 2)
+	}, []string{CheckOffsets}},
+	{"a DeleteRecords beyond the log acknowledged", func(h *History) {
+		produced(h, t0, 0, "a", "b")
+		deleted(h, t0, 3, 3)
+	}, []string{CheckLinearizable}},
 	{"position going backwards", func(h *History) {
 		h.Position(3, t0, 5)
 		h.Position(3, t1, 1)
@@ -349,7 +451,7 @@ func TestCheckReportsViolations(t *testing.T) {
 // violation case expects.
 func TestEveryCheckHasAFailingCase(t *testing.T) {
 	all := []string{CheckLinearizable, CheckLostWrite, CheckOffsetConflict, CheckDuplicate, CheckReadShape,
-		CheckPhantom, CheckPositionBackwards, CheckSplitOwnership, CheckProducerOrder}
+		CheckPhantom, CheckPositionBackwards, CheckSplitOwnership, CheckProducerOrder, CheckOffsets}
 	for _, c := range all {
 		if !slices.ContainsFunc(violationCases, func(vc struct {
 			name  string
@@ -423,6 +525,9 @@ func TestMalformedHistoriesAreErrorsNotVerdicts(t *testing.T) {
 		}},
 		{"negative offset acknowledged", func(h *History) { produced(h, t0, -2, "a") }},
 		{"negative position", func(h *History) { h.Position(0, t0, -1) }},
+		{"delete records completed as a list offsets", func(h *History) { h.ListOffsetsOk(h.InvokeDeleteRecords(0, t0, 1), 1) }},
+		{"delete records below a negative offset", func(h *History) { h.DeleteRecordsOk(h.InvokeDeleteRecords(0, t0, -2), 0) }},
+		{"a negative low watermark", func(h *History) { h.DeleteRecordsOk(h.InvokeDeleteRecords(0, t0, 1), -1) }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -454,8 +559,8 @@ func TestMalformedEvents(t *testing.T) {
 		{"completion of another type", func(es []Event) { es[1].Type = TypeFetch }},
 		{"completion by another client", func(es []Event) { es[1].Client = 5 }},
 		{"invoke of unknown type", func(es []Event) { es[0].Type = "delete"; es[1].Type = "delete" }},
-		{"final read not from 0", func(es []Event) {
-			es[0] = Event{Time: 1, Kind: KindInvoke, Type: TypeFetch, TopicPartition: t0, Final: true, From: 3}
+		{"final read from a negative offset", func(es []Event) {
+			es[0] = Event{Time: 1, Kind: KindInvoke, Type: TypeFetch, TopicPartition: t0, Final: true, From: -1}
 			es[1].Type = TypeFetch
 		}},
 		{"record at a negative offset", func(es []Event) {
@@ -494,5 +599,38 @@ func TestViolationsAreCapped(t *testing.T) {
 	r := Check(h, Config{ViolationsMax: 5})
 	if len(r.Violations) != 5 || !slices.ContainsFunc(r.Notes, func(n string) bool { return strings.Contains(n, "24 more") }) {
 		t.Fatalf("want 5 violations and a note of 24 more:\n%s", r)
+	}
+}
+
+// An unknown produce that no read returned is left out of porcupine's
+// search when it cannot sit anywhere nobody saw: every offset below the
+// final read's start holds another value. One that may sit in a gap stays.
+func TestUnseenProduceBelowTheFinalReadStaysOnlyWhereItFits(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		gap  bool
+	}{{"no room", false}, {"a gap", true}} {
+		t.Run(tt.name, func(t *testing.T) {
+			h := NewHistory()
+			produced(h, t0, 0, "a")
+			x := h.InvokeProduce(1, t0, true, "x")
+			h.Info(x, errTimeout)
+			base := int64(1)
+			if tt.gap {
+				base = 2 // x sat at 1, unread, and was deleted
+			}
+			produced(h, t0, base, "b")
+			deleted(h, t0, base+1, base+1)
+			produced(h, t0, base+1, "c")
+			finalFrom(h, t0, base+1, "c")
+			r := Check(h, checkConfig())
+			want := 5 // a, b, the DeleteRecords, c, the final read
+			if tt.gap {
+				want++ // and x
+			}
+			if !r.OK() || r.Partitions[0].Operations != want {
+				t.Fatalf("want ok with %d operations for porcupine:\n%s", want, r)
+			}
+		})
 	}
 }

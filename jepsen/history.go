@@ -80,6 +80,11 @@ const (
 	// has a timestamp at least Target); ok carries the Offset, -1 when no
 	// record has such a timestamp.
 	TypeListOffsets Type = "list_offsets"
+	// TypeDeleteRecords moves a partition's log start offset up
+	// (DeleteRecords): the invoke carries the Offset asked for, below which
+	// records are to go (DeleteToHighWatermark: the high watermark); ok
+	// carries the low watermark answered, the new log start, as Offset.
+	TypeDeleteRecords Type = "delete_records"
 )
 
 // The targets of a ListOffsets that are not timestamps, as Kafka encodes
@@ -88,6 +93,10 @@ const (
 	TargetLatest   int64 = -1
 	TargetEarliest int64 = -2
 )
+
+// DeleteToHighWatermark is the offset a DeleteRecords asks for to delete
+// every record below the high watermark, as Kafka encodes it.
+const DeleteToHighWatermark int64 = -1
 
 // OffsetUnknown is the base offset of an acknowledged produce whose offset
 // the broker did not say: Kafka answers a retried idempotent batch that it
@@ -114,11 +123,15 @@ type Event struct {
 	Idempotent bool     `json:"idempotent,omitempty"`
 	// Produce ok: the base offset (values[i] sits at Offset+i), or
 	// OffsetUnknown. Position note: the consumer's next offset.
+	// DeleteRecords invoke: the offset asked for, records below it to go
+	// (DeleteToHighWatermark: below the high watermark); DeleteRecords ok:
+	// the low watermark answered, the partition's new log start offset.
 	Offset int64 `json:"offset,omitempty"`
 
 	// Fetch invoke: where the read starts, at most how many records the
 	// caller accepts (0: no limit), and whether this is the final read of
-	// the whole log, made once the cluster is quiet.
+	// the whole log, made once the cluster is quiet (it starts at the log
+	// start offset, 0 unless records were deleted).
 	From  int64 `json:"from,omitempty"`
 	Max   int   `json:"max,omitempty"`
 	Final bool  `json:"final,omitempty"`
@@ -174,6 +187,10 @@ func (e Event) String() string {
 		return fmt.Sprintf("%s list offsets %s %s", head, e.TopicPartition, describeTarget(e.Target))
 	case e.Type == TypeListOffsets:
 		return fmt.Sprintf("%s list offsets %s -> %d", head, e.TopicPartition, e.Offset)
+	case e.Type == TypeDeleteRecords && e.Kind == KindInvoke:
+		return fmt.Sprintf("%s delete records %s below %s", head, e.TopicPartition, describeDeleteOffset(e.Offset))
+	case e.Type == TypeDeleteRecords:
+		return fmt.Sprintf("%s delete records %s -> low watermark %d", head, e.TopicPartition, e.Offset)
 	}
 	return head + " " + string(e.Type)
 }
@@ -186,6 +203,13 @@ func describeTarget(target int64) string {
 		return "earliest"
 	}
 	return fmt.Sprintf("timestamp %d", target)
+}
+
+func describeDeleteOffset(offset int64) string {
+	if offset == DeleteToHighWatermark {
+		return "the high watermark"
+	}
+	return strconv.FormatInt(offset, 10)
 }
 
 // OpID names an operation between its invoke and its completion.
@@ -264,12 +288,15 @@ func (h *History) InvokeFetch(client int, tp TopicPartition, from int64, max int
 }
 
 // InvokeFinalRead records the start of the final read of tp: a read of the
-// whole log from offset 0, made once every other operation has completed
-// or been given up, the faults have stopped and the cluster has converged.
-// Complete it with FetchOk and every record of the log, however many
-// requests it took.
-func (h *History) InvokeFinalRead(client int, tp TopicPartition) OpID {
-	return h.invoke(Event{Client: client, Type: TypeFetch, TopicPartition: tp, Final: true})
+// whole log from its log start offset from (0 unless records were deleted;
+// a reader learns it from ListOffsets earliest, itself an operation of the
+// history), made once every other operation has completed or been given
+// up, the faults have stopped and the cluster has converged. Complete it
+// with FetchOk and every record of the log from there, however many
+// requests it took; a read whose start turns out to be below the log start
+// (OFFSET_OUT_OF_RANGE) ends with that error, and another begins.
+func (h *History) InvokeFinalRead(client int, tp TopicPartition, from int64) OpID {
+	return h.invoke(Event{Client: client, Type: TypeFetch, TopicPartition: tp, From: from, Final: true})
 }
 
 // complete closes operation id with e and returns the invoke event.
@@ -334,6 +361,22 @@ func (h *History) ListOffsetsOk(id OpID, offset int64) {
 	inv, ok := h.complete(id, Event{Kind: KindOk, Offset: offset})
 	if ok && inv.Type != TypeListOffsets {
 		h.fail("operation %d is a %s, completed as a list offsets", id, inv.Type)
+	}
+}
+
+// InvokeDeleteRecords records a client's DeleteRecords of tp: every record
+// below offset is to go, DeleteToHighWatermark meaning below the high
+// watermark.
+func (h *History) InvokeDeleteRecords(client int, tp TopicPartition, offset int64) OpID {
+	return h.invoke(Event{Client: client, Type: TypeDeleteRecords, TopicPartition: tp, Offset: offset})
+}
+
+// DeleteRecordsOk records the low watermark a DeleteRecords answered: the
+// partition's log start offset once the deletion took effect.
+func (h *History) DeleteRecordsOk(id OpID, lowWatermark int64) {
+	inv, ok := h.complete(id, Event{Kind: KindOk, Offset: lowWatermark})
+	if ok && inv.Type != TypeDeleteRecords {
+		h.fail("operation %d is a %s, completed as a delete records", id, inv.Type)
 	}
 }
 

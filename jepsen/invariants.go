@@ -202,22 +202,63 @@ func checkDuplicates(a *analysis) ([]Violation, []string) {
 }
 
 // checkLostWrites: every acknowledged write, and every value a read
-// returned, is in the final read of its partition, at the same offset.
+// returned, is in the final read of its partition, at the same offset,
+// unless a DeleteRecords took it away: it sat below where the final read
+// began (the log start then), and a DeleteRecords covered its offset, one
+// acknowledged with a low watermark above it or one whose outcome is
+// unknown that asked for an offset above it (or for the high watermark).
+// Records are never deleted but on purpose: a value missing below the
+// final read's start that no DeleteRecords covered is lost.
 func checkLostWrites(a *analysis) ([]Violation, []string) {
 	var vs []Violation
 	var notes []string
 	for _, tp := range a.partitions {
-		final, ok := a.finalRead(tp)
+		from, final, ok := a.finalRead(tp)
 		if !ok {
 			if a.hasAcks(tp) {
 				notes = append(notes, fmt.Sprintf("%s has no final read: lost writes not checked there", tp))
 			}
 			continue
 		}
-		vs = append(vs, a.lostAcks(tp, final)...)
-		vs = append(vs, a.lostReads(tp, final)...)
+		fr := finalView{from: from, records: final, deleted: a.deletedBelow(tp, from)}
+		fr.room = a.unseenRoom(tp, fr.deleted)
+		vs = append(vs, a.lostAcks(tp, fr)...)
+		vs = append(vs, a.lostReads(tp, fr)...)
 	}
 	return vs, notes
+}
+
+// finalView is a final read as the lost-write check sees it.
+type finalView struct {
+	from    int64
+	records []Record
+	// deleted is where a DeleteRecords may have deleted the records below,
+	// on purpose, before the final read; room says where a batch no read
+	// returned may have sat below it.
+	deleted int64
+	room    *unseenRoom
+}
+
+// deletedBelow returns the offset below which tp's records sat below from,
+// where the final read began, and some DeleteRecords covered them.
+func (a *analysis) deletedBelow(tp TopicPartition, from int64) int64 {
+	covered := int64(0) // every offset below it is covered
+	for i := range a.ops {
+		o := &a.ops[i]
+		if o.invoke.TopicPartition != tp || o.invoke.Type != TypeDeleteRecords {
+			continue
+		}
+		switch o.outcome() {
+		case KindOk:
+			covered = max(covered, o.done.Offset)
+		case KindInfo:
+			if o.invoke.Offset == DeleteToHighWatermark {
+				covered = max(covered, from)
+			}
+			covered = max(covered, o.invoke.Offset)
+		}
+	}
+	return min(covered, from)
 }
 
 func (a *analysis) hasAcks(tp TopicPartition) bool {
@@ -226,8 +267,9 @@ func (a *analysis) hasAcks(tp TopicPartition) bool {
 	})
 }
 
-func (a *analysis) lostAcks(tp TopicPartition, final []Record) []Violation {
-	at := finalIndex(final)
+func (a *analysis) lostAcks(tp TopicPartition, fr finalView) []Violation {
+	at := finalIndex(fr.records)
+	readsOf := a.readsByValue(tp)
 	finalOp := &a.ops[a.final[tp]]
 	var vs []Violation
 	for i := range a.ops {
@@ -238,11 +280,14 @@ func (a *analysis) lostAcks(tp TopicPartition, final []Record) []Violation {
 		for j, v := range o.invoke.Values {
 			var missing string
 			if base := o.done.Offset; base == OffsetUnknown {
-				if _, ok := at[v]; !ok {
+				// Where it sits, a read may tell; else it is perhaps
+				// deleted if it may sit where nobody saw, below the
+				// deletions.
+				if _, ok := at[v]; !ok && !fr.gone(v, readsOf, o) {
 					missing = fmt.Sprintf("%q (acknowledged without an offset) is not in the final read of %s", v, tp)
 				}
-			} else if got, ok := at[v]; !ok || got != base+int64(j) {
-				missing = fmt.Sprintf("%q acknowledged at %s@%d is %s", v, tp, base+int64(j), describeFinalAt(final, base+int64(j), v, got, ok))
+			} else if got, ok := at[v]; (!ok || got != base+int64(j)) && !(!ok && base+int64(j) < fr.deleted) {
+				missing = fmt.Sprintf("%q acknowledged at %s@%d is %s", v, tp, base+int64(j), fr.describeAt(base+int64(j), v, got, ok))
 			}
 			if missing != "" {
 				vs = append(vs, Violation{Check: CheckLostWrite, Partition: tp, Message: missing,
@@ -254,8 +299,8 @@ func (a *analysis) lostAcks(tp TopicPartition, final []Record) []Violation {
 	return vs
 }
 
-func (a *analysis) lostReads(tp TopicPartition, final []Record) []Violation {
-	at := finalIndex(final)
+func (a *analysis) lostReads(tp TopicPartition, fr finalView) []Violation {
+	at := finalIndex(fr.records)
 	finalOp := &a.ops[a.final[tp]]
 	reported := make(map[string]bool)
 	var vs []Violation
@@ -264,16 +309,26 @@ func (a *analysis) lostReads(tp TopicPartition, final []Record) []Violation {
 		if s.tp != tp || o.invoke.Type != TypeFetch || o.invoke.Final || reported[s.value] {
 			continue
 		}
-		if got, ok := at[s.value]; ok && got == s.offset {
+		got, ok := at[s.value]
+		if ok && got == s.offset || !ok && s.offset < fr.deleted {
 			continue
 		}
 		reported[s.value] = true
-		got, ok := at[s.value]
 		vs = append(vs, Violation{Check: CheckLostWrite, Partition: tp,
 			Events:  append(o.evidence(), finalOp.evidence()...),
-			Message: fmt.Sprintf("%q read at %s@%d is %s", s.value, tp, s.offset, describeFinalAt(final, s.offset, s.value, got, ok))})
+			Message: fmt.Sprintf("%q read at %s@%d is %s", s.value, tp, s.offset, fr.describeAt(s.offset, s.value, got, ok))})
 	}
 	return vs
+}
+
+// gone reports whether value v of produce o, acknowledged without an
+// offset and missing from the final read, may have been deleted: read at
+// an offset below the deletions, or never read and with room there.
+func (fr finalView) gone(v string, readsOf map[string][]int64, o *op) bool {
+	if offsets := readsOf[v]; len(offsets) > 0 {
+		return slices.Min(offsets) < fr.deleted
+	}
+	return fr.room.fits(o.invoke.Time, len(o.invoke.Values), fr.deleted)
 }
 
 // finalIndex maps each value of a final read to its first offset.
@@ -287,15 +342,21 @@ func finalIndex(final []Record) map[string]int64 {
 	return at
 }
 
-func describeFinalAt(final []Record, offset int64, value string, got int64, found bool) string {
+// describeAt says what the final read shows of a value that belongs at
+// offset: found at got instead, or missing, and what it holds there.
+func (fr finalView) describeAt(offset int64, value string, got int64, found bool) string {
 	var there string
-	for _, r := range final {
+	for _, r := range fr.records {
 		if r.Offset == offset {
 			there = fmt.Sprintf("; the final read has %q there", r.Value)
 		}
 	}
-	if there == "" {
-		there = fmt.Sprintf("; the final read ends at %d", int64(len(final)))
+	switch {
+	case there != "":
+	case offset < fr.from:
+		there = fmt.Sprintf("; the final read begins at %d, but no DeleteRecords covered %d", fr.from, offset)
+	default:
+		there = fmt.Sprintf("; the final read ends at %d", fr.from+int64(len(fr.records)))
 	}
 	if found {
 		return fmt.Sprintf("at offset %d in the final read instead%s", got, there)
@@ -341,7 +402,7 @@ func checkProducerOrder(a *analysis) []Violation {
 	})
 	var vs []Violation
 	for _, k := range order {
-		final, ok := a.finalRead(k.tp)
+		_, final, ok := a.finalRead(k.tp)
 		if !ok {
 			continue
 		}

@@ -9,8 +9,8 @@ import (
 	"github.com/anishathalye/porcupine"
 )
 
-// The model's state is one partition's log, offset -> value, as a
-// persistent list: every state is a node that shares all earlier entries
+// The model's state is one partition's log, offset -> value, and its log
+// start (logState). The log is a persistent list: every state is a node that shares all earlier entries
 // with the state it grew from. Porcupine explores many orders of the same
 // operations and keeps every state it visits, so states must be cheap to
 // make (one node per appended value), to hash (kept incrementally) and to
@@ -122,6 +122,42 @@ func mix(x uint64) uint64 {
 	return x
 }
 
+// logState is the model's state: the log and what DeleteRecords did to its
+// front. Records below the log start stay in the log (offsets go on from
+// its end) but may not be read. A DeleteRecords whose answer was lost may
+// have moved the log start only for a while: the broker moves it in memory
+// before the new start is durable, and a crash between the two brings the
+// old start back. So the model keeps two bounds:
+//
+//   - start, moved by acknowledged DeleteRecords to the offsets they asked
+//     for (durable, so for good): a fetch from below it answers
+//     OFFSET_OUT_OF_RANGE, nothing else;
+//   - maybe, at least start, the furthest any DeleteRecords placed so far,
+//     acknowledged or not, may have moved it: a fetch from at or above
+//     maybe must not answer OFFSET_OUT_OF_RANGE (unless past the end),
+//     one from between the two may answer either way.
+//
+// States are immutable: step returns a new one or the one it was given.
+// Without DeleteRecords both bounds stay 0 and the model is the log alone.
+type logState struct {
+	log          *logNode
+	start, maybe int64
+}
+
+var emptyState = &logState{}
+
+func (s *logState) equal(other *logState) bool {
+	return s.start == other.start && s.maybe == other.maybe && s.log.equal(other.log)
+}
+
+func (s *logState) hash() uint64 {
+	h := s.log.hashValue()
+	if s.start != 0 || s.maybe != 0 {
+		h = mix(h ^ mix(uint64(s.start)+0x632be59bd9b4e019) ^ uint64(s.maybe))
+	}
+	return h
+}
+
 // The model's inputs and outputs. Pointers, so that porcupine copies
 // nothing as it explores.
 type (
@@ -146,6 +182,19 @@ type (
 		records    []Record
 		outOfRange bool
 	}
+	deleteInput struct {
+		tp TopicPartition
+		// offset is the offset asked for, or DeleteToHighWatermark.
+		offset int64
+	}
+	deleteOutput struct {
+		// low is the low watermark answered.
+		low int64
+		// unknown: a DeleteRecords whose outcome is unknown. Wherever
+		// porcupine places it, it may have moved the log start for a
+		// while; it never moves it for good.
+		unknown bool
+	}
 )
 
 // opMeta travels with each porcupine operation for the visualization.
@@ -157,41 +206,91 @@ type opMeta struct {
 
 // step is the sequential specification of one partition's log.
 func step(state, input, output any) (bool, any) {
-	log := state.(*logNode)
+	st := state.(*logState)
 	switch in := input.(type) {
 	case *produceInput:
 		out := output.(*produceOutput)
+		log := st.log
 		if !out.unknown && out.offset != OffsetUnknown && out.offset != log.length() {
-			return false, log
+			return false, state
 		}
 		for _, v := range in.values {
 			log = log.push(v)
 		}
-		return true, log
+		return true, &logState{log: log, start: st.start, maybe: st.maybe}
 	case *fetchInput:
-		return fetchLegal(log, in, output.(*fetchOutput)), log
+		return fetchLegal(st, in, output.(*fetchOutput)), state
+	case *deleteInput:
+		return deleteStep(st, in, output.(*deleteOutput))
 	}
-	return false, log
+	return false, state
 }
 
-// fetchLegal reports whether a read of log may return out.
-func fetchLegal(log *logNode, in *fetchInput, out *fetchOutput) bool {
+// deleteStep applies a DeleteRecords. The broker moves the log start when
+// the request arrives and answers, once that is durable, with the log
+// start of that later moment, which another DeleteRecords may have moved
+// further: so an acknowledged one moves the start to the offset it asked
+// for (which was at most the high watermark, so at most the log's end) and
+// answers at least that. Asked for the high watermark, it moved the start
+// to a point the model does not know (the high watermark is not modeled: a
+// fetch may return less than the log holds), at most its answer and the
+// log's end: perhaps so far. Whether the low watermark answered was durable
+// is the offsets check's business. One of unknown outcome may have moved
+// the start so far for a while; it changes nothing if the broker would
+// have refused it (past the end).
+func deleteStep(st *logState, in *deleteInput, out *deleteOutput) (bool, any) {
+	end := st.log.length()
+	if in.offset > end {
+		return out.unknown, st
+	}
+	if out.unknown {
+		upTo := in.offset
+		if upTo == DeleteToHighWatermark {
+			upTo = end
+		}
+		return true, st.movedTo(st.start, upTo)
+	}
+	if out.low < max(st.start, in.offset) {
+		return false, st
+	}
+	if in.offset == DeleteToHighWatermark {
+		return true, st.movedTo(st.start, min(out.low, end))
+	}
+	return true, st.movedTo(max(st.start, in.offset), in.offset)
+}
+
+// movedTo returns st with its start at least start and maybe at least
+// maybe (and start).
+func (st *logState) movedTo(start, maybe int64) *logState {
+	maybe = max(st.maybe, maybe, start)
+	if start == st.start && maybe == st.maybe {
+		return st
+	}
+	return &logState{log: st.log, start: start, maybe: maybe}
+}
+
+// fetchLegal reports whether a read of the log in st may return out.
+func fetchLegal(st *logState, in *fetchInput, out *fetchOutput) bool {
+	log := st.log
 	end := log.length()
 	if out.outOfRange {
-		return in.from > end || in.from < 0
+		return in.from > end || in.from < st.maybe
+	}
+	if in.from < st.start {
+		return false // below the log start: OFFSET_OUT_OF_RANGE, nothing else
 	}
 	rs := out.records
 	if in.max > 0 && len(rs) > in.max {
 		return false
 	}
-	if in.final && (in.from != 0 || int64(len(rs)) != end) {
+	if in.final && (in.from > st.maybe || in.from+int64(len(rs)) != end) {
 		return false
 	}
 	if len(rs) == 0 {
 		return true
 	}
 	last := in.from + int64(len(rs)) - 1
-	if in.from < 0 || last >= end {
+	if last >= end {
 		return false
 	}
 	n := log.at(last)
@@ -212,14 +311,14 @@ func LogModel() porcupine.Model {
 	return porcupine.Model{
 		Partition:      partitionOperations,
 		PartitionEvent: partitionEvents,
-		Init:           func() any { return (*logNode)(nil) },
+		Init:           func() any { return emptyState },
 		Step:           step,
-		Equal:          func(a, b any) bool { return a.(*logNode).equal(b.(*logNode)) },
-		Hash:           func(s any) uint64 { return s.(*logNode).hashValue() },
+		Equal:          func(a, b any) bool { return a.(*logState).equal(b.(*logState)) },
+		Hash:           func(s any) uint64 { return s.(*logState).hash() },
 		DescribeOperation: func(input, output any) string {
 			return describeOperation(input, output)
 		},
-		DescribeState: func(s any) string { return describeLog(s.(*logNode)) },
+		DescribeState: func(s any) string { return describeState(s.(*logState)) },
 		DescribeOperationMetadata: func(m any) string {
 			meta, ok := m.(opMeta)
 			if !ok {
@@ -238,6 +337,8 @@ func inputPartition(input any) TopicPartition {
 	case *produceInput:
 		return in.tp
 	case *fetchInput:
+		return in.tp
+	case *deleteInput:
 		return in.tp
 	}
 	return TopicPartition{}
@@ -313,7 +414,7 @@ func describeOperation(input, output any) string {
 		out := output.(*fetchOutput)
 		s := "fetch from " + strconv.FormatInt(in.from, 10)
 		if in.final {
-			s = "final read"
+			s = "final read from " + strconv.FormatInt(in.from, 10)
 		}
 		if in.max > 0 {
 			s += " max " + strconv.Itoa(in.max)
@@ -322,8 +423,26 @@ func describeOperation(input, output any) string {
 			return s + " -> OFFSET_OUT_OF_RANGE"
 		}
 		return s + " -> " + describeRecords(out.records, describeMax)
+	case *deleteInput:
+		out := output.(*deleteOutput)
+		s := "delete records below " + describeDeleteOffset(in.offset)
+		if out.unknown {
+			return s + " -> ?"
+		}
+		return s + " -> low watermark " + strconv.FormatInt(out.low, 10)
 	}
 	return fmt.Sprintf("%v -> %v", input, output)
+}
+
+func describeState(s *logState) string {
+	d := describeLog(s.log)
+	switch {
+	case s.start == 0 && s.maybe == 0:
+		return d
+	case s.start == s.maybe:
+		return fmt.Sprintf("%s, log start %d", d, s.start)
+	}
+	return fmt.Sprintf("%s, log start %d (perhaps up to %d)", d, s.start, s.maybe)
 }
 
 func describeLog(n *logNode) string {

@@ -75,33 +75,97 @@ func TestLogEquality(t *testing.T) {
 }
 
 func TestFetchLegal(t *testing.T) {
-	three := buildLog("a", "b", "c")
+	three := &logState{log: buildLog("a", "b", "c")}
+	deleted := &logState{log: three.log, start: 1, maybe: 1} // an acknowledged DeleteRecords below 1
+	perhaps := &logState{log: three.log, start: 1, maybe: 2} // and one of unknown outcome below 2
 	tests := []struct {
-		name string
-		in   fetchInput
-		out  fetchOutput
-		want bool
+		name  string
+		state *logState
+		in    fetchInput
+		out   fetchOutput
+		want  bool
 	}{
-		{"whole log", fetchInput{from: 0}, fetchOutput{records: log(0, "a", "b", "c")}, true},
-		{"prefix from the middle", fetchInput{from: 1}, fetchOutput{records: log(1, "b")}, true},
-		{"empty below the end", fetchInput{from: 1}, fetchOutput{}, true},
-		{"empty at the end", fetchInput{from: 3}, fetchOutput{}, true},
-		{"out of range past the end", fetchInput{from: 4}, fetchOutput{outOfRange: true}, true},
-		{"out of range at the end", fetchInput{from: 3}, fetchOutput{outOfRange: true}, false},
-		{"out of range inside", fetchInput{from: 0}, fetchOutput{outOfRange: true}, false},
-		{"wrong value", fetchInput{from: 1}, fetchOutput{records: log(1, "x")}, false},
-		{"past the end", fetchInput{from: 2}, fetchOutput{records: log(2, "c", "d")}, false},
-		{"gap", fetchInput{from: 0}, fetchOutput{records: []Record{{Offset: 0, Value: "a"}, {Offset: 2, Value: "c"}}}, false},
-		{"over max", fetchInput{from: 0, max: 1}, fetchOutput{records: log(0, "a", "b")}, false},
-		{"final read, whole log", fetchInput{final: true}, fetchOutput{records: log(0, "a", "b", "c")}, true},
-		{"final read, short", fetchInput{final: true}, fetchOutput{records: log(0, "a", "b")}, false},
+		{"whole log", three, fetchInput{from: 0}, fetchOutput{records: log(0, "a", "b", "c")}, true},
+		{"prefix from the middle", three, fetchInput{from: 1}, fetchOutput{records: log(1, "b")}, true},
+		{"empty below the end", three, fetchInput{from: 1}, fetchOutput{}, true},
+		{"empty at the end", three, fetchInput{from: 3}, fetchOutput{}, true},
+		{"out of range past the end", three, fetchInput{from: 4}, fetchOutput{outOfRange: true}, true},
+		{"out of range at the end", three, fetchInput{from: 3}, fetchOutput{outOfRange: true}, false},
+		{"out of range inside", three, fetchInput{from: 0}, fetchOutput{outOfRange: true}, false},
+		{"wrong value", three, fetchInput{from: 1}, fetchOutput{records: log(1, "x")}, false},
+		{"past the end", three, fetchInput{from: 2}, fetchOutput{records: log(2, "c", "d")}, false},
+		{"gap", three, fetchInput{from: 0}, fetchOutput{records: []Record{{Offset: 0, Value: "a"}, {Offset: 2, Value: "c"}}}, false},
+		{"over max", three, fetchInput{from: 0, max: 1}, fetchOutput{records: log(0, "a", "b")}, false},
+		{"final read, whole log", three, fetchInput{final: true}, fetchOutput{records: log(0, "a", "b", "c")}, true},
+		{"final read, short", three, fetchInput{final: true}, fetchOutput{records: log(0, "a", "b")}, false},
+		{"final read past the start, nothing deleted", three, fetchInput{from: 1, final: true}, fetchOutput{records: log(1, "b", "c")}, false},
+
+		{"out of range below the log start", deleted, fetchInput{from: 0}, fetchOutput{outOfRange: true}, true},
+		{"records below the log start", deleted, fetchInput{from: 0}, fetchOutput{records: log(0, "a")}, false},
+		{"nothing below the log start", deleted, fetchInput{from: 0}, fetchOutput{}, false},
+		{"out of range at the log start", deleted, fetchInput{from: 1}, fetchOutput{outOfRange: true}, false},
+		{"records at the log start", deleted, fetchInput{from: 1}, fetchOutput{records: log(1, "b", "c")}, true},
+		{"final read from the log start", deleted, fetchInput{from: 1, final: true}, fetchOutput{records: log(1, "b", "c")}, true},
+		{"final read from below the log start", deleted, fetchInput{final: true}, fetchOutput{records: log(0, "a", "b", "c")}, false},
+		{"final read past the log start", deleted, fetchInput{from: 2, final: true}, fetchOutput{records: log(2, "c")}, false},
+
+		{"out of range where a lost DeleteRecords may have moved the start", perhaps, fetchInput{from: 1}, fetchOutput{outOfRange: true}, true},
+		{"records where it may not have", perhaps, fetchInput{from: 1}, fetchOutput{records: log(1, "b")}, true},
+		{"out of range past where it may have", perhaps, fetchInput{from: 2}, fetchOutput{outOfRange: true}, false},
+		{"final read from where it may have", perhaps, fetchInput{from: 2, final: true}, fetchOutput{records: log(2, "c")}, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := fetchLegal(three, &tt.in, &tt.out); got != tt.want {
+			if got := fetchLegal(tt.state, &tt.in, &tt.out); got != tt.want {
 				t.Fatalf("fetchLegal = %v, want %v", got, tt.want)
 			}
 		})
+	}
+}
+
+func TestDeleteStep(t *testing.T) {
+	three := buildLog("a", "b", "c")
+	tests := []struct {
+		name         string
+		state        logState
+		in           deleteInput
+		out          deleteOutput
+		legal        bool
+		start, maybe int64 // the state after, when legal
+	}{
+		{"below an offset", logState{log: three}, deleteInput{offset: 2}, deleteOutput{low: 2}, true, 2, 2},
+		{"below the high watermark: moved, but not known how far", logState{log: three}, deleteInput{offset: DeleteToHighWatermark}, deleteOutput{low: 3}, true, 0, 3},
+		{"below the high watermark, answered beyond the end", logState{log: three, start: 1, maybe: 1}, deleteInput{offset: DeleteToHighWatermark}, deleteOutput{low: 4}, true, 1, 3},
+		{"below the start: nothing moves", logState{log: three, start: 2, maybe: 2}, deleteInput{offset: 1}, deleteOutput{low: 2}, true, 2, 2},
+		{"answering where another moved the start since", logState{log: three, start: 1, maybe: 1}, deleteInput{offset: 2}, deleteOutput{low: 3}, true, 2, 2},
+		{"answered below what was asked", logState{log: three}, deleteInput{offset: 2}, deleteOutput{low: 1}, false, 0, 0},
+		{"answered below the start", logState{log: three, start: 2, maybe: 2}, deleteInput{offset: DeleteToHighWatermark}, deleteOutput{low: 1}, false, 0, 0},
+		{"asked beyond the end", logState{log: three}, deleteInput{offset: 4}, deleteOutput{low: 4}, false, 0, 0},
+		{"unknown outcome: may have moved it", logState{log: three, start: 1, maybe: 1}, deleteInput{offset: 2}, deleteOutput{unknown: true}, true, 1, 2},
+		{"unknown outcome, the high watermark", logState{log: three}, deleteInput{offset: DeleteToHighWatermark}, deleteOutput{unknown: true}, true, 0, 3},
+		{"unknown outcome past the end: refused", logState{log: three}, deleteInput{offset: 4}, deleteOutput{unknown: true}, true, 0, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ok, next := deleteStep(&tt.state, &tt.in, &tt.out)
+			if ok != tt.legal {
+				t.Fatalf("legal = %v, want %v", ok, tt.legal)
+			}
+			if st := next.(*logState); ok && (st.start != tt.start || st.maybe != tt.maybe || st.log != three) {
+				t.Fatalf("state after: start %d maybe %d, want %d %d", st.start, st.maybe, tt.start, tt.maybe)
+			}
+		})
+	}
+}
+
+func TestStatesDifferingInTheLogStartDiffer(t *testing.T) {
+	three := buildLog("a", "b", "c")
+	x, y, z := &logState{log: three}, &logState{log: three, start: 1, maybe: 1}, &logState{log: three, start: 1, maybe: 2}
+	if x.equal(y) || y.equal(z) || x.hash() == y.hash() || y.hash() == z.hash() {
+		t.Fatal("states with other log starts compare or hash equal")
+	}
+	if x.hash() != three.hashValue() || !y.equal(&logState{log: buildLog("a", "b", "c"), start: 1, maybe: 1}) {
+		t.Fatal("equal states compare or hash apart")
 	}
 }
 

@@ -24,7 +24,13 @@ func listed(h *History, tp TopicPartition, target, offset int64) {
 }
 
 func finalStamped(h *History, tp TopicPartition, ts []int64, values ...string) {
-	h.FetchOk(h.InvokeFinalRead(9, tp), stamped(0, ts, values...))
+	finalStampedFrom(h, tp, 0, ts, values...)
+}
+
+// finalStampedFrom is a final read from from, its records stamped with
+// ts[from:].
+func finalStampedFrom(h *History, tp TopicPartition, from int64, ts []int64, values ...string) {
+	h.FetchOk(h.InvokeFinalRead(9, tp, from), stamped(from, ts[from:], values...))
 }
 
 // TestOffsetsCheck: the offsets check accepts what Kafka may answer and
@@ -118,6 +124,94 @@ func TestOffsetsCheck(t *testing.T) {
 			listed(h, t0, 250, -1)
 			finalStamped(h, t0, ts[:2], "a", "b")
 		}, "answered no record; the final read says offset 1"},
+		{"the log start follows DeleteRecords", func(h *History) {
+			produced(h, t0, 0, "a", "b", "c")
+			fetchedMarks(h, t0, 0, 3, 0, log(0, "a", "b", "c")...)
+			deleted(h, t0, 2, 2)
+			listed(h, t0, TargetEarliest, 2)
+			fetchedMarks(h, t0, 2, 3, 2, log(2, "c")...)
+			listed(h, t0, TargetLatest, 3)
+			finalFrom(h, t0, 2, "c")
+		}, ""},
+		{"the log start comes back after a DeleteRecords whose answer was lost", func(h *History) {
+			produced(h, t0, 0, "a", "b", "c")
+			d := h.InvokeDeleteRecords(2, t0, 2)
+			listed(h, t0, TargetEarliest, 2)
+			h.Info(d, errTimeout)
+			listed(h, t0, TargetEarliest, 0)
+			fetchedMarks(h, t0, 0, 3, 0, log(0, "a", "b", "c")...)
+			finalRead(h, t0, "a", "b", "c")
+		}, ""},
+		{"lookups after DeleteRecords", func(h *History) {
+			produced(h, t0, 0, "a", "b", "c", "d")
+			listed(h, t0, 150, 1) // the record at 1 is deleted later
+			deleted(h, t0, 2, 2)
+			listed(h, t0, 250, 3) // 300 at offset 1 is gone
+			listed(h, t0, 50, 2)  // the first at or after the log start
+			finalStampedFrom(h, t0, 2, ts, "c", "d")
+		}, ""},
+		{"log start below an acknowledged DeleteRecords", func(h *History) {
+			produced(h, t0, 0, "a", "b", "c")
+			deleted(h, t0, 2, 2)
+			listed(h, t0, TargetEarliest, 1)
+		}, "went back below an acknowledged DeleteRecords: ListOffsets earliest answered 1 after DeleteRecords was acknowledged with low watermark 2"},
+		{"a fetch's log start below an acknowledged DeleteRecords, though it came back once unknown", func(h *History) {
+			produced(h, t0, 0, "a", "b", "c")
+			deleted(h, t0, 1, 1)
+			h.Info(h.InvokeDeleteRecords(2, t0, 2), errTimeout)
+			fetchedMarks(h, t0, 2, 3, 0)
+		}, "fetch answered 0 after DeleteRecords was acknowledged with low watermark 1"},
+		{"a DeleteRecords acknowledged below an earlier one", func(h *History) {
+			produced(h, t0, 0, "a", "b", "c")
+			deleted(h, t0, 2, 2)
+			deleted(h, t0, 1, 1)
+		}, "DeleteRecords answered 1 after DeleteRecords was acknowledged with low watermark 2"},
+		{"deleted records read again", func(h *History) {
+			produced(h, t0, 0, "a", "b", "c")
+			deleted(h, t0, 2, 2)
+			fetched(h, t0, 1, log(1, "b", "c")...)
+		}, "a fetch of t-0 from 1 was answered with records, not OFFSET_OUT_OF_RANGE, after DeleteRecords was acknowledged with low watermark 2"},
+		{"the final read from below an acknowledged DeleteRecords", func(h *History) {
+			produced(h, t0, 0, "a", "b")
+			deleted(h, t0, 1, 1)
+			finalRead(h, t0, "a", "b")
+		}, "the final read of t-0 from 0 was answered with records"},
+		{"a fetch served from below the log start it reports", func(h *History) {
+			produced(h, t0, 0, "a", "b")
+			d := h.InvokeDeleteRecords(2, t0, 1)
+			fetchedMarks(h, t0, 0, 2, 1, log(0, "a", "b")...)
+			h.DeleteRecordsOk(d, 1)
+		}, "from 0 was answered with records, not OFFSET_OUT_OF_RANGE, though it reported log start 1"},
+		{"the log start moves with no DeleteRecords asking", func(h *History) {
+			produced(h, t0, 0, "a", "b")
+			deleted(h, t0, 1, 1)
+			listed(h, t0, TargetEarliest, 2)
+		}, "ListOffsets earliest of t-0 answered log start 2, beyond 1, the furthest any DeleteRecords had asked for"},
+		{"the log start moves with no DeleteRecords at all", func(h *History) {
+			produced(h, t0, 0, "a", "b")
+			fetchedMarks(h, t0, 1, 2, 1, log(1, "b")...)
+		}, "fetch of t-0 answered log start 1, beyond 0"},
+		{"a low watermark beyond what was asked", func(h *History) {
+			produced(h, t0, 0, "a", "b")
+			deleted(h, t0, 1, 2)
+		}, "DeleteRecords of t-0 answered log start 2, beyond 1"},
+		{"a high watermark below the log start", func(h *History) {
+			produced(h, t0, 0, "a", "b", "c")
+			deleted(h, t0, 2, 2)
+			listed(h, t0, TargetLatest, 1)
+		}, "answered high watermark 1, below the log start 2 that DeleteRecords answered before it was asked"},
+		{"a log start beyond the final read's start, with every DeleteRecords acknowledged", func(h *History) {
+			produced(h, t0, 0, "a", "b", "c")
+			deleted(h, t0, 2, 2)
+			listed(h, t0, TargetEarliest, 2)
+			finalFrom(h, t0, 1, "b", "c")
+		}, "answered log start 2, beyond 1, where the final read begins"},
+		{"lookup after DeleteRecords answers past the first match", func(h *History) {
+			produced(h, t0, 0, "a", "b", "c", "d")
+			deleted(h, t0, 1, 1)
+			listed(h, t0, 150, 3) // 300 at offset 1 is the first at least 150 at or after the start
+			finalStampedFrom(h, t0, 1, ts, "b", "c", "d")
+		}, "answered offset 3 (timestamp 400); the final read says offset 1 (timestamp 300)"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,6 +1,7 @@
 package jepsen
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 
@@ -128,15 +129,16 @@ func (a *analysis) addInvoke(e Event, open map[int]int) error {
 		if e.From < 0 {
 			return fmt.Errorf("fetch from offset %d", e.From)
 		}
-		if e.Final && e.From != 0 {
-			return fmt.Errorf("final read from %d, not 0", e.From)
-		}
 		if e.Max < 0 {
 			return fmt.Errorf("fetch with max %d", e.Max)
 		}
 	case TypeListOffsets:
 		if e.Target < TargetEarliest {
 			return fmt.Errorf("list offsets for target %d", e.Target)
+		}
+	case TypeDeleteRecords:
+		if e.Offset < DeleteToHighWatermark {
+			return fmt.Errorf("delete records below offset %d", e.Offset)
 		}
 	default:
 		return fmt.Errorf("invoke of type %q", e.Type)
@@ -195,6 +197,10 @@ func (a *analysis) addResult(e Event, at int) error {
 		if e.Offset < -1 || e.Offset == -1 && inv.Target < 0 {
 			return fmt.Errorf("list offsets %s answered offset %d", describeTarget(inv.Target), e.Offset)
 		}
+	case TypeDeleteRecords:
+		if e.Offset < 0 {
+			return fmt.Errorf("delete records answered low watermark %d", e.Offset)
+		}
 	}
 	return nil
 }
@@ -212,14 +218,83 @@ func validateNote(e Event) error {
 	return nil
 }
 
-// finalRead returns the records of tp's last final read, and whether there
-// was one.
-func (a *analysis) finalRead(tp TopicPartition) ([]Record, bool) {
+// finalRead returns where tp's last final read began (its log start
+// offset then) and its records, and whether there was one.
+func (a *analysis) finalRead(tp TopicPartition) (int64, []Record, bool) {
 	at, ok := a.final[tp]
 	if !ok {
-		return nil, false
+		return 0, nil, false
 	}
-	return a.ops[at].done.Records, true
+	return a.ops[at].invoke.From, a.ops[at].done.Records, true
+}
+
+// unseenRoom answers, for one partition, where a batch that no read
+// returned may sit: at offsets no acknowledgement or read put another value
+// at (the gaps), and past every offset an acknowledgement or a read had
+// shown in use before the batch was sent (the floor). With a final read
+// that begins at 0 there is no room: every offset is known. Below where a
+// final read began, records may have been deleted unread; a batch that
+// finds no room there did not land.
+type unseenRoom struct {
+	times []int64 // answer times of the sightings, ascending
+	ends  []int64 // ends[i]: the largest offset+1 shown by times[i]
+	gaps  [][2]int64
+}
+
+// unseenRoom builds tp's room below limit.
+func (a *analysis) unseenRoom(tp TopicPartition, limit int64) *unseenRoom {
+	type shown struct{ time, end int64 }
+	var all []shown
+	var known []int64
+	for _, s := range a.sightings {
+		if s.tp == tp {
+			all = append(all, shown{a.ops[s.op].done.Time, s.offset + 1})
+			known = append(known, s.offset)
+		}
+	}
+	slices.SortFunc(all, func(x, y shown) int { return cmp.Compare(x.time, y.time) })
+	u := &unseenRoom{}
+	end := int64(0)
+	for _, x := range all {
+		end = max(end, x.end)
+		u.times, u.ends = append(u.times, x.time), append(u.ends, end)
+	}
+	slices.Sort(known)
+	next := int64(0) // the first offset not yet known to be taken
+	for _, k := range slices.Compact(known) {
+		if k >= limit {
+			break
+		}
+		if k > next {
+			u.gaps = append(u.gaps, [2]int64{next, k})
+		}
+		next = k + 1
+	}
+	if next < limit {
+		u.gaps = append(u.gaps, [2]int64{next, limit})
+	}
+	return u
+}
+
+// floor is the least offset a batch sent at time t can have landed at.
+func (u *unseenRoom) floor(t int64) int64 {
+	i, _ := slices.BinarySearch(u.times, t) // sightings answered before t
+	if i == 0 {
+		return 0
+	}
+	return u.ends[i-1]
+}
+
+// fits reports whether a batch of n values sent at time t, that no read
+// returned, may sit below limit.
+func (u *unseenRoom) fits(t int64, n int, limit int64) bool {
+	floor := u.floor(t)
+	for _, g := range u.gaps {
+		if max(g[0], floor)+int64(n) <= min(g[1], limit) {
+			return true
+		}
+	}
+	return false
 }
 
 // resolve decides where an info produce landed: at the offset some read
@@ -256,12 +331,19 @@ func (a *analysis) readsByValue(tp TopicPartition) map[string][]int64 {
 
 // porcupineOps builds tp's operations for the model. Definite failures are
 // left out (they did not happen), as are fetches that returned nothing
-// usable. Info produces get an open return time after every event of the
-// history, each its own so that none tie; see the package comment for how
-// they are resolved.
+// usable. Info produces and info DeleteRecords get an open return time
+// after every event of the history, each its own so that none tie; see the
+// package comment for how info produces are resolved. With a final read,
+// an info produce that no read returned is dropped unless it may sit below
+// where the final read began, deleted since, at offsets nobody saw (see
+// unseenRoom): had it landed anywhere else, a read would have returned it.
 func (a *analysis) porcupineOps(tp TopicPartition) []porcupine.Operation {
 	var ops []porcupine.Operation
-	_, hasFinal := a.final[tp]
+	finalFrom, _, hasFinal := a.finalRead(tp)
+	var room *unseenRoom
+	if finalFrom > 0 {
+		room = a.unseenRoom(tp, finalFrom)
+	}
 	readsOf := a.readsByValue(tp)
 	openReturn := a.timeLast
 	for i := range a.ops {
@@ -282,7 +364,7 @@ func (a *analysis) porcupineOps(tp TopicPartition) []porcupine.Operation {
 				out := &produceOutput{unknown: true}
 				if base, ok := a.resolve(o, readsOf); ok {
 					out = &produceOutput{offset: base}
-				} else if hasFinal {
+				} else if hasFinal && (room == nil || !room.fits(inv.Time, len(inv.Values), finalFrom)) {
 					continue // no read saw it, the final read included: it never landed
 				}
 				openReturn++
@@ -298,6 +380,18 @@ func (a *analysis) porcupineOps(tp TopicPartition) []porcupine.Operation {
 				pop.Input, pop.Output, pop.Return = in, &fetchOutput{records: o.done.Records}, o.done.Time
 			case o.done != nil && o.done.Code == kerr.OffsetOutOfRange.Code:
 				pop.Input, pop.Output, pop.Return = in, &fetchOutput{outOfRange: true}, o.done.Time
+			default:
+				continue
+			}
+		case TypeDeleteRecords:
+			in := &deleteInput{tp: tp, offset: inv.Offset}
+			switch o.outcome() {
+			case KindOk:
+				pop.Input, pop.Output, pop.Return = in, &deleteOutput{low: o.done.Offset}, o.done.Time
+			case KindInfo:
+				openReturn++
+				meta.info = true
+				pop.Input, pop.Output, pop.Return, pop.Metadata = in, &deleteOutput{unknown: true}, openReturn, meta
 			default:
 				continue
 			}

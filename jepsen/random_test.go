@@ -1,6 +1,7 @@
 package jepsen
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -20,6 +21,9 @@ type genConfig struct {
 	clients    int
 	ops        int
 	partitions int
+	// deletes mixes in DeleteRecords, some of whose answers are lost, and
+	// crashes that bring back a log start not yet durable.
+	deletes bool
 }
 
 type genOp struct {
@@ -35,16 +39,27 @@ type genOp struct {
 	outRange bool
 }
 
+// genStart is a partition's log start: in memory, and what a crash keeps;
+// crashes counts the crashes, so that a DeleteRecords in flight across
+// one loses its answer.
+type genStart struct {
+	start, durable int64
+	crashes        int
+}
+
 type generator struct {
 	r      *rand.Rand
+	cfg    genConfig
 	h      *History
 	logs   map[TopicPartition][]string
+	starts map[TopicPartition]*genStart
 	limbo  []*genOp // info produces not applied yet: they may land later
 	values int
 }
 
 func genHistory(seed uint64, cfg genConfig) *History {
-	g := &generator{r: rand.New(rand.NewPCG(seed, 0x5eed)), h: NewHistory(), logs: make(map[TopicPartition][]string)}
+	g := &generator{r: rand.New(rand.NewPCG(seed, 0x5eed)), cfg: cfg, h: NewHistory(),
+		logs: make(map[TopicPartition][]string), starts: make(map[TopicPartition]*genStart)}
 	busy := make([]*genOp, cfg.clients)
 	invoked := 0
 	for invoked < cfg.ops || slices.ContainsFunc(busy, func(o *genOp) bool { return o != nil }) {
@@ -71,13 +86,26 @@ func genHistory(seed uint64, cfg genConfig) *History {
 	}
 	for p := range cfg.partitions {
 		tp := TopicPartition{Topic: "t", Partition: int32(p)}
-		id := g.h.InvokeFinalRead(cfg.clients, tp)
-		g.h.FetchOk(id, log(0, g.logs[tp]...))
+		start := g.start(tp).start
+		id := g.h.InvokeFinalRead(cfg.clients, tp, start)
+		g.h.FetchOk(id, log(start, g.logs[tp][start:]...))
 	}
 	return g.h
 }
 
+func (g *generator) start(tp TopicPartition) *genStart {
+	if g.starts[tp] == nil {
+		g.starts[tp] = &genStart{}
+	}
+	return g.starts[tp]
+}
+
 func (g *generator) invoke(client int, tp TopicPartition) *genOp {
+	if g.cfg.deletes && g.r.IntN(8) == 0 {
+		o := &genOp{typ: TypeDeleteRecords, tp: tp, from: int64(g.r.IntN(len(g.logs[tp])+2)) - 1}
+		o.id = g.h.InvokeDeleteRecords(client, tp, o.from)
+		return o
+	}
 	if g.r.IntN(10) < 6 {
 		o := &genOp{typ: TypeProduce, tp: tp}
 		for range 1 + g.r.IntN(2) {
@@ -108,6 +136,10 @@ func (g *generator) advance(o *genOp) bool {
 		g.apply(o)
 		return false
 	}
+	if o.typ == TypeDeleteRecords {
+		g.completeDelete(o)
+		return true
+	}
 	switch {
 	case o.typ == TypeProduce && g.r.IntN(10) == 0:
 		g.h.Info(o.id, fmt.Errorf("connection reset"))
@@ -124,12 +156,22 @@ func (g *generator) advance(o *genOp) bool {
 func (g *generator) apply(o *genOp) {
 	o.applied = true
 	l := g.logs[o.tp]
-	if o.typ == TypeProduce {
+	st := g.start(o.tp)
+	switch o.typ {
+	case TypeProduce:
 		o.offset = int64(len(l))
 		g.logs[o.tp] = append(l, o.values...)
 		return
+	case TypeDeleteRecords:
+		if upTo, ok := g.deleteUpTo(o); ok {
+			st.start = max(st.start, upTo) // in memory: not durable yet
+			o.offset, o.max = upTo, st.crashes
+		} else {
+			o.outRange = true
+		}
+		return
 	}
-	if o.from > int64(len(l)) {
+	if o.from > int64(len(l)) || o.from < st.start {
 		o.outRange = true
 		return
 	}
@@ -138,6 +180,43 @@ func (g *generator) apply(o *genOp) {
 		n = min(n, o.max)
 	}
 	o.records = log(o.from, l[o.from:o.from+int64(n)]...)
+}
+
+// deleteUpTo is where a DeleteRecords moves the log start to, or false if
+// it asks beyond the end (the broker refuses it).
+func (g *generator) deleteUpTo(o *genOp) (int64, bool) {
+	end := int64(len(g.logs[o.tp]))
+	if o.from == DeleteToHighWatermark {
+		return end, true
+	}
+	return o.from, o.from <= end
+}
+
+// completeDelete answers an applied DeleteRecords: most are acknowledged
+// once their start is durable; some lose their answer, their start durable
+// or not, and a crash then brings back the durable start.
+func (g *generator) completeDelete(o *genOp) {
+	st := g.start(o.tp)
+	if o.outRange {
+		g.h.Complete(o.id, kerr.OffsetOutOfRange)
+		return
+	}
+	if o.max != st.crashes {
+		g.h.Info(o.id, errors.New("broker crashed")) // and its effect with it
+		return
+	}
+	switch n := g.r.IntN(10); {
+	case n == 0:
+		st.durable = st.start // durable, the answer lost
+		g.h.Info(o.id, errors.New("connection reset"))
+	case n == 1:
+		st.start = st.durable // a crash: what was not durable is gone
+		st.crashes++
+		g.h.Info(o.id, errors.New("broker crashed"))
+	default:
+		st.durable = st.start
+		g.h.DeleteRecordsOk(o.id, st.start)
+	}
 }
 
 func (g *generator) land(i int) {
@@ -158,13 +237,18 @@ func seeds(t testing.TB) int {
 	return n
 }
 
-var genSmall = genConfig{clients: 4, ops: 60, partitions: 2}
+var (
+	genSmall   = genConfig{clients: 4, ops: 60, partitions: 2}
+	genDeletes = genConfig{clients: 4, ops: 60, partitions: 2, deletes: true}
+)
 
 func TestSweepRandomLegalHistoriesPass(t *testing.T) {
-	for seed := range uint64(seeds(t)) {
-		h := genHistory(seed, genSmall)
-		if r := Check(h, checkConfig()); !r.OK() {
-			t.Fatalf("seed %d: legal history rejected:\n%s", seed, r)
+	for _, cfg := range []genConfig{genSmall, genDeletes} {
+		for seed := range uint64(seeds(t)) {
+			h := genHistory(seed, cfg)
+			if r := Check(h, checkConfig()); !r.OK() {
+				t.Fatalf("seed %d, deletes %v: legal history rejected:\n%s", seed, cfg.deletes, r)
+			}
 		}
 	}
 }
@@ -194,30 +278,33 @@ func TestSweepRandomMutationsFail(t *testing.T) {
 			return true
 		}},
 	}
-	for _, m := range mutations {
-		t.Run(m.name, func(t *testing.T) {
-			mutated := 0
-			for seed := range uint64(seeds(t)) {
-				h := genHistory(seed, genSmall)
-				events := cloneEvents(h.Events())
-				r := rand.New(rand.NewPCG(seed, 1))
-				e := &events[len(events)-1] // the last final read
-				if !m.mutate(r, e.Records, ackedValues(events)) {
-					continue
+	for _, cfg := range []genConfig{genSmall, genDeletes} {
+		for _, m := range mutations {
+			t.Run(fmt.Sprintf("%s, deletes %v", m.name, cfg.deletes), func(t *testing.T) {
+				mutated := 0
+				for seed := range uint64(seeds(t)) {
+					h := genHistory(seed, cfg)
+					events := cloneEvents(h.Events())
+					r := rand.New(rand.NewPCG(seed, 1))
+					e := &events[len(events)-1] // the last final read
+					from := events[len(events)-2].From
+					if !m.mutate(r, e.Records, ackedValues(events)) {
+						continue
+					}
+					e.Records = slices.DeleteFunc(e.Records, func(x Record) bool { return x.Offset == -2 })
+					for i := range e.Records {
+						e.Records[i].Offset = from + int64(i)
+					}
+					mutated++
+					if res := CheckEvents(events, checkConfig()); res.Verdict != Invalid {
+						t.Fatalf("seed %d: mutated history accepted:\n%s", seed, res)
+					}
 				}
-				e.Records = slices.DeleteFunc(e.Records, func(x Record) bool { return x.Offset == -2 })
-				for i := range e.Records {
-					e.Records[i].Offset = int64(i)
+				if mutated == 0 {
+					t.Fatal("no history could be mutated")
 				}
-				mutated++
-				if res := CheckEvents(events, checkConfig()); res.Verdict != Invalid {
-					t.Fatalf("seed %d: mutated history accepted:\n%s", seed, res)
-				}
-			}
-			if mutated == 0 {
-				t.Fatal("no history could be mutated")
-			}
-		})
+			})
+		}
 	}
 }
 

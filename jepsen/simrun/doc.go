@@ -25,8 +25,9 @@
 //	p1..p3 | client | --------------------------------> |        |
 //	       +--------+                                   | broker |  node.Broker
 //	c1..c2 | client | <-------------------------------- |        |  on its own
-//	       +--------+   Fetch, ListOffsets, Metadata    +--------+  sim.Node
-//	reader   final reads, once the cluster is quiet
+//	       +--------+   Fetch, ListOffsets, Metadata,   +--------+  sim.Node
+//	                    DeleteRecords
+//	reader   final reads from the log start, once the cluster is quiet
 //
 // # The clients
 //
@@ -42,8 +43,10 @@
 // up to five requests in flight, per-partition queues of batches numbered
 // in order, resent in order with their numbering after any failure. A
 // consumer fetches one partition at a time from its position, follows what
-// it got, now and then seeks back or resets its position by ListOffsets. Each call is an
-// operation in the history, recorded as jepsen classifies its answer: a
+// it got, now and then seeks back or resets its position by ListOffsets,
+// and with Options.DeleteRecords deletes, a few times a run, records it has
+// read (a position below the log start is then out of range, and resets to
+// ListOffsets earliest). Each call is an operation in the history, recorded as jepsen classifies its answer: a
 // timeout or a lost connection leaves it unknown (info).
 //
 // The clients' own state that would survive a Kafka client's crash in a

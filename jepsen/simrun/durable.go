@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"io/fs"
 	"slices"
@@ -33,6 +34,12 @@ import (
 // and only batch headers, so a check costs little: a partition's durable
 // view is rebuilt only when the disk's durable state changed, and then only
 // from where each segment's durable contents grew.
+//
+// An acknowledged DeleteRecords is held to the same promise: its low
+// watermark is the log start a crash now would leave, which the oracle
+// reads from the partition's durable recovery-point-checkpoint (the text
+// format log/checkpoint.go documents, trusted only whole, as recovery
+// trusts it) and the first durable segment's base, as recovery does.
 
 // batchRef names a batch as a client saw it: where it sits and its CRC,
 // which covers everything but the base offset and leader epoch.
@@ -71,6 +78,10 @@ type durableView struct {
 type oracle struct {
 	disk  *simfs.Disk
 	views map[string]*durableView // by partition directory
+	// segmentsGone counts the segments seen durable that left the durable
+	// directory since: the segments DeleteRecords deleted, below the log
+	// start, which the durable end's chain no longer begins with.
+	segmentsGone int
 }
 
 func newOracle(disk *simfs.Disk) *oracle {
@@ -133,6 +144,7 @@ func (o *oracle) refresh(dir string, v *durableView) error {
 	for path := range v.segments {
 		if !live[path] {
 			delete(v.segments, path)
+			o.segmentsGone++
 		}
 	}
 	slices.SortFunc(segs, func(x, y *durableSegment) int { return cmp.Compare(x.base, y.base) })
@@ -298,8 +310,9 @@ func (r *run) checkAckedDurable(op *produceOp, base int64) {
 }
 
 // checkListedDurable holds a ListOffsets answer against the disk: latest
-// (the high watermark) is at most the durable end, and an offset found by
-// timestamp lies below it.
+// (the high watermark) and earliest (the log start, never past the high
+// watermark) are at most the durable end, and an offset found by timestamp
+// lies below it.
 func (r *run) checkListedDurable(tp jepsen.TopicPartition, target, offset int64) {
 	if r.cfg.NoOracle {
 		return
@@ -307,6 +320,8 @@ func (r *run) checkListedDurable(tp jepsen.TopicPartition, target, offset int64)
 	switch {
 	case target == jepsen.TargetLatest:
 		r.checkBelowDurable(tp, "ListOffsets latest", offset)
+	case target == jepsen.TargetEarliest:
+		r.checkBelowDurable(tp, "ListOffsets earliest", offset)
 	case target >= 0 && offset >= 0:
 		r.checkBelowDurable(tp, fmt.Sprintf("ListOffsets for timestamp %d", target), offset+1)
 	}
@@ -322,5 +337,72 @@ func (r *run) checkBelowDurable(tp jepsen.TopicPartition, what string, end int64
 		r.fail("oracle: %s: %v", tp, err)
 	case end > durable:
 		r.violate("durability: %s of %s answered up to offset %d, beyond the durable end %d of the broker's disk", what, tp, end, durable)
+	}
+}
+
+// checkpointFile is the partition checkpoint that holds the log start
+// offset (log/checkpoint.go).
+const checkpointFile = "recovery-point-checkpoint"
+
+// durableLogStart returns the log start offset a crash now would leave the
+// partition with: the durable checkpoint's, if it is whole (its checksum
+// line matches), and at least the first durable segment's base.
+func (o *oracle) durableLogStart(dir string) (int64, error) {
+	v, err := o.view(dir)
+	if err != nil {
+		return 0, err
+	}
+	start := int64(0)
+	if len(v.chained) > 0 {
+		start = v.chained[0].base
+	}
+	p, err := o.disk.ReadDurable(dir + "/" + checkpointFile)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return start, nil
+	case err != nil:
+		return 0, err
+	}
+	if ckpt, ok := checkpointLogStart(p); ok {
+		start = max(start, ckpt)
+	}
+	return start, nil
+}
+
+// checkpointLogStart reads the log start offset from a recovery-point
+// checkpoint, if the checkpoint is whole: its last line is "crc32c <hex>",
+// the CRC-32C of everything before it.
+func checkpointLogStart(p []byte) (int64, bool) {
+	body, last, ok := strings.Cut(strings.TrimSuffix(string(p), "\n"), "\ncrc32c ")
+	if !ok || !strings.HasSuffix(string(p), "\n") || strings.Contains(last, "\n") {
+		return 0, false
+	}
+	sum, err := strconv.ParseUint(last, 16, 32)
+	if err != nil || crc32.Checksum([]byte(body+"\n"), crc32.MakeTable(crc32.Castagnoli)) != uint32(sum) {
+		return 0, false
+	}
+	for _, line := range strings.Split(body, "\n") {
+		if v, ok := strings.CutPrefix(line, "log-start-offset "); ok {
+			start, err := strconv.ParseInt(v, 10, 64)
+			return start, err == nil
+		}
+	}
+	return 0, false
+}
+
+// checkDeletedDurable holds an acknowledged DeleteRecords against the
+// disk: a crash now would leave the log start at least at the low
+// watermark answered (the broker answers once the new start is durable).
+func (r *run) checkDeletedDurable(tp jepsen.TopicPartition, low int64) {
+	if r.cfg.NoOracle {
+		return
+	}
+	r.probes.add("oracle.delete_records")
+	start, err := r.oracle.durableLogStart(partitionDirOf(tp))
+	switch {
+	case err != nil:
+		r.fail("oracle: %s: %v", tp, err)
+	case start < low:
+		r.violate("durability: DeleteRecords of %s was acknowledged with low watermark %d, but a crash now would bring the log start back to %d (the durable checkpoint and segments of the broker's disk)", tp, low, start)
 	}
 }

@@ -98,6 +98,31 @@ func TestOffsetsCheckCatchesAWrongLookup(t *testing.T) {
 	requireDetails(t, s, "offsets: ListOffsets of")
 }
 
+// The offsets check catches an acknowledged deletion that did not hold,
+// as a broker that lost a DeleteRecords across a crash (its checkpoint
+// torn) shows: the log start comes back below the low watermark. Before
+// the workload deleted records, no run could show it. (The oracle is off,
+// so that it is the history that shows it.)
+func TestOffsetsCheckCatchesALostDeletion(t *testing.T) {
+	cfg := Config{Sabotage: SabotageDeleteShort, NoOracle: true}
+	deletes := func(on bool) func(*Options) { return func(o *Options) { o.DeleteRecords = on } }
+	caught := sweepCaught(cfg, deletes(true))
+	requireCaught(t, "a deletion acknowledged further than it went, no oracle", caught, sweepCaught(cfg, deletes(false)))
+	o := ChooseOptions(caught[0])
+	o.DeleteRecords = true
+	cfg.Seed, cfg.Duration, cfg.Options = caught[0], holeDuration, &o
+	requireDetails(t, Run(cfg), "after DeleteRecords was acknowledged with low watermark")
+}
+
+// The oracle catches the same lie at the answer: the broker's disk does
+// not hold the log start it claims.
+func TestOracleCatchesALowWatermarkAheadOfTheDisk(t *testing.T) {
+	o := ChooseOptions(1)
+	o.DeleteRecords = true
+	s := Run(Config{Seed: 1, Duration: holeDuration, Sabotage: SabotageDeleteShort, Options: &o})
+	requireDetails(t, s, "durability: DeleteRecords of")
+}
+
 func requireDetails(t *testing.T, s Summary, fragment string) {
 	t.Helper()
 	if s.OK() {

@@ -104,6 +104,10 @@ type Options struct {
 	// sequence numbers, as Kafka clients do (max.in.flight.requests up to
 	// 5 with idempotence), see pipeline.go.
 	InFlight int
+	// DeleteRecords lets the consumers, now and then (a few times a run),
+	// delete a partition's records below an offset they have read, so that
+	// the log start moves and its checks mean something.
+	DeleteRecords bool
 }
 
 // ChooseOptions returns the options seed decides. They draw from the
@@ -148,6 +152,7 @@ func ChooseOptions(seed uint64) Options {
 			}
 		}
 	}
+	o.DeleteRecords = r.Chance(0.5)
 	return o
 }
 
@@ -167,9 +172,9 @@ func (o Options) String() string {
 	if o.CopyFetch {
 		fetchPath = "copy"
 	}
-	return fmt.Sprintf("partitions=%d producers=%d consumers=%d batch=%d think=%s produce=v%d fetch=v%d fetchpath=%s inflight=%d segment=%d index=%d/%d checkpoint=%s faults=%s every=%s",
+	return fmt.Sprintf("partitions=%d producers=%d consumers=%d batch=%d think=%s produce=v%d fetch=v%d fetchpath=%s inflight=%d segment=%d index=%d/%d checkpoint=%s deleterecords=%v faults=%s every=%s",
 		o.Partitions, o.Producers, o.Consumers, o.BatchMax, o.Think, o.ProduceVersion, o.FetchVersion, fetchPath, o.inFlight(),
-		o.SegmentBytes, o.IndexIntervalBytes, o.IndexBytes, o.CheckpointInterval, faults, o.FaultEvery)
+		o.SegmentBytes, o.IndexIntervalBytes, o.IndexBytes, o.CheckpointInterval, o.DeleteRecords, faults, o.FaultEvery)
 }
 
 // inFlight is InFlight with 0 read as 1.

@@ -55,6 +55,11 @@ const (
 	// a record one offset further than the broker said, as if the broker
 	// had skipped the first match.
 	SabotageLookupNext
+	// SabotageDeleteShort makes one DeleteRecords ask the broker to delete
+	// one record fewer than the history says, and report the low
+	// watermark as if all had gone, as if the broker had acknowledged a
+	// deletion it then lost: the log start comes back below it.
+	SabotageDeleteShort
 )
 
 // Config says what to run.
@@ -148,8 +153,7 @@ type run struct {
 	w     *sim.World
 	h     *jepsen.History
 	topic string
-	// sabotaged is set once SabotageShiftOffset or SabotageReorderPipeline
-	// has lied.
+	// sabotaged is set once a sabotage that lies once has lied.
 	sabotaged bool
 
 	broker    brokerHost
@@ -255,7 +259,7 @@ func (r *run) setup() {
 		w.AddNode(p.w.name, p.boot)
 	}
 	for i := range r.opts.Consumers {
-		c := &consumer{w: r.newWorker(101+i, fmt.Sprintf("c%d", 1+i)), pos: make([]int64, r.opts.Partitions)}
+		c := &consumer{w: r.newWorker(101+i, fmt.Sprintf("c%d", 1+i)), pos: make([]int64, r.opts.Partitions), read: make([]int64, r.opts.Partitions)}
 		r.consumers = append(r.consumers, c)
 		w.AddNode(c.w.name, c.boot)
 	}
@@ -399,7 +403,7 @@ func (r *run) describeBusy() string {
 	}
 	for _, c := range r.consumers {
 		if c.busy() {
-			busy = append(busy, c.w.name+" (fetch in progress)")
+			busy = append(busy, c.w.name+" (fetch or DeleteRecords in progress)")
 		}
 	}
 	return fmt.Sprintf("%s; broker up=%v running=%v", strings.Join(busy, ", "), r.broker.node.Up(), r.broker.running)
@@ -528,6 +532,7 @@ func (r *run) diskProbes() {
 	r.probes.addN("disk.sync_lost", st.SyncsLost)
 	r.probes.addN("disk.write_torn", st.WritesTorn)
 	r.probes.addN("disk.read_flip", st.ReadFlips)
+	r.probes.addN("disk.segment_deleted", r.oracle.segmentsGone)
 }
 
 // netProbes adds how the broker's responses went out: file ranges sent
