@@ -255,6 +255,11 @@ func (o *oracle) missing(dir string, b batchRef) (string, error) {
 	}
 	got, ok := v.find(b.base)
 	switch {
+	case !ok && len(v.chained) > 0 && b.last < v.chained[0].base:
+		// Below the first durable segment: deleted (DeleteRecords, or
+		// retention) since it was served or acknowledged, as Kafka may;
+		// a deletion nothing asked for is the history's lost write.
+		return "", nil
 	case !ok:
 		return fmt.Sprintf("no durable batch begins at %d (the durable log ends at %d)", b.base, v.end), nil
 	case got != b:
