@@ -13,9 +13,9 @@ import (
 // Moves a partition's log start offset up to the requested offset (-1 means
 // the high watermark), deleting whole segments below it. An offset above
 // the high watermark is OFFSET_OUT_OF_RANGE. The answer, with the new low
-// watermark, waits until the new log start is checkpointed, so a restart
-// never brings deleted records back; past the request's timeout the
-// partition gets REQUEST_TIMED_OUT.
+// watermark (the log start as this request left it), waits until that log
+// start is checkpointed, so a restart never brings deleted records back;
+// past the request's timeout the partition gets REQUEST_TIMED_OUT.
 func (b *Broker) handleDeleteRecords(r *request) {
 	req := r.body.(*kmsg.DeleteRecordsRequest)
 	resp := req.ResponseKind().(*kmsg.DeleteRecordsResponse)
@@ -51,6 +51,11 @@ func (b *Broker) handleDeleteRecords(r *request) {
 			}
 			pending++
 			waiting = append(waiting, out)
+			// The low watermark is the log start this request made, which
+			// the checkpoint below (started after it) makes durable; the
+			// log start when the checkpoint completes may already hold a
+			// later request's, not yet durable.
+			low := p.log.LogStartOffset()
 			p.log.Checkpoint(func(err error) {
 				if finished {
 					return
@@ -58,7 +63,7 @@ func (b *Broker) handleDeleteRecords(r *request) {
 				if err != nil {
 					out.ErrorCode = log.ErrorCode(err).Code
 				} else {
-					out.LowWatermark = p.log.LogStartOffset()
+					out.LowWatermark = low
 				}
 				finish()
 			})

@@ -291,3 +291,40 @@ func TestAlteredTopicConfigAppliesAtOnce(t *testing.T) {
 	big = valueBatch(wire.NoProducer, 1, string(make([]byte, 500)))
 	require.Equal(t, kerr.MessageTooLarge.Code, s.produce("t", 0, -1, big).ErrorCode)
 }
+
+// Two DeleteRecords of one partition whose checkpoints overlap: each is
+// answered with the log start it made, which its checkpoint made durable,
+// not with a later request's log start that the first checkpoint to
+// complete does not hold (found by the simulator's durability oracle: a
+// crash right after the first answer would bring the log start back below
+// the low watermark it reported).
+func TestDeleteRecordsAnswersTheLogStartItMade(t *testing.T) {
+	s := newSimBroker(t, 18, nil)
+	s.createTopic("t", 1)
+	for i := 0; i < 10; i++ {
+		s.produce("t", 0, -1, valueBatch(wire.NoProducer, 1, "v"))
+	}
+	deleteTo := func(offset int64) *kmsg.DeleteRecordsRequest {
+		req := kmsg.NewPtrDeleteRecordsRequest()
+		req.TimeoutMillis = 60000
+		rt := kmsg.NewDeleteRecordsRequestTopic()
+		rt.Topic = "t"
+		rp := kmsg.NewDeleteRecordsRequestTopicPartition()
+		rp.Offset = offset
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		return req
+	}
+	s.slowDisk()
+	first := s.send(s.dialClient(), deleteTo(3))
+	s.world.Run(100 * time.Millisecond) // the first checkpoint is in flight
+	second := s.send(s.dialClient(), deleteTo(7))
+	s.runUntil("both answered", answered(first, second))
+	low := func(r *kmsg.Response) int64 {
+		p := (*r).(*kmsg.DeleteRecordsResponse).Topics[0].Partitions[0]
+		require.Zero(t, p.ErrorCode)
+		return p.LowWatermark
+	}
+	require.Equal(t, int64(3), low(first), "the first request's answer")
+	require.Equal(t, int64(7), low(second))
+}
