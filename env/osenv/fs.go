@@ -312,35 +312,35 @@ func (f *file) dup() (int, error) {
 // Close implements env.File. If a Sync is in flight the descriptor stays open
 // until it completes; the worker closes it then.
 func (f *file) Close() error {
-	f.mu.Lock()
-	if f.closed {
-		f.mu.Unlock()
+	already, err := f.shut()
+	if already {
 		return &fs.PathError{Op: "close", Path: f.name, Err: env.ErrClosed}
 	}
-	f.closed = true
-	busy := f.pending > 0
-	f.mu.Unlock()
-	if busy {
-		return nil
-	}
-	return f.release()
+	return err
 }
 
 // closeForNode closes the file on behalf of Node.Close; unlike Close it is
 // quiet about a file already closed.
 func (f *file) closeForNode() error {
+	_, err := f.shut()
+	return err
+}
+
+// shut marks the file closed and releases it unless a Sync still holds it;
+// it reports whether the file was closed already.
+func (f *file) shut() (already bool, err error) {
 	f.mu.Lock()
 	if f.closed {
 		f.mu.Unlock()
-		return nil
+		return true, nil
 	}
 	f.closed = true
 	busy := f.pending > 0
 	f.mu.Unlock()
 	if busy {
-		return nil
+		return false, nil
 	}
-	return f.release()
+	return false, f.release()
 }
 
 // release closes the descriptor. It runs exactly once per file, after closed
