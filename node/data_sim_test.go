@@ -203,20 +203,27 @@ func TestListOffsets(t *testing.T) {
 	require.Equal(t, int64(-1), list(301).Offset)
 }
 
+// deleteRecordsRequest asks to delete partition 0 of topic below offset,
+// waiting up to a minute for the answer.
+func deleteRecordsRequest(topic string, offset int64) *kmsg.DeleteRecordsRequest {
+	req := kmsg.NewPtrDeleteRecordsRequest()
+	req.TimeoutMillis = 60000
+	rt := kmsg.NewDeleteRecordsRequestTopic()
+	rt.Topic = topic
+	rp := kmsg.NewDeleteRecordsRequestTopicPartition()
+	rp.Offset = offset
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	return req
+}
+
 func TestDeleteRecordsMovesLogStart(t *testing.T) {
 	s := newSimBroker(t, 16, nil)
 	s.createTopic("t", 1)
 	for i := 0; i < 5; i++ {
 		s.produce("t", 0, -1, valueBatch(wire.NoProducer, 1, "v"))
 	}
-	req := kmsg.NewPtrDeleteRecordsRequest()
-	req.TimeoutMillis = 5000
-	rt := kmsg.NewDeleteRecordsRequestTopic()
-	rt.Topic = "t"
-	rp := kmsg.NewDeleteRecordsRequestTopicPartition()
-	rp.Offset = 3
-	rt.Partitions = append(rt.Partitions, rp)
-	req.Topics = append(req.Topics, rt)
+	req := deleteRecordsRequest("t", 3)
 	got := s.do(req).(*kmsg.DeleteRecordsResponse).Topics[0].Partitions[0]
 	require.Zero(t, got.ErrorCode)
 	require.Equal(t, int64(3), got.LowWatermark)
@@ -227,8 +234,7 @@ func TestDeleteRecordsMovesLogStart(t *testing.T) {
 	require.Zero(t, p.ErrorCode)
 	require.Equal(t, int64(3), p.LogStartOffset)
 	require.Len(t, recs, 2)
-	rp.Offset = 9
-	req.Topics[0].Partitions[0] = rp
+	req = deleteRecordsRequest("t", 9)
 	require.Equal(t, kerr.OffsetOutOfRange.Code, s.do(req).(*kmsg.DeleteRecordsResponse).Topics[0].Partitions[0].ErrorCode)
 }
 
@@ -304,21 +310,10 @@ func TestDeleteRecordsAnswersTheLogStartItMade(t *testing.T) {
 	for i := 0; i < 10; i++ {
 		s.produce("t", 0, -1, valueBatch(wire.NoProducer, 1, "v"))
 	}
-	deleteTo := func(offset int64) *kmsg.DeleteRecordsRequest {
-		req := kmsg.NewPtrDeleteRecordsRequest()
-		req.TimeoutMillis = 60000
-		rt := kmsg.NewDeleteRecordsRequestTopic()
-		rt.Topic = "t"
-		rp := kmsg.NewDeleteRecordsRequestTopicPartition()
-		rp.Offset = offset
-		rt.Partitions = append(rt.Partitions, rp)
-		req.Topics = append(req.Topics, rt)
-		return req
-	}
 	s.slowDisk()
-	first := s.send(s.dialClient(), deleteTo(3))
+	first := s.send(s.dialClient(), deleteRecordsRequest("t", 3))
 	s.world.Run(100 * time.Millisecond) // the first checkpoint is in flight
-	second := s.send(s.dialClient(), deleteTo(7))
+	second := s.send(s.dialClient(), deleteRecordsRequest("t", 7))
 	s.runUntil("both answered", answered(first, second))
 	low := func(r *kmsg.Response) int64 {
 		p := (*r).(*kmsg.DeleteRecordsResponse).Topics[0].Partitions[0]

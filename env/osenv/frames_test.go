@@ -2,7 +2,6 @@ package osenv
 
 import (
 	"encoding/binary"
-	"net"
 	"testing"
 
 	"github.com/sluicemq/sluice/env"
@@ -83,31 +82,9 @@ func TestHandlersThatDoNotBorrowAreLentNothing(t *testing.T) {
 // per connection.
 func TestDialedConnectionPinsNoResponseBuffers(t *testing.T) {
 	n := startNode(t)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
 	const responses, size = 40, 300 << 10
-	var c *conn
 	var got int
-	do(t, n, func(e env.Env) error {
-		e.Net.Dial(ln.Addr().String(), func(ec env.Conn, err error) env.ConnHandler {
-			if err != nil {
-				t.Error(err)
-				return nil
-			}
-			c = ec.(*conn)
-			return dataFunc(func(p []byte) { got += len(p) })
-		})
-		return nil
-	})
-	peer, err := ln.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer peer.Close()
-	waitFor(t, n, func() bool { return c != nil })
+	c, peer := dialPeer(t, n, dataFunc(func(p []byte) { got += len(p) }))
 	frame := make([]byte, 4+size)
 	binary.BigEndian.PutUint32(frame, size)
 	for id := range responses {

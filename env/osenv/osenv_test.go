@@ -504,36 +504,15 @@ func (r *closeRecorder) OnClose(err error) {
 // byte must still arrive, in order, once the loop runs again.
 func TestReadAheadIsBounded(t *testing.T) {
 	n := startNode(t)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
 	const total = 4 * readAheadMax
-	var c *conn
 	var got int64
 	ordered := true
-	do(t, n, func(e env.Env) error {
-		e.Net.Dial(ln.Addr().String(), func(ec env.Conn, err error) env.ConnHandler {
-			if err != nil {
-				t.Error(err)
-				return nil
-			}
-			c = ec.(*conn)
-			return dataFunc(func(p []byte) {
-				for i, b := range p {
-					ordered = ordered && b == byte((got+int64(i))%251)
-				}
-				got += int64(len(p))
-			})
-		})
-		return nil
-	})
-	peer, err := ln.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer peer.Close()
+	c, peer := dialPeer(t, n, dataFunc(func(p []byte) {
+		for i, b := range p {
+			ordered = ordered && b == byte((got+int64(i))%251)
+		}
+		got += int64(len(p))
+	}))
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	wg.Go(func() {
@@ -546,7 +525,6 @@ func TestReadAheadIsBounded(t *testing.T) {
 		}
 	})
 
-	waitFor(t, n, func() bool { return c != nil })
 	release := make(chan struct{})
 	defer func() {
 		select {
@@ -569,6 +547,37 @@ func TestReadAheadIsBounded(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// dialPeer dials, from n, a listener of the test's own and returns the
+// node's end (once connected, with h as its handler) and the peer's; the
+// peer is closed when the test ends.
+func dialPeer(t *testing.T, n *Node, h env.ConnHandler) (*conn, net.Conn) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var c *conn
+	do(t, n, func(e env.Env) error {
+		e.Net.Dial(ln.Addr().String(), func(ec env.Conn, err error) env.ConnHandler {
+			if err != nil {
+				t.Error(err)
+				return nil
+			}
+			c = ec.(*conn)
+			return h
+		})
+		return nil
+	})
+	peer, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { peer.Close() })
+	waitFor(t, n, func() bool { return c != nil })
+	return c, peer
 }
 
 type dataFunc func([]byte)
