@@ -13,7 +13,9 @@ import (
 //	-1 latest    the high watermark (the last stable offset under
 //	             READ_COMMITTED, equal to it while transactions are not served)
 //	-2 earliest  the log start offset
-//	-3 max timestamp (v7+): the record with the largest timestamp (KIP-734)
+//	-3 max timestamp (v7+): the record with the largest timestamp (KIP-734),
+//	             if it is below the high watermark (as Kafka filters every
+//	             lookup but latest and earliest); else offset -1
 //	-4 earliest local (v8+): the log start offset (no tiered storage)
 //	-5 latest tiered (v9+): offset -1, nothing is tiered
 //	t >= 0       the first record whose timestamp is at least t, below the
@@ -67,6 +69,7 @@ func (b *Broker) listOffset(version int16, topic string, rp kmsg.ListOffsetsRequ
 		found, ok = log.TimestampOffset{Timestamp: -1, Offset: p.log.LogStartOffset(), LeaderEpoch: p.leaderEpoch}, true
 	case ts == -3 && version >= 7:
 		found, ok, err = p.log.MaxTimestamp()
+		ok = ok && found.Offset < hw
 	case ts == -5 && version >= 9:
 		ok = false
 	case ts >= 0 && version >= 1:

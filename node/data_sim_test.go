@@ -323,3 +323,25 @@ func TestDeleteRecordsAnswersTheLogStartItMade(t *testing.T) {
 	require.Equal(t, int64(3), low(first), "the first request's answer")
 	require.Equal(t, int64(7), low(second))
 }
+
+// ListOffsets for the largest timestamp names only a record below the high
+// watermark, as Kafka's Partition.fetchOffsetForTimestamp filters it: a
+// record not yet durable may still be lost, and the offset with it.
+func TestListOffsetsMaxTimestampStaysBelowTheHighWatermark(t *testing.T) {
+	s := newSimBroker(t, 19, nil)
+	s.createTopic("t", 1)
+	require.Zero(t, s.produce("t", 0, -1, valueBatch(wire.NoProducer, 100, "durable")).ErrorCode)
+	s.slowDisk()
+	require.Zero(t, s.produce("t", 0, 1, valueBatch(wire.NoProducer, 900, "in the page cache")).ErrorCode)
+	req := kmsg.NewPtrListOffsetsRequest()
+	req.Version = 8
+	rt := kmsg.NewListOffsetsRequestTopic()
+	rt.Topic = "t"
+	rp := kmsg.NewListOffsetsRequestTopicPartition()
+	rp.Timestamp = -3
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	got := s.do(req).(*kmsg.ListOffsetsResponse).Topics[0].Partitions[0]
+	require.Zero(t, got.ErrorCode)
+	require.Equal(t, int64(-1), got.Offset, "the record with the largest timestamp is above the high watermark")
+}
