@@ -320,9 +320,15 @@ func (h *History) complete(id OpID, e Event) (Event, bool) {
 // ProduceOk records that produce id was acknowledged with base offset
 // offset (OffsetUnknown if the broker gave none).
 func (h *History) ProduceOk(id OpID, offset int64) {
-	inv, ok := h.complete(id, Event{Kind: KindOk, Offset: offset})
-	if ok && inv.Type != TypeProduce {
-		h.fail("operation %d is a %s, completed as a produce", id, inv.Type)
+	h.ok(id, TypeProduce, Event{Offset: offset})
+}
+
+// ok closes operation id, which must be of type want, with the result in e.
+func (h *History) ok(id OpID, want Type, e Event) {
+	e.Kind = KindOk
+	inv, ok := h.complete(id, e)
+	if ok && inv.Type != want {
+		h.fail("operation %d is a %s, completed as a %s", id, inv.Type, want)
 	}
 }
 
@@ -331,22 +337,14 @@ func (h *History) ProduceOk(id OpID, offset int64) {
 // begin before the offset asked for, and those earlier records are dropped
 // by the client before they reach here.
 func (h *History) FetchOk(id OpID, records []Record) {
-	rs := append([]Record(nil), records...)
-	inv, ok := h.complete(id, Event{Kind: KindOk, Records: rs})
-	if ok && inv.Type != TypeFetch {
-		h.fail("operation %d is a %s, completed as a fetch", id, inv.Type)
-	}
+	h.ok(id, TypeFetch, Event{Records: append([]Record(nil), records...)})
 }
 
 // FetchOkWatermarks is FetchOk with the watermarks the answer reported for
 // the partition, which the offsets check compares with what the history
 // shows.
 func (h *History) FetchOkWatermarks(id OpID, records []Record, w Watermarks) {
-	rs := append([]Record(nil), records...)
-	inv, ok := h.complete(id, Event{Kind: KindOk, Records: rs, Watermarks: &w})
-	if ok && inv.Type != TypeFetch {
-		h.fail("operation %d is a %s, completed as a fetch", id, inv.Type)
-	}
+	h.ok(id, TypeFetch, Event{Records: append([]Record(nil), records...), Watermarks: &w})
 }
 
 // InvokeListOffsets records a client's ListOffsets question about tp:
@@ -358,10 +356,7 @@ func (h *History) InvokeListOffsets(client int, tp TopicPartition, target int64)
 // ListOffsetsOk records the offset a ListOffsets answered (-1: no record
 // has a timestamp at least the one asked for).
 func (h *History) ListOffsetsOk(id OpID, offset int64) {
-	inv, ok := h.complete(id, Event{Kind: KindOk, Offset: offset})
-	if ok && inv.Type != TypeListOffsets {
-		h.fail("operation %d is a %s, completed as a list offsets", id, inv.Type)
-	}
+	h.ok(id, TypeListOffsets, Event{Offset: offset})
 }
 
 // InvokeDeleteRecords records a client's DeleteRecords of tp: every record
@@ -374,10 +369,7 @@ func (h *History) InvokeDeleteRecords(client int, tp TopicPartition, offset int6
 // DeleteRecordsOk records the low watermark a DeleteRecords answered: the
 // partition's log start offset once the deletion took effect.
 func (h *History) DeleteRecordsOk(id OpID, lowWatermark int64) {
-	inv, ok := h.complete(id, Event{Kind: KindOk, Offset: lowWatermark})
-	if ok && inv.Type != TypeDeleteRecords {
-		h.fail("operation %d is a %s, completed as a delete records", id, inv.Type)
-	}
+	h.ok(id, TypeDeleteRecords, Event{Offset: lowWatermark})
 }
 
 // Fail records that operation id definitely did not take effect.
