@@ -3,6 +3,7 @@ package node
 import (
 	"fmt"
 	"math"
+	"net/netip"
 	"sort"
 	"strconv"
 	"strings"
@@ -13,16 +14,114 @@ import (
 // comments; ParseProperties reads them from a Kafka-style properties file.
 // The zero value is not valid: start from DefaultConfig.
 type Config struct {
-	// NodeID is node.id.
+	// NodeID is node.id (broker.id is read too). Kafka has no default and
+	// requires it once process.roles is set; Sluice keeps the default of 1
+	// of its single-node mode for every mode. A controller of a cluster left
+	// at 1 by mistake is refused where voter 1's port is not its controller
+	// listener's; a broker-only node left at 1 is not caught here.
 	NodeID int32
-	// Listeners is listeners: "PLAINTEXT://host:port", comma-separated.
-	// Only PLAINTEXT is served for now.
+	// Listeners is listeners: "NAME://host:port", comma-separated, each name
+	// once, each port once (port 0, an ephemeral port, excepted). A name is
+	// kept upper-cased, as Kafka normalises it, and maps to a security
+	// protocol through ListenerSecurityProtocolMap; only PLAINTEXT is
+	// served. An empty host binds every address.
 	Listeners []Listener
-	// AdvertisedListeners is advertised.listeners; empty means Listeners.
+	// AdvertisedListeners is advertised.listeners: the addresses the node
+	// tells others to connect to, by listener name. Empty means Listeners.
+	// See Advertised and AdvertisedControllerListener.
 	AdvertisedListeners []Listener
 	// LogDir is log.dirs (one directory; log.dir is accepted too). The node's
 	// env.FS is rooted there; the broker itself only sees relative paths.
 	LogDir string
+
+	// The keys of a KRaft cluster (config_kraft.go has their rules and the
+	// helpers that read them: Roles, Voters, ControllerListener,
+	// BrokerListeners, BrokersMax).
+
+	// ProcessRoles is process.roles. Its zero value, the key not set (or
+	// set empty), is Sluice's single-node mode: the node is broker and
+	// controller of a metadata quorum of one voter, itself, reached by no
+	// network, so it needs neither voters nor a CONTROLLER listener. Roles
+	// reports the roles in force in either case.
+	ProcessRoles Roles
+	// ControllerQuorumVoters is controller.quorum.voters, "id@host:port,...":
+	// a static quorum. Each id once, each address once.
+	ControllerQuorumVoters []Voter
+	// ControllerQuorumBootstrapServers is controller.quorum.bootstrap.servers,
+	// "host:port,..." (KIP-853): the controllers a node asks for the voters
+	// of a dynamic quorum. Kept as written (validated); with
+	// ControllerQuorumVoters also set, the static voters are the quorum, as
+	// in Kafka. A node with process.roles set needs one of the two.
+	ControllerQuorumBootstrapServers []string
+	// ListenerSecurityProtocolMap is listener.security.protocol.map,
+	// "NAME:PROTOCOL,...". Nil means the key is not set: Kafka's default,
+	// each security protocol's own name mapped to it, to which Kafka (and
+	// Sluice) adds NAME:PLAINTEXT for each controller listener name when
+	// process.roles is set and no SSL or SASL listener is in use. A map that
+	// is set must name the controller listeners itself, as in Kafka. See
+	// SecurityProtocol.
+	ListenerSecurityProtocolMap []ListenerProtocol
+	// ControllerListenerNames is controller.listener.names: the names of
+	// the listeners that serve the metadata quorum. A node with the
+	// controller role listens on each of them; a broker reaches the
+	// controllers with the first (ControllerListenerName), and must not
+	// listen on any. Required when process.roles is set; refused in
+	// single-node mode.
+	ControllerListenerNames []string
+	// InterBrokerListenerName is inter.broker.listener.name: the advertised
+	// listener other brokers use to reach this one (replication). It must be
+	// one of the broker's advertised listeners.
+	InterBrokerListenerName string
+	// MetadataLogDir is metadata.log.dir; empty means LogDir, as in Kafka.
+	// The node's env.FS is rooted at log.dirs, so for now any other
+	// directory is refused.
+	MetadataLogDir string
+	// BrokerSessionTimeout is broker.session.timeout.ms: how long the
+	// controller keeps a broker's lease without a heartbeat before fencing
+	// it.
+	BrokerSessionTimeout time.Duration
+	// BrokerHeartbeatInterval is broker.heartbeat.interval.ms: how often a
+	// broker heartbeats to the controller. It must be below the session
+	// timeout.
+	BrokerHeartbeatInterval time.Duration
+	// ControllerQuorumElectionTimeout is
+	// controller.quorum.election.timeout.ms: how long a voter waits without
+	// hearing from a leader before it starts an election. Kafka's default
+	// is 1000; Sluice's is 500, so that a controller failover (detection,
+	// election, the new leader's first commit) finishes well under a
+	// second.
+	ControllerQuorumElectionTimeout time.Duration
+	// ControllerQuorumFetchTimeout is controller.quorum.fetch.timeout.ms
+	// (Kafka's 2000): how long a follower of the quorum goes without a
+	// successful fetch from the leader before it suspects it. Accepted and
+	// kept; etcd raft's election timeout plays this part.
+	ControllerQuorumFetchTimeout time.Duration
+	// ControllerQuorumRequestTimeout is
+	// controller.quorum.request.timeout.ms: how long a request to another
+	// voter, or to the controller, may wait for its answer.
+	ControllerQuorumRequestTimeout time.Duration
+	// MetadataLogMaxRecordBytesBetweenSnapshots is
+	// metadata.log.max.record.bytes.between.snapshots: a node snapshots its
+	// metadata image once this many bytes of records follow the last
+	// snapshot. At least 1.
+	MetadataLogMaxRecordBytesBetweenSnapshots int64
+	// MetadataLogMaxSnapshotInterval is metadata.log.max.snapshot.interval.ms:
+	// a node snapshots its image once committed records this old are not
+	// in a snapshot. Zero turns the time-based snapshot off, as in Kafka.
+	MetadataLogMaxSnapshotInterval time.Duration
+	// AutoLeaderRebalanceEnable is auto.leader.rebalance.enable: the
+	// controller moves leadership back to each partition's preferred
+	// replica when too many leaders sit elsewhere.
+	AutoLeaderRebalanceEnable bool
+	// LeaderImbalanceCheckInterval is leader.imbalance.check.interval.seconds:
+	// how often the controller looks at the leaders' balance.
+	LeaderImbalanceCheckInterval time.Duration
+	// LeaderImbalancePerBrokerPercentage is
+	// leader.imbalance.per.broker.percentage: the share of a broker's
+	// preferred partitions it may fail to lead before a rebalance, 0 to 100.
+	LeaderImbalancePerBrokerPercentage int32
+	// BrokerRack is broker.rack; empty means none.
+	BrokerRack string
 
 	// NumPartitions is num.partitions, used by auto-creation and by
 	// CreateTopics requests that leave the count to the broker (-1).
@@ -82,20 +181,33 @@ type Config struct {
 // and retention.bytes). Any other negative value of those keys is refused.
 const Unlimited = -1
 
-// Listener is one listener: a security protocol and an address.
+// Listener is one listener: a name (upper case, as Kafka normalises it),
+// which listener.security.protocol.map maps to a security protocol, and an
+// address.
 type Listener struct {
-	Name string // "PLAINTEXT"
+	Name string // "PLAINTEXT", "CONTROLLER", ...
 	Host string
 	Port int32
 }
 
-// Addr is host:port.
-func (l Listener) Addr() string { return l.Host + ":" + strconv.Itoa(int(l.Port)) }
+// Addr is host:port, an IPv6 host in brackets.
+func (l Listener) Addr() string { return joinHostPort(l.Host, l.Port) }
+
+// joinHostPort writes host:port, bracketing a host that holds a colon (an
+// IPv6 address), as net.JoinHostPort does.
+func joinHostPort(host string, port int32) string {
+	if strings.Contains(host, ":") {
+		host = "[" + host + "]"
+	}
+	return host + ":" + strconv.Itoa(int(port))
+}
 
 func (l Listener) String() string { return l.Name + "://" + l.Addr() }
 
 // DefaultConfig is Kafka's defaults for the keys Sluice reads, with one
-// node listening on 127.0.0.1:9092 and data in ./data.
+// node listening on 127.0.0.1:9092 and data in ./data, in single-node mode
+// (process.roles not set). One default differs from Kafka's:
+// controller.quorum.election.timeout.ms (see ControllerQuorumElectionTimeout).
 func DefaultConfig() Config {
 	return Config{
 		NodeID:                           1,
@@ -116,37 +228,19 @@ func DefaultConfig() Config {
 		SocketRequestMaxBytes:            100 << 20,
 		ConnectionsMaxIdle:               10 * time.Minute,
 		RequestReadTimeout:               30 * time.Second,
-	}
-}
 
-// BrokersMax is the number of brokers a cluster with this configuration can
-// ever have. Until the metadata quorum exists a cluster is this one broker
-// (its metadata journal is local), so it is 1; once a static quorum names
-// its voters, it will be their number. Every start-up check of a
-// replication factor compares with this, and only this.
-func (c Config) BrokersMax() int { return 1 }
-
-// Validate checks what no single key can: a configuration that could never
-// work is refused at start rather than failing every request that uses it.
-// Each key's own value was checked when it was read (ApplyProperties).
-func (c Config) Validate() error {
-	if len(c.Listeners) == 0 {
-		return fmt.Errorf("config listeners: no listener configured")
+		InterBrokerListenerName:                   "PLAINTEXT",
+		BrokerSessionTimeout:                      9 * time.Second,
+		BrokerHeartbeatInterval:                   2 * time.Second,
+		ControllerQuorumElectionTimeout:           500 * time.Millisecond,
+		ControllerQuorumFetchTimeout:              2 * time.Second,
+		ControllerQuorumRequestTimeout:            2 * time.Second,
+		MetadataLogMaxRecordBytesBetweenSnapshots: 20 << 20,
+		MetadataLogMaxSnapshotInterval:            time.Hour,
+		AutoLeaderRebalanceEnable:                 true,
+		LeaderImbalanceCheckInterval:              300 * time.Second,
+		LeaderImbalancePerBrokerPercentage:        10,
 	}
-	if n := c.BrokersMax(); int(c.DefaultReplicationFactor) > n {
-		return fmt.Errorf("config default.replication.factor=%d: a cluster with this configuration has at most %d broker(s) "+
-			"(until the metadata quorum exists, a cluster is this one broker), so no topic could be created with the default "+
-			"replication factor; set default.replication.factor=%d", c.DefaultReplicationFactor, n, n)
-	}
-	return nil
-}
-
-// Advertised returns the listeners clients are told to connect to.
-func (c Config) Advertised() []Listener {
-	if len(c.AdvertisedListeners) > 0 {
-		return c.AdvertisedListeners
-	}
-	return c.Listeners
 }
 
 // ParseProperties reads a Kafka-style properties file over base: "key=value"
@@ -201,10 +295,10 @@ func (c *Config) set(key, value string) (known bool, err error) {
 	case "node.id", "broker.id":
 		return true, parseInt32(value, 0, &c.NodeID)
 	case "listeners":
-		c.Listeners, err = parseListeners(value)
+		c.Listeners, err = parseListeners(value, true)
 		return true, err
 	case "advertised.listeners":
-		c.AdvertisedListeners, err = parseListeners(value)
+		c.AdvertisedListeners, err = parseListeners(value, false)
 		return true, err
 	case "log.dirs", "log.dir":
 		if strings.Contains(value, ",") {
@@ -259,7 +353,7 @@ func (c *Config) set(key, value string) (known bool, err error) {
 	case "sluice.request.read.timeout.ms":
 		return true, parseTimeout(key, value, &c.RequestReadTimeout)
 	}
-	return false, nil
+	return c.setKRaft(key, value)
 }
 
 // parseMs reads a time key as Kafka does: a count of the unit its name ends
@@ -364,8 +458,11 @@ func parseTimeout(key, s string, dst *time.Duration) error {
 	return nil
 }
 
-// parseListeners reads "NAME://host:port,NAME://host:port".
-func parseListeners(s string) ([]Listener, error) {
+// parseListeners reads "NAME://host:port,NAME://host:port" (advertised.listeners
+// too, where two listeners may share a port: distinctPorts is false). Which
+// security protocol a name stands for is checked by Validate, once
+// listener.security.protocol.map is known.
+func parseListeners(s string, distinctPorts bool) ([]Listener, error) {
 	var out []Listener
 	for _, part := range strings.Split(s, ",") {
 		part = strings.TrimSpace(part)
@@ -373,27 +470,66 @@ func parseListeners(s string) ([]Listener, error) {
 			continue
 		}
 		name, addr, ok := strings.Cut(part, "://")
-		if !ok {
+		if !ok || strings.TrimSpace(name) == "" {
 			return nil, fmt.Errorf("listener %q is not NAME://host:port", part)
 		}
-		i := strings.LastIndexByte(addr, ':')
-		if i < 0 {
-			return nil, fmt.Errorf("listener %q has no port", part)
-		}
-		host := strings.TrimSuffix(strings.TrimPrefix(addr[:i], "["), "]")
-		port, err := strconv.ParseUint(addr[i+1:], 10, 16)
+		host, port, err := splitHostPort(addr)
 		if err != nil {
-			return nil, fmt.Errorf("listener %q has a bad port", part)
+			return nil, fmt.Errorf("listener %q: %w", part, err)
 		}
-		if name != "PLAINTEXT" {
-			return nil, fmt.Errorf("listener %q: only PLAINTEXT is supported", part)
-		}
-		out = append(out, Listener{Name: name, Host: host, Port: int32(port)})
+		out = append(out, Listener{Name: strings.ToUpper(strings.TrimSpace(name)), Host: host, Port: port})
 	}
 	if len(out) == 0 {
 		return nil, fmt.Errorf("no listener")
 	}
-	return out, nil
+	return out, checkListenerList(out, distinctPorts)
+}
+
+// checkListenerList refuses what Kafka refuses in a list of listeners: a
+// name twice, and (in listeners) a port twice, unless it is 0 or the two
+// hosts are an IPv4 and an IPv6 address.
+func checkListenerList(ls []Listener, distinctPorts bool) error {
+	for i, a := range ls {
+		for _, b := range ls[:i] {
+			switch {
+			case strings.EqualFold(a.Name, b.Name):
+				return fmt.Errorf("listener name %s appears twice (%s and %s): each listener must have a name of its own", a.Name, b, a)
+			case distinctPorts && a.Port == b.Port && a.Port != 0 && !ipv4AndIPv6(a.Host, b.Host):
+				return fmt.Errorf("listeners %s and %s have the same port: each listener must have a port of its own", b, a)
+			}
+		}
+	}
+	return nil
+}
+
+// ipv4AndIPv6 reports whether one host is an IPv4 address and the other an
+// IPv6 one: two such listeners may share a port.
+func ipv4AndIPv6(a, b string) bool {
+	x, errA := netip.ParseAddr(a)
+	y, errB := netip.ParseAddr(b)
+	return errA == nil && errB == nil && x.Unmap().Is4() != y.Unmap().Is4()
+}
+
+// splitHostPort reads host:port, an IPv6 host in brackets; the host may be
+// empty (every address), the port is 0 to 65535.
+func splitHostPort(addr string) (string, int32, error) {
+	i := strings.LastIndexByte(addr, ':')
+	if i < 0 {
+		return "", 0, fmt.Errorf("no port")
+	}
+	host := addr[:i]
+	if strings.HasPrefix(host, "[") != strings.HasSuffix(host, "]") {
+		return "", 0, fmt.Errorf("unbalanced brackets around the host")
+	}
+	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	if strings.ContainsAny(host, " \t/@[]") {
+		return "", 0, fmt.Errorf("bad host %q", host)
+	}
+	port, err := strconv.ParseUint(addr[i+1:], 10, 16)
+	if err != nil {
+		return "", 0, fmt.Errorf("bad port %q", addr[i+1:])
+	}
+	return host, int32(port), nil
 }
 
 // splitProperties parses the properties syntax into key/value pairs.

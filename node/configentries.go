@@ -62,14 +62,14 @@ type brokerConfigDef struct {
 // brokerConfigDefs lists the broker keys Config holds, with Kafka's names.
 func brokerConfigDefs() []brokerConfigDef {
 	def := func(s string) *string { return &s }
-	return []brokerConfigDef{
+	return append([]brokerConfigDef{
 		{name: "node.id", kind: kindInt, value: func(c Config) string { return strconv.Itoa(int(c.NodeID)) },
 			doc: "The node id of this broker."},
 		{name: "listeners", kind: kindString, kafkaDefault: def("PLAINTEXT://:9092"),
 			value: func(c Config) string { return listenersString(c.Listeners) },
 			doc:   "The addresses the broker listens on."},
 		{name: "advertised.listeners", kind: kindString,
-			value:  func(c Config) string { return listenersString(c.Advertised()) },
+			value:  advertisedListenersValue,
 			static: func(c Config) bool { return len(c.AdvertisedListeners) > 0 },
 			doc:    "The addresses clients are told to connect to; listeners when not set."},
 		{name: "log.dirs", kind: kindString, value: func(c Config) string { return c.LogDir },
@@ -114,7 +114,100 @@ func brokerConfigDefs() []brokerConfigDef {
 		{name: "sluice.request.read.timeout.ms", kind: kindLong, kafkaDefault: def("30000"),
 			value: func(c Config) string { return durationMsString(c.RequestReadTimeout) },
 			doc:   "How long a request may take to arrive whole, from its first bytes, before the connection is closed; -1 is forever."},
+	}, kraftConfigDefs()...)
+}
+
+// kraftConfigDefs lists the keys of config_kraft.go.
+func kraftConfigDefs() []brokerConfigDef {
+	def := func(s string) *string { return &s }
+	ms := func(d func(Config) time.Duration) func(Config) string {
+		return func(c Config) string { return durationMsString(d(c)) }
 	}
+	return []brokerConfigDef{
+		{name: "process.roles", kind: kindList, kafkaDefault: def(""),
+			value: func(c Config) string { return c.ProcessRoles.String() },
+			doc:   "The roles of this node: broker, controller, or both; not set is a node on its own."},
+		{name: "controller.quorum.voters", kind: kindList, kafkaDefault: def(""),
+			value: func(c Config) string { return votersString(c.ControllerQuorumVoters) },
+			doc:   "The voters of a static metadata quorum, id@host:port each."},
+		{name: "controller.quorum.bootstrap.servers", kind: kindList, kafkaDefault: def(""),
+			value: func(c Config) string { return strings.Join(c.ControllerQuorumBootstrapServers, ",") },
+			doc:   "Controllers to ask for the voters of a dynamic metadata quorum, host:port each."},
+		// Kafka's default, in the order its documentation gives.
+		{name: "listener.security.protocol.map", kind: kindString,
+			kafkaDefault: def("SASL_SSL:SASL_SSL,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT"),
+			value:        protocolMapValue,
+			static:       func(c Config) bool { return c.ListenerSecurityProtocolMap != nil },
+			doc:          "The security protocol of each listener name."},
+		{name: "controller.listener.names", kind: kindString,
+			value:  func(c Config) string { return strings.Join(c.ControllerListenerNames, ",") },
+			static: func(c Config) bool { return len(c.ControllerListenerNames) > 0 },
+			doc:    "The listeners that serve the metadata quorum; brokers reach the controllers with the first."},
+		{name: "inter.broker.listener.name", kind: kindString,
+			value:  func(c Config) string { return c.InterBrokerListenerName },
+			static: func(c Config) bool { return c.InterBrokerListenerName != "PLAINTEXT" },
+			doc:    "The listener other brokers reach this one on."},
+		{name: "metadata.log.dir", kind: kindString,
+			value:  func(c Config) string { return c.MetadataLogDir },
+			static: func(c Config) bool { return c.MetadataLogDir != "" },
+			doc:    "The directory of the metadata log; log.dirs when not set."},
+		{name: "broker.session.timeout.ms", kind: kindInt, kafkaDefault: def("9000"),
+			value: ms(func(c Config) time.Duration { return c.BrokerSessionTimeout }),
+			doc:   "How long a broker's lease lasts without a heartbeat."},
+		{name: "broker.heartbeat.interval.ms", kind: kindInt, kafkaDefault: def("2000"),
+			value: ms(func(c Config) time.Duration { return c.BrokerHeartbeatInterval }),
+			doc:   "How often a broker heartbeats to the controller."},
+		// Sluice's default (Kafka's is 1000), so that a failover ends well
+		// under a second: the default in force is what a client is told.
+		{name: "controller.quorum.election.timeout.ms", kind: kindInt, kafkaDefault: def("500"),
+			value: ms(func(c Config) time.Duration { return c.ControllerQuorumElectionTimeout }),
+			doc:   "How long a voter waits without hearing from a leader before it starts an election."},
+		{name: "controller.quorum.fetch.timeout.ms", kind: kindInt, kafkaDefault: def("2000"),
+			value: ms(func(c Config) time.Duration { return c.ControllerQuorumFetchTimeout }),
+			doc:   "How long a follower of the quorum goes without a fetch from the leader before it suspects it."},
+		{name: "controller.quorum.request.timeout.ms", kind: kindInt, kafkaDefault: def("2000"),
+			value: ms(func(c Config) time.Duration { return c.ControllerQuorumRequestTimeout }),
+			doc:   "How long a request to another voter or to the controller may wait for its answer."},
+		{name: "metadata.log.max.record.bytes.between.snapshots", kind: kindLong, kafkaDefault: def("20971520"),
+			value: func(c Config) string { return strconv.FormatInt(c.MetadataLogMaxRecordBytesBetweenSnapshots, 10) },
+			doc:   "The bytes of metadata records after the last snapshot that make a node write a new one."},
+		{name: "metadata.log.max.snapshot.interval.ms", kind: kindLong, kafkaDefault: def("3600000"),
+			value: ms(func(c Config) time.Duration { return c.MetadataLogMaxSnapshotInterval }),
+			doc:   "The age of committed metadata records not in a snapshot that makes a node write one; 0 is never."},
+		{name: "auto.leader.rebalance.enable", kind: kindBoolean, kafkaDefault: def("true"),
+			value: func(c Config) string { return strconv.FormatBool(c.AutoLeaderRebalanceEnable) },
+			doc:   "Whether the controller moves leaders back to their preferred replicas."},
+		{name: "leader.imbalance.check.interval.seconds", kind: kindLong, kafkaDefault: def("300"),
+			value: func(c Config) string { return strconv.FormatInt(int64(c.LeaderImbalanceCheckInterval/time.Second), 10) },
+			doc:   "How often the controller checks the balance of leaders."},
+		{name: "leader.imbalance.per.broker.percentage", kind: kindInt, kafkaDefault: def("10"),
+			value: func(c Config) string { return strconv.Itoa(int(c.LeaderImbalancePerBrokerPercentage)) },
+			doc:   "The share of its preferred partitions a broker may not lead before a rebalance, in percent."},
+		{name: "broker.rack", kind: kindString,
+			value:  func(c Config) string { return c.BrokerRack },
+			static: func(c Config) bool { return c.BrokerRack != "" },
+			doc:    "The rack of this broker."},
+	}
+}
+
+// advertisedListenersValue is advertised.listeners as set, or the broker
+// listeners advertised in its place.
+func advertisedListenersValue(c Config) string {
+	if len(c.AdvertisedListeners) > 0 {
+		return listenersString(c.AdvertisedListeners)
+	}
+	return listenersString(c.Advertised())
+}
+
+func protocolMapValue(c Config) string {
+	if c.ListenerSecurityProtocolMap == nil {
+		return "SASL_SSL:SASL_SSL,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT"
+	}
+	parts := make([]string, len(c.ListenerSecurityProtocolMap))
+	for i, e := range c.ListenerSecurityProtocolMap {
+		parts[i] = e.Listener + ":" + e.Protocol
+	}
+	return strings.Join(parts, ",")
 }
 
 // brokerConfigEntries returns the broker's configs, sorted by name: the keys
