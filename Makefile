@@ -3,7 +3,7 @@ GO ?= go
 STATICCHECK_VERSION := v0.8.2
 BIN := bin/sluice
 
-.PHONY: build run test sim bench fuzz lint mutants
+.PHONY: build run cluster test sim bench fuzz lint mutants
 
 build:
 	$(GO) build -o $(BIN) ./cmd/sluice
@@ -12,6 +12,15 @@ build:
 # file (Kafka's keys, commented as in Kafka's own config/server.properties).
 run: build
 	./$(BIN) serve --config cmd/sluice/config/server.properties
+
+# Three nodes on this machine, each broker and controller of one metadata
+# quorum: PLAINTEXT on 127.0.0.1:9092, 9094 and 9096, CONTROLLER on 9093,
+# 9095 and 9097, data in ./data-cluster/node-N, configured by
+# cmd/sluice/config/cluster/server-N.properties. In the foreground, every
+# line prefixed by its node; Ctrl-C stops all three, and so does any one
+# of them failing.
+cluster: build
+	cmd/sluice/config/cluster/run ./$(BIN)
 
 # Every test, with the expensive invariant checks compiled in (DESIGN.md
 # section 9): the tests and the simulator always run with them; production
