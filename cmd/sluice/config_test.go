@@ -66,6 +66,32 @@ func TestServeRefusesAReplicationFactorTheClusterCannotHave(t *testing.T) {
 	require.Empty(t, entries, "refused before it touched the data directory")
 }
 
+// A KRaft configuration Kafka would refuse stops sluice serve at start,
+// naming the key, before anything touches the data directory.
+func TestServeRefusesAKRaftConfigurationByName(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"--override", "process.roles=brokr"}, []string{"process.roles", `unknown role "brokr"`}},
+		{[]string{"--override", "process.roles=broker,controller"}, []string{"controller.quorum.voters", "controller.quorum.bootstrap.servers"}},
+		{[]string{"--override", "controller.quorum.voters=1@127.0.0.1:9093"}, []string{"controller.quorum.voters is set but process.roles is not"}},
+		{[]string{"--config", "config/cluster/server-1.properties", "--node-id", "4"}, []string{"node.id 4 must be one of the voters"}},
+		// serveRefuses's --listeners overrides the file's, CONTROLLER and all.
+		{[]string{"--config", "config/cluster/server-1.properties"}, []string{"config listeners", "controller listener CONTROLLER"}},
+		{[]string{"--override", "metadata.log.dir=/elsewhere"}, []string{"metadata.log.dir=/elsewhere"}},
+	} {
+		dir := t.TempDir()
+		stderr := serveRefuses(t, append([]string{"--log-dir", dir}, tc.args...)...)
+		for _, w := range tc.want {
+			require.Contains(t, stderr, w, tc.args)
+		}
+		entries, err := os.ReadDir(dir)
+		require.NoError(t, err)
+		require.Empty(t, entries, "refused before it touched the data directory")
+	}
+}
+
 // The user's report: log.retention.ms=-1 with 1 KiB segments and a retention
 // pass every second kept 20 of 200 records produced with kcat. -1 is
 // Kafka's "keep forever".

@@ -30,18 +30,27 @@ func newServeCommand() *cobra.Command {
 	var o serveOptions
 	cmd := &cobra.Command{
 		Use:   "serve",
-		Short: "Run a broker",
-		Long: `Run a broker. A cluster is this one broker for now: it keeps its own
-metadata, and there is no replication or metadata quorum yet.
+		Short: "Run a node (broker, controller, or both)",
+		Long: `Run a node: a broker, a controller of the metadata quorum, or both.
 
 Configuration comes from a Kafka-style properties file (--config), with
 Kafka's own keys (node.id, listeners, advertised.listeners, log.dirs,
 num.partitions, auto.create.topics.enable, log.retention.ms, ...);
 cmd/sluice/config/server.properties is an example. Flags override the file;
---override key=value sets any key. Without --config the broker uses Kafka's
+--override key=value sets any key. Without --config the node uses Kafka's
 defaults with one PLAINTEXT listener on 127.0.0.1:9092 and data in ./data.
-A bad value, or a configuration that could never work, stops the broker at
+A bad value, or a configuration that could never work, stops the node at
 start with the key named.
+
+Without process.roles the node runs on its own: it is the cluster's only
+broker and the only voter of its metadata quorum. With process.roles
+(broker, controller or broker,controller) it is one node of a KRaft
+cluster, configured as in Kafka: controller.quorum.voters (id@host:port of
+each controller) or controller.quorum.bootstrap.servers, the controller
+listener named by controller.listener.names among listeners for a
+controller, and listener.security.protocol.map for listener names other
+than PLAINTEXT; cmd/sluice/config/cluster/ holds three nodes for one
+machine (make cluster). Only PLAINTEXT listeners are served.
 
 SIGTERM or SIGINT flushes every partition, writes its checkpoints and exits.`,
 		Args: cobra.NoArgs,
@@ -51,7 +60,7 @@ SIGTERM or SIGINT flushes every partition, writes its checkpoints and exits.`,
 	f.StringVar(&o.configFile, "config", "", "properties file (Kafka's server.properties keys)")
 	f.StringArrayVar(&o.overrides, "override", nil, "key=value overriding the properties file (repeatable)")
 	f.Int32Var(&o.nodeID, "node-id", -1, "node.id")
-	f.StringVar(&o.listeners, "listeners", "", "listeners, e.g. PLAINTEXT://127.0.0.1:9092")
+	f.StringVar(&o.listeners, "listeners", "", "listeners, e.g. PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093")
 	f.StringVar(&o.logDir, "log-dir", "", "log.dirs: the data directory")
 	f.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	f.StringVar(&o.logFormat, "log-format", "text", "text or json")
