@@ -18,12 +18,15 @@ import (
 // does not open and close like a JSON object.
 //
 // Binary (AppendBinaryRecord) is for the quorum's log and for snapshots,
-// where JSON is too slow and too large: a 100,000-partition topic is about
-// 1.4 MB in binary and decodes in a few tens of milliseconds, where
-// encoding/json takes several times as long and writes three times the
-// bytes, and a partition change is about 30 bytes that decode in a
-// fraction of a microsecond. The layout, all integers varints (zigzag for
-// signed ones) unless said otherwise:
+// where JSON is too slow and too large. Measured on the 2-core machine of
+// the project (bench_test.go): a 100,000-partition topic of three replicas
+// is 1.4 MB in binary and a snapshot of it loads in about 40 ms, where its
+// JSON is 9.7 MB and takes half a second to write and read back; a
+// partition change is 26 bytes and decodes and applies at about 1.9
+// million records/s, where its JSON is 149 bytes and goes at 250,000/s,
+// barely above the target of 200,000/s with nothing else to do. The
+// layout, all integers varints (zigzag for signed ones) unless said
+// otherwise:
 //
 //	record    = format(1 byte, binaryFormat) type(1 byte) body
 //	string    = uvarint length, bytes
@@ -434,6 +437,9 @@ func (d *decoder) int32s() []int32 {
 		return nil
 	}
 	n--
+	if n == 0 {
+		return []int32{}
+	}
 	if n > uint64(len(d.b)) {
 		d.fail(fmt.Errorf("count %d is more than the %d bytes left could hold", n, len(d.b)))
 		return nil

@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestControllerTranscripts runs the scripts of testdata/*.txt (etcd raft's
+// TestControllerTranscripts runs the scripts of testdata/controller/*.txt (etcd raft's
 // manner): each command drives the controller through the harness and
 // prints its answer and the records it proposed. go test -rewrite
 // regenerates the expected output.
@@ -37,7 +37,7 @@ import (
 //	image                     print the committed image
 //	spread name=T             leaders and replicas per broker, racks per partition
 func TestControllerTranscripts(t *testing.T) {
-	datadriven.Walk(t, "testdata", func(t *testing.T, path string) {
+	datadriven.Walk(t, "testdata/controller", func(t *testing.T, path string) {
 		var h *harness
 		datadriven.RunTest(t, path, func(t *testing.T, td *datadriven.TestData) string {
 			if td.Cmd == "init" {

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+
+	"github.com/sluicemq/sluice/internal/invariants"
 )
 
 // Record is one change to the image. The set of records is closed: each type
@@ -465,7 +467,16 @@ func (r PartitionChangeRecord) applyTo(im *Image) error {
 		im.addLeader(old.Leader, -1)
 		im.addLeader(next.Leader, 1)
 	}
+	prevLeader, prevLeaderEpoch, prevPartitionEpoch := old.Leader, old.LeaderEpoch, old.PartitionEpoch
 	*old = next
+	if invariants.Enabled {
+		// Fencing compares these epochs: assert what the change checked.
+		if old.PartitionEpoch != prevPartitionEpoch+1 || old.LeaderEpoch < prevLeaderEpoch ||
+			(old.Leader != prevLeader && old.LeaderEpoch != prevLeaderEpoch+1) {
+			invariants.Panicf("image: partition %s-%d moved from leader %d epochs %d/%d to leader %d epochs %d/%d",
+				t.Name, r.Partition, prevLeader, prevLeaderEpoch, prevPartitionEpoch, old.Leader, old.LeaderEpoch, old.PartitionEpoch)
+		}
+	}
 	return nil
 }
 
