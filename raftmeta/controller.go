@@ -164,6 +164,18 @@ func (c *Controller) syncSessions() {
 	}
 }
 
+// session returns the broker's session. Every registered broker has one
+// (NewController, Committed and RegisterBroker make them); should one be
+// missing, it starts now rather than fail.
+func (c *Controller) session(id int32) *session {
+	s := c.sessions[id]
+	if s == nil {
+		s = &session{epoch: c.view.Brokers[id].Epoch, lastContact: c.now}
+		c.sessions[id] = s
+	}
+	return s
+}
+
 func (c *Controller) sessionIDs() []int32 {
 	ids := make([]int32, 0, len(c.sessions))
 	for id := range c.sessions {
@@ -295,7 +307,7 @@ func (c *Controller) staleBrokers(now time.Time) []int32 {
 }
 
 func (c *Controller) sessionEnd(id int32) time.Time {
-	return c.sessions[id].lastContact.Add(c.cfg.SessionTimeout)
+	return c.session(id).lastContact.Add(c.cfg.SessionTimeout)
 }
 
 // hasValidSession reports whether the broker is unfenced and heard from

@@ -83,9 +83,11 @@ func (c *Controller) RegisterBroker(now time.Time, req BrokerRegistration) (Regi
 	next.Fenced = true
 	b.add(RegisterBrokerRecord{Broker: next})
 	records := b.done()
-	if c.failed == nil {
-		c.sessions[req.BrokerID] = &session{epoch: next.Epoch, lastContact: now}
+	if c.failed != nil {
+		err, msg := c.failedErr()
+		return RegistrationReply{Err: err, Message: msg}, nil
 	}
+	c.sessions[req.BrokerID] = &session{epoch: next.Epoch, lastContact: now}
 	return RegistrationReply{Epoch: next.Epoch}, records
 }
 
@@ -106,7 +108,7 @@ func registrationProblem(req BrokerRegistration, b Broker) string {
 
 // amendRegistration answers the same incarnation registering again.
 func (c *Controller) amendRegistration(now time.Time, old, next Broker) (RegistrationReply, []Record) {
-	c.sessions[old.ID].lastContact = now
+	c.session(old.ID).lastContact = now
 	next.Epoch, next.Fenced, next.InControlledShutdown = old.Epoch, old.Fenced, old.InControlledShutdown
 	if brokersEqual(next, old) {
 		return RegistrationReply{Epoch: old.Epoch}, nil
@@ -189,7 +191,7 @@ func (c *Controller) Heartbeat(now time.Time, hb BrokerHeartbeat) (HeartbeatRepl
 	if br.Epoch != hb.BrokerEpoch {
 		return HeartbeatReply{Err: kerr.StaleBrokerEpoch}, nil
 	}
-	s := c.sessions[hb.BrokerID]
+	s := c.session(hb.BrokerID)
 	current := stateOf(br)
 	next := c.nextState(br, s, hb)
 	b := c.batch()
@@ -206,6 +208,10 @@ func (c *Controller) Heartbeat(now time.Time, hb BrokerHeartbeat) (HeartbeatRepl
 		}
 	}
 	records := b.done()
+	if c.failed != nil {
+		err, _ := c.failedErr()
+		return HeartbeatReply{Err: err}, nil
+	}
 	s.lastContact, s.metadataOffset = now, hb.MetadataOffset
 	if next == stateControlledShutdown && current != stateControlledShutdown {
 		s.shutdownOffset = c.view.Applied
@@ -255,7 +261,7 @@ func (c *Controller) lowestActiveOffset() uint64 {
 	lowest := ^uint64(0)
 	for _, id := range c.view.BrokerIDs() {
 		if c.eligible(id) {
-			lowest = min(lowest, c.sessions[id].metadataOffset)
+			lowest = min(lowest, c.session(id).metadataOffset)
 		}
 	}
 	return lowest
@@ -300,8 +306,10 @@ func (c *Controller) UnregisterBroker(id int32) (*kerr.Error, []Record) {
 	c.giveUpPartitions(b, id)
 	b.add(UnregisterBrokerRecord{BrokerID: id, BrokerEpoch: br.Epoch})
 	records := b.done()
-	if c.failed == nil {
-		delete(c.sessions, id)
+	if c.failed != nil {
+		err, _ := c.failedErr()
+		return err, nil
 	}
+	delete(c.sessions, id)
 	return nil, records
 }

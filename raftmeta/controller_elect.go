@@ -159,7 +159,7 @@ func (c *Controller) ElectPreferredLeaders(req []TopicPartitions) ([]ElectionRes
 				}
 			}
 		}
-		return out, b.done()
+		return c.electionResults(out, b)
 	}
 	for _, tp := range req {
 		t := c.view.TopicByName(tp.Topic)
@@ -176,7 +176,19 @@ func (c *Controller) ElectPreferredLeaders(req []TopicPartitions) ([]ElectionRes
 			out = append(out, res)
 		}
 	}
-	return out, b.done()
+	return c.electionResults(out, b)
+}
+
+// electionResults finishes an election batch; if the controller failed on
+// the way, every answer is the failure.
+func (c *Controller) electionResults(out []ElectionResult, b *batch) ([]ElectionResult, []Record) {
+	records := b.done()
+	if c.failed != nil {
+		for i := range out {
+			out[i].Err, out[i].Message = c.failedErr()
+		}
+	}
+	return out, records
 }
 
 // electPreferred moves partition i's leadership to its first replica if
@@ -281,6 +293,10 @@ func (c *Controller) AlterPartition(req AlterPartition) (AlterPartitionReply, []
 	b := c.batch()
 	b.changePartition(t, i, t.Partitions[i].Leader, append([]int32(nil), req.ISR...))
 	records := b.done()
+	if c.failed != nil {
+		err, msg := c.failedErr()
+		return AlterPartitionReply{Err: err, Message: msg}, nil
+	}
 	return AlterPartitionReply{Partition: t.Partitions[i]}, records
 }
 

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicemq/sluice/internal/invariants"
 	"github.com/sluicemq/sluice/sim/rng"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -408,4 +409,49 @@ func TestPlacementSpreadsEvenly(t *testing.T) {
 	}
 	_, err := newPlacer([]Broker{{ID: 1}}, r).place(2)
 	require.Error(t, err)
+}
+
+func TestBootstrapNamesTheClusterOnce(t *testing.T) {
+	c := NewController(NewImage(), ControllerConfig{}, harnessEpoch, rng.New(1))
+	err, records := c.Bootstrap("c1")
+	require.Nil(t, err)
+	require.Equal(t, []Record{ClusterIDRecord{ClusterID: "c1"}}, records)
+	err, records = c.Bootstrap("c1")
+	require.Nil(t, err)
+	require.Empty(t, records)
+	err, _ = c.Bootstrap("c2")
+	require.Equal(t, kerr.InconsistentClusterID, err)
+	err, _ = c.Bootstrap("")
+	require.Equal(t, kerr.InvalidRequest, err)
+}
+
+// A record the controller decides that its own view refuses is a bug: an
+// invariants build panics; otherwise the controller answers
+// UNKNOWN_SERVER_ERROR with no records until the committed image rebuilds
+// its view.
+func TestAControllerThatFailsSaysSoAndRecovers(t *testing.T) {
+	h := newHarness(t, ControllerConfig{}, 1)
+	h.startBrokers(2)
+	h.c.view.leaders[2] = 1 // the view believes broker 2 leads: fencing it cannot apply
+	fence := func() (HeartbeatReply, []Record) {
+		return h.c.Heartbeat(h.now, BrokerHeartbeat{BrokerID: 2, BrokerEpoch: h.committed.Brokers[2].Epoch,
+			MetadataOffset: h.committed.Applied, WantFence: true})
+	}
+	if invariants.Enabled {
+		require.Panics(t, func() { fence() })
+		return
+	}
+	reply, records := fence()
+	require.Equal(t, kerr.UnknownServerError, reply.Err)
+	require.Empty(t, records)
+	require.Error(t, h.c.Err())
+	res, records := h.c.CreateTopics([]TopicSpec{{Name: "t", Partitions: 1, ReplicationFactor: 1}})
+	require.Equal(t, kerr.UnknownServerError, res[0].Err)
+	require.Empty(t, records)
+	h.c.Committed(h.committed)
+	require.NoError(t, h.c.Err())
+	require.True(t, h.c.View().Equal(h.committed))
+	reply, records = fence()
+	require.Nil(t, reply.Err)
+	require.Len(t, records, 1)
 }

@@ -57,7 +57,13 @@ func (c *Controller) CreateTopics(specs []TopicSpec) ([]CreateTopicResult, []Rec
 	for i, spec := range specs {
 		out[i] = c.createTopic(b, spec)
 	}
-	return out, b.done()
+	records := b.done()
+	if c.failed != nil {
+		for i := range out {
+			out[i].Err, out[i].Message = c.failedErr()
+		}
+	}
+	return out, records
 }
 
 func (c *Controller) createTopic(b *batch, spec TopicSpec) CreateTopicResult {
@@ -223,7 +229,13 @@ func (c *Controller) DeleteTopics(ids []TopicID) ([]DeleteTopicResult, []Record)
 			b.add(DeleteTopicRecord{ID: id})
 		}
 	}
-	return out, b.done()
+	records := b.done()
+	if c.failed != nil {
+		for i := range out {
+			out[i].Err, _ = c.failedErr()
+		}
+	}
+	return out, records
 }
 
 // PartitionsSpec asks for a topic to grow to Count partitions, with the new
@@ -260,7 +272,13 @@ func (c *Controller) CreatePartitions(specs []PartitionsSpec) ([]CreatePartition
 		}
 		out[i].Err, out[i].Message = c.createPartitions(b, spec)
 	}
-	return out, b.done()
+	records := b.done()
+	if c.failed != nil {
+		for i := range out {
+			out[i].Err, out[i].Message = c.failedErr()
+		}
+	}
+	return out, records
 }
 
 func (c *Controller) createPartitions(b *batch, spec PartitionsSpec) (*kerr.Error, string) {
@@ -353,7 +371,13 @@ func (c *Controller) AlterConfigs(alts []ConfigAlteration) ([]*kerr.Error, []Rec
 			b.add(r)
 		}
 	}
-	return out, b.done()
+	records := b.done()
+	if c.failed != nil {
+		for i := range out {
+			out[i], _ = c.failedErr()
+		}
+	}
+	return out, records
 }
 
 // currentConfigs returns the resource's configs, or why it cannot have any.
@@ -405,5 +429,10 @@ func (c *Controller) AllocateProducerIDs(brokerID int32, brokerEpoch int64) (Pro
 	r := ProducerIDsRecord{First: c.view.NextProducerID, Count: c.cfg.ProducerIDBlock}
 	b := c.batch()
 	b.add(r)
-	return ProducerIDsReply{First: r.First, Count: r.Count}, b.done()
+	records := b.done()
+	if c.failed != nil {
+		err, _ := c.failedErr()
+		return ProducerIDsReply{Err: err}, nil
+	}
+	return ProducerIDsReply{First: r.First, Count: r.Count}, records
 }
