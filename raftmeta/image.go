@@ -1,17 +1,26 @@
 // Package raftmeta holds the cluster's metadata: the image every broker
-// answers Metadata, CreateTopics and the like from, and the records that
-// change it.
+// answers Metadata, CreateTopics and the like from, the records that change
+// it, its snapshots, and the controller that decides which records to write.
 //
 // The image is a pure function of the applied records, in order: applying the
 // same records to an empty image always gives the same image. That is what lets
-// the metadata quorum (etcd raft, a later step) replicate the image by
-// replicating records, and what lets a single node recover it by replaying its
-// journal (journal.go) after a restart.
+// the metadata quorum replicate the image by replicating records, what lets a
+// single node recover it by replaying its journal (journal.go) after a
+// restart, and what lets a snapshot (snapshot.go) stand for a prefix of the
+// log: it is written as the records that rebuild the image.
 //
-// Records are small Go structs encoded as JSON with a type tag: readable in a
-// dump of the journal, stable across versions as long as fields are only added,
-// and deterministic to encode (encoding/json writes struct fields in order and
-// map keys sorted).
+// The model is Kafka's KRaft metadata (metadata/src/main/resources/common/
+// metadata/*.json and the image classes): brokers registered with an epoch
+// and fenced until they catch up, topics with partitions that carry a
+// leader, an ISR, a leader epoch and a partition epoch, configs, and
+// producer-id blocks. Records are encoded two ways (codec.go): JSON, which
+// the single-node journal writes, and a compact binary form for the quorum's
+// log and for snapshots; DecodeRecord reads both.
+//
+// Slices inside an image (a partition's replicas and ISR, a broker's
+// listeners) are never written after they enter it: a record replaces them.
+// So images and records may share them, Clone is cheap, and a caller must
+// not modify a slice it put in a record once the record is applied.
 package raftmeta
 
 import (
@@ -21,46 +30,56 @@ import (
 	"github.com/sluicemq/sluice/internal/invariants"
 )
 
-// TopicID is a topic's 16-byte UUID, as Kafka's protocol carries it.
-type TopicID [16]byte
+// NoLeader is a partition's leader when none of its replicas may lead.
+const NoLeader int32 = -1
 
-// IsZero reports whether the ID is unset (Kafka's "zero UUID").
-func (id TopicID) IsZero() bool { return id == TopicID{} }
-
-// String formats the ID as a canonical hex UUID (Kafka's tools print URL-safe
-// base64; the hex form is what logs and file names here use).
-func (id TopicID) String() string {
-	const hexdigits = "0123456789abcdef"
-	var b [36]byte
-	j := 0
-	for i, v := range id {
-		if i == 4 || i == 6 || i == 8 || i == 10 {
-			b[j] = '-'
-			j++
-		}
-		b[j], b[j+1] = hexdigits[v>>4], hexdigits[v&0xf]
-		j += 2
-	}
-	return string(b[:])
+// Listener is one endpoint a broker serves clients or peers on.
+type Listener struct {
+	Name string `json:"name"`
+	Host string `json:"host"`
+	Port int32  `json:"port"`
 }
 
 // Broker is a registered broker.
 type Broker struct {
-	ID   int32  `json:"id"`
+	ID int32 `json:"id"`
+	// Host and Port are the first listener's, for callers that know one
+	// listener (the single-node broker, and the journal's records from
+	// before listeners existed, whose Host and Port become that listener).
 	Host string `json:"host"`
 	Port int32  `json:"port"`
 	Rack string `json:"rack,omitempty"`
-	// Epoch increases each time the broker registers (each restart), so a
-	// stale incarnation's requests can be told apart.
+	// Epoch is given by the controller at each registration and only grows
+	// (KRaft uses the offset of the registration record, as Sluice's
+	// controller does), so a stale incarnation's requests can be told
+	// apart.
 	Epoch int64 `json:"epoch"`
+	// IncarnationID identifies the broker process; zero in the journal's
+	// records from before registrations carried one.
+	IncarnationID IncarnationID `json:"incarnation_id,omitzero"`
+	Listeners     []Listener    `json:"listeners,omitempty"`
+	// Fenced brokers lead nothing. A controller's registration starts
+	// fenced, as in KRaft, until the broker's heartbeat shows it has
+	// caught up with the metadata log. (The journal's records carry no
+	// such flag: a single node's broker is unfenced.)
+	Fenced bool `json:"fenced,omitempty"`
+	// InControlledShutdown marks a broker that asked to shut down: it takes
+	// no new leaderships, and its old ones are moved away. Never set on a
+	// fenced broker.
+	InControlledShutdown bool `json:"in_controlled_shutdown,omitempty"`
 }
 
 // Partition is one partition's placement and leadership.
 type Partition struct {
-	Index    int32   `json:"index"`
+	Index int32 `json:"index"`
+	// Replicas are in preference order: the first is the preferred leader.
 	Replicas []int32 `json:"replicas"`
-	ISR      []int32 `json:"isr"`
-	Leader   int32   `json:"leader"`
+	// ISR is never empty: when every member but one has left, the last
+	// stays (so that a clean election remains possible when it returns),
+	// as in KRaft.
+	ISR []int32 `json:"isr"`
+	// Leader is a member of the ISR, or NoLeader.
+	Leader int32 `json:"leader"`
 	// LeaderEpoch increases with every leader change; produce and fetch carry
 	// it so stale leaders and followers are fenced.
 	LeaderEpoch int32 `json:"leader_epoch"`
@@ -79,8 +98,12 @@ type Topic struct {
 
 // Image is the cluster metadata at some point of the record log.
 //
-// Invariant: Topics and topicNames are each other's inverse; every
-// partition's Index equals its position in Partitions.
+// Invariants (Validate checks them all): Topics and topicNames are each
+// other's inverse; every partition's Index equals its position in
+// Partitions and its shape is valid (distinct replicas, a non-empty ISR
+// within them, a leader in the ISR or none); leaders and partitions count
+// what Topics holds; a broker's Host and Port are its first listener's; no
+// fenced broker is in controlled shutdown; no config map is empty.
 type Image struct {
 	ClusterID string
 	Brokers   map[int32]Broker
@@ -91,10 +114,17 @@ type Image struct {
 	// NextProducerID is the first producer ID not yet handed out; blocks are
 	// allocated by records so an ID is never reused, even across restarts.
 	NextProducerID int64
-	// Applied counts the records applied so far.
+	// Applied counts the records applied so far: a record's offset is the
+	// value Applied takes when it is applied (1 for the first record). A
+	// snapshot carries it, so offsets go on counting after a load.
 	Applied uint64
 
 	topicNames map[string]TopicID
+	// leaders counts the partitions each broker leads, so that "does it
+	// lead anything" costs nothing (controlled shutdown, fencing).
+	leaders map[int32]int
+	// partitions counts every topic's partitions.
+	partitions int
 }
 
 // NewImage returns the empty image, before any record.
@@ -104,6 +134,7 @@ func NewImage() *Image {
 		Topics:        map[TopicID]*Topic{},
 		BrokerConfigs: map[string]map[string]string{},
 		topicNames:    map[string]TopicID{},
+		leaders:       map[int32]int{},
 	}
 }
 
@@ -136,110 +167,279 @@ func (im *Image) BrokerIDs() []int32 {
 	return ids
 }
 
-// Apply applies one record. A record that does not fit the image (a topic
-// created twice, a partition of a missing topic) is an error and leaves the
-// image unchanged: the writer of records validates first, so such an error
-// means a bug or a corrupt log, and the caller stops.
-func (im *Image) Apply(r Record) error {
-	var before map[partitionRef]partitionEpochs
-	if invariants.Enabled {
-		before = im.partitionEpochs()
+// LeaderCount returns how many partitions the broker leads.
+func (im *Image) LeaderCount(broker int32) int { return im.leaders[broker] }
+
+// PartitionCount returns how many partitions all topics have together.
+func (im *Image) PartitionCount() int { return im.partitions }
+
+// brokerConfigNames returns the BrokerConfigs resource names, sorted.
+func (im *Image) brokerConfigNames() []string {
+	names := make([]string, 0, len(im.BrokerConfigs))
+	for name := range im.BrokerConfigs {
+		names = append(names, name)
 	}
+	sort.Strings(names)
+	return names
+}
+
+// fullCheckPartitionsMax bounds the images that Apply checks whole after
+// every record in an invariants build: beyond it the check would make a
+// test of many records quadratic. Record-local checks run at every size.
+const fullCheckPartitionsMax = 1024
+
+// Apply applies one record. A record that does not fit the image (a topic
+// created twice, a partition of a missing topic, a stale broker epoch) is an
+// error and leaves the image unchanged: the writer of records validates
+// first, so such an error means a bug or a corrupt log, and the caller stops.
+func (im *Image) Apply(r Record) error {
 	applied := im.Applied
 	if err := r.applyTo(im); err != nil {
 		return fmt.Errorf("apply %s record: %w", r.recordType(), err)
 	}
 	im.Applied++
 	if invariants.Enabled {
-		im.checkAdvance(r, applied, before)
+		if im.Applied != applied+1 {
+			invariants.Panicf("image: applied count went from %d to %d on a %s record", applied, im.Applied, r.recordType())
+		}
+		if im.partitions <= fullCheckPartitionsMax {
+			if err := im.Validate(); err != nil {
+				invariants.Panicf("image: after %s record %d: %v", r.recordType(), im.Applied, err)
+			}
+		}
 	}
 	return nil
 }
 
-// partitionRef names a partition by its topic's id, never reused.
-type partitionRef struct {
-	topic TopicID
-	index int32
-}
-
-// partitionEpochs are the two epochs of a partition that only grow.
-type partitionEpochs struct{ leader, partition int32 }
-
-func (im *Image) partitionEpochs() map[partitionRef]partitionEpochs {
-	out := map[partitionRef]partitionEpochs{}
+// Clone returns an image equal to im that shares nothing mutable with it
+// (the immutable slices inside partitions and brokers are shared).
+func (im *Image) Clone() *Image {
+	out := &Image{
+		ClusterID:      im.ClusterID,
+		Brokers:        make(map[int32]Broker, len(im.Brokers)),
+		Topics:         make(map[TopicID]*Topic, len(im.Topics)),
+		BrokerConfigs:  make(map[string]map[string]string, len(im.BrokerConfigs)),
+		NextProducerID: im.NextProducerID,
+		Applied:        im.Applied,
+		topicNames:     make(map[string]TopicID, len(im.topicNames)),
+		leaders:        make(map[int32]int, len(im.leaders)),
+		partitions:     im.partitions,
+	}
+	for id, b := range im.Brokers {
+		out.Brokers[id] = b
+	}
+	for name, id := range im.topicNames {
+		out.topicNames[name] = id
+	}
+	for id, n := range im.leaders {
+		out.leaders[id] = n
+	}
 	for _, name := range im.TopicNames() {
 		t := im.TopicByName(name)
-		for _, p := range t.Partitions {
-			out[partitionRef{t.ID, p.Index}] = partitionEpochs{p.LeaderEpoch, p.PartitionEpoch}
-		}
+		c := *t
+		c.Partitions = append([]Partition(nil), t.Partitions...)
+		c.Configs = copyConfigs(t.Configs)
+		out.Topics[t.ID] = &c
+	}
+	for _, name := range im.brokerConfigNames() {
+		out.BrokerConfigs[name] = copyConfigs(im.BrokerConfigs[name])
 	}
 	return out
 }
 
-// checkAdvance asserts what brokers rely on when an image moves on: the
-// applied count grows by one per record, and no partition's leader epoch
-// or partition epoch goes backwards (fencing compares them).
-func (im *Image) checkAdvance(r Record, applied uint64, before map[partitionRef]partitionEpochs) {
-	if im.Applied != applied+1 {
-		invariants.Panicf("image: applied count went from %d to %d on a %s record", applied, im.Applied, r.recordType())
+// Equal reports whether two images hold the same metadata at the same
+// offset (derived indexes are not compared: Validate checks them).
+func (im *Image) Equal(o *Image) bool {
+	if im.ClusterID != o.ClusterID || im.NextProducerID != o.NextProducerID || im.Applied != o.Applied ||
+		len(im.Brokers) != len(o.Brokers) || len(im.Topics) != len(o.Topics) ||
+		!configSetsEqual(im.BrokerConfigs, o.BrokerConfigs) {
+		return false
 	}
-	for _, name := range im.TopicNames() {
-		t := im.TopicByName(name)
-		for _, p := range t.Partitions {
-			old, ok := before[partitionRef{t.ID, p.Index}]
-			if ok && (p.LeaderEpoch < old.leader || p.PartitionEpoch < old.partition) {
-				invariants.Panicf("image: a %s record moved partition %s-%d from leader epoch %d, partition epoch %d to %d, %d",
-					r.recordType(), t.Name, p.Index, old.leader, old.partition, p.LeaderEpoch, p.PartitionEpoch)
-			}
+	for _, id := range im.BrokerIDs() {
+		b, ok := o.Brokers[id]
+		if !ok || !brokersEqual(im.Brokers[id], b) {
+			return false
 		}
 	}
+	for _, name := range im.TopicNames() {
+		t, u := im.TopicByName(name), o.TopicByName(name)
+		if u == nil || !topicsEqual(t, u) {
+			return false
+		}
+	}
+	return true
 }
 
-// MarshalText writes the canonical UUID form, so journals stay readable.
-func (id TopicID) MarshalText() ([]byte, error) { return []byte(id.String()), nil }
+func brokersEqual(a, b Broker) bool {
+	if a.ID != b.ID || a.Host != b.Host || a.Port != b.Port || a.Rack != b.Rack || a.Epoch != b.Epoch ||
+		a.IncarnationID != b.IncarnationID || a.Fenced != b.Fenced ||
+		a.InControlledShutdown != b.InControlledShutdown || len(a.Listeners) != len(b.Listeners) {
+		return false
+	}
+	for i := range a.Listeners {
+		if a.Listeners[i] != b.Listeners[i] {
+			return false
+		}
+	}
+	return true
+}
 
-// UnmarshalText parses the canonical UUID form.
-func (id *TopicID) UnmarshalText(p []byte) error {
-	parsed, err := ParseTopicID(string(p))
-	if err != nil {
+func topicsEqual(a, b *Topic) bool {
+	if a.Name != b.Name || a.ID != b.ID || len(a.Partitions) != len(b.Partitions) || !configsEqual(a.Configs, b.Configs) {
+		return false
+	}
+	for i := range a.Partitions {
+		if !partitionsEqual(&a.Partitions[i], &b.Partitions[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+func partitionsEqual(a, b *Partition) bool {
+	return a.Index == b.Index && a.Leader == b.Leader && a.LeaderEpoch == b.LeaderEpoch &&
+		a.PartitionEpoch == b.PartitionEpoch && int32sEqual(a.Replicas, b.Replicas) && int32sEqual(a.ISR, b.ISR)
+}
+
+func int32sEqual(a, b []int32) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func configsEqual(a, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for _, k := range sortedKeys(a) {
+		if w, ok := b[k]; !ok || w != a[k] {
+			return false
+		}
+	}
+	return true
+}
+
+func configSetsEqual(a, b map[string]map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	keys := make([]string, 0, len(a))
+	for k := range a {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if w, ok := b[k]; !ok || !configsEqual(a[k], w) {
+			return false
+		}
+	}
+	return true
+}
+
+// Validate checks every invariant of the image and returns the first that
+// fails. Apply runs it after each record in an invariants build (on images
+// up to fullCheckPartitionsMax partitions), and DecodeSnapshot on every
+// image it loads, so a snapshot is checked on both sides.
+func (im *Image) Validate() error {
+	if len(im.topicNames) != len(im.Topics) {
+		return fmt.Errorf("%d topic names for %d topics", len(im.topicNames), len(im.Topics))
+	}
+	leaders := map[int32]int{}
+	partitions := 0
+	for _, name := range im.TopicNames() {
+		t := im.TopicByName(name)
+		if t == nil || t.Name != name {
+			return fmt.Errorf("topic name %q maps to no topic of that name", name)
+		}
+		if len(t.Partitions) == 0 {
+			return fmt.Errorf("topic %q has no partitions", name)
+		}
+		if t.Configs != nil && len(t.Configs) == 0 {
+			return fmt.Errorf("topic %q has an empty config map", name)
+		}
+		for i := range t.Partitions {
+			p := &t.Partitions[i]
+			if p.Index != int32(i) {
+				return fmt.Errorf("topic %q partition at position %d has index %d", name, i, p.Index)
+			}
+			if err := checkPartition(p); err != nil {
+				return fmt.Errorf("partition %s-%d: %w", name, i, err)
+			}
+			if p.Leader != NoLeader {
+				leaders[p.Leader]++
+			}
+		}
+		partitions += len(t.Partitions)
+	}
+	if partitions != im.partitions {
+		return fmt.Errorf("partition count %d, but topics hold %d", im.partitions, partitions)
+	}
+	if err := im.checkLeaderCounts(leaders); err != nil {
 		return err
 	}
-	*id = parsed
+	for _, id := range im.BrokerIDs() {
+		b := im.Brokers[id]
+		if b.ID != id {
+			return fmt.Errorf("broker under id %d says it is %d", id, b.ID)
+		}
+		if err := checkBroker(b); err != nil {
+			return fmt.Errorf("broker %d: %w", id, err)
+		}
+	}
+	for _, name := range im.brokerConfigNames() {
+		if len(im.BrokerConfigs[name]) == 0 {
+			return fmt.Errorf("broker config resource %q is an empty map", name)
+		}
+	}
 	return nil
 }
 
-// ParseTopicID parses a canonical hex UUID ("8-4-4-4-12").
-func ParseTopicID(s string) (TopicID, error) {
-	var id TopicID
-	if len(s) != 36 || s[8] != '-' || s[13] != '-' || s[18] != '-' || s[23] != '-' {
-		return id, fmt.Errorf("topic id %q is not a canonical UUID", s)
+func (im *Image) checkLeaderCounts(want map[int32]int) error {
+	ids := make([]int32, 0, len(want)+len(im.leaders))
+	for id := range want {
+		ids = append(ids, id)
 	}
-	j := 0
-	for i := 0; i < len(s); {
-		if s[i] == '-' {
-			i++
-			continue
-		}
-		hi, ok1 := unhex(s[i])
-		lo, ok2 := unhex(s[i+1])
-		if !ok1 || !ok2 {
-			return TopicID{}, fmt.Errorf("topic id %q has a non-hex digit", s)
-		}
-		id[j] = hi<<4 | lo
-		j++
-		i += 2
+	for id := range im.leaders {
+		ids = append(ids, id)
 	}
-	return id, nil
+	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	for _, id := range ids {
+		if n, ok := im.leaders[id]; want[id] != n || (ok && n == 0) {
+			return fmt.Errorf("broker %d leads %d partitions, but the index says %d", id, want[id], n)
+		}
+	}
+	return nil
 }
 
-func unhex(c byte) (byte, bool) {
-	switch {
-	case '0' <= c && c <= '9':
-		return c - '0', true
-	case 'a' <= c && c <= 'f':
-		return c - 'a' + 10, true
-	case 'A' <= c && c <= 'F':
-		return c - 'A' + 10, true
+// addLeader moves the leader index by delta partitions for a broker.
+func (im *Image) addLeader(broker int32, delta int) {
+	if broker == NoLeader {
+		return
 	}
-	return 0, false
+	n := im.leaders[broker] + delta
+	if invariants.Enabled && n < 0 {
+		invariants.Panicf("image: broker %d would lead %d partitions", broker, n)
+	}
+	if n == 0 {
+		delete(im.leaders, broker)
+		return
+	}
+	im.leaders[broker] = n
+}
+
+func copyConfigs(c map[string]string) map[string]string {
+	if len(c) == 0 {
+		return nil
+	}
+	out := make(map[string]string, len(c))
+	for k, v := range c {
+		out[k] = v
+	}
+	return out
 }

@@ -1,13 +1,16 @@
 package raftmeta
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
+
+	"github.com/sluicemq/sluice/internal/invariants"
 )
 
 // Record is one change to the image. The set of records is closed: each type
-// below, encoded by EncodeRecord and decoded by DecodeRecord.
+// below, encoded by EncodeRecord (JSON) or AppendBinaryRecord and decoded by
+// DecodeRecord.
 type Record interface {
 	recordType() string
 	applyTo(im *Image) error
@@ -18,9 +21,48 @@ type ClusterIDRecord struct {
 	ClusterID string `json:"cluster_id"`
 }
 
-// RegisterBrokerRecord adds a broker or records its new incarnation.
+// RegisterBrokerRecord adds a broker or records its new incarnation (Kafka's
+// RegisterBrokerRecord). Its epoch must be above the registration it
+// replaces, or equal to it with the same non-zero incarnation id (the same
+// process amending its listeners or rack). A fenced registration may not
+// replace one that still leads partitions: the controller moves them first.
+//
+// The journal's records from before listeners carry Host and Port only; they
+// become the broker's one listener, with an empty name.
 type RegisterBrokerRecord struct {
 	Broker Broker `json:"broker"`
+}
+
+// BrokerChange is what a BrokerChangeRecord does to a broker.
+type BrokerChange int8
+
+const (
+	// BrokerFence fences an unfenced broker (it must lead nothing by then)
+	// and ends its controlled shutdown, if any.
+	BrokerFence BrokerChange = 1
+	// BrokerUnfence unfences a fenced broker.
+	BrokerUnfence BrokerChange = 2
+	// BrokerBeginControlledShutdown marks an unfenced broker as shutting
+	// down.
+	BrokerBeginControlledShutdown BrokerChange = 3
+)
+
+// BrokerChangeRecord changes one registered broker's state (Kafka's
+// BrokerRegistrationChangeRecord, one change at a time). BrokerEpoch must be
+// the broker's current epoch: a change decided for an older registration is
+// refused.
+type BrokerChangeRecord struct {
+	BrokerID    int32        `json:"broker_id"`
+	BrokerEpoch int64        `json:"broker_epoch"`
+	Change      BrokerChange `json:"change"`
+}
+
+// UnregisterBrokerRecord removes a broker (Kafka's UnregisterBrokerRecord).
+// The broker must lead nothing; it stays in the replica lists, and in the
+// ISRs where it was the last member, as in KRaft.
+type UnregisterBrokerRecord struct {
+	BrokerID    int32 `json:"broker_id"`
+	BrokerEpoch int64 `json:"broker_epoch"`
 }
 
 // CreateTopicRecord creates a topic with all its partitions at once, so a
@@ -32,6 +74,33 @@ type CreateTopicRecord struct {
 // DeleteTopicRecord removes a topic.
 type DeleteTopicRecord struct {
 	ID TopicID `json:"id"`
+}
+
+// CreatePartitionsRecord appends partitions to an existing topic (Kafka's
+// CreatePartitions: partitions are only ever added). Their indexes continue
+// the topic's, and each new leader is a registered, unfenced broker.
+type CreatePartitionsRecord struct {
+	Topic      TopicID     `json:"topic"`
+	Partitions []Partition `json:"partitions"`
+}
+
+// PartitionChangeRecord changes one partition's leader, ISR or replicas
+// (Kafka's PartitionChangeRecord). Leader is the new leader (NoLeader for
+// none; the old one when it stays). ISR and Replicas are the new lists, or
+// nil when they stay. The record carries the epochs the partition takes, so
+// that every replay checks them: the partition epoch grows by exactly one
+// at every change; the leader epoch by exactly one when the leader changes
+// or a replica leaves the replica list (as in KRaft, so a removed replica is
+// fenced), and not otherwise. A record that changes nothing is refused, and
+// a new leader must be a registered, unfenced broker.
+type PartitionChangeRecord struct {
+	Topic          TopicID `json:"topic"`
+	Partition      int32   `json:"partition"`
+	Leader         int32   `json:"leader"`
+	ISR            []int32 `json:"isr,omitempty"`
+	Replicas       []int32 `json:"replicas,omitempty"`
+	LeaderEpoch    int32   `json:"leader_epoch"`
+	PartitionEpoch int32   `json:"partition_epoch"`
 }
 
 // ConfigRecord sets (Value non-nil) or removes (Value nil) one config of a
@@ -47,7 +116,9 @@ type ConfigRecord struct {
 type ConfigResource string
 
 const (
-	ConfigTopic  ConfigResource = "topic"
+	ConfigTopic ConfigResource = "topic"
+	// ConfigBroker is a broker's dynamic configs, by the broker id in
+	// decimal; the name "" is the cluster-wide default, as in Kafka.
 	ConfigBroker ConfigResource = "broker"
 )
 
@@ -57,12 +128,16 @@ type ProducerIDsRecord struct {
 	Count int64 `json:"count"`
 }
 
-func (ClusterIDRecord) recordType() string      { return "cluster_id" }
-func (RegisterBrokerRecord) recordType() string { return "register_broker" }
-func (CreateTopicRecord) recordType() string    { return "create_topic" }
-func (DeleteTopicRecord) recordType() string    { return "delete_topic" }
-func (ConfigRecord) recordType() string         { return "config" }
-func (ProducerIDsRecord) recordType() string    { return "producer_ids" }
+func (ClusterIDRecord) recordType() string        { return "cluster_id" }
+func (RegisterBrokerRecord) recordType() string   { return "register_broker" }
+func (BrokerChangeRecord) recordType() string     { return "broker_change" }
+func (UnregisterBrokerRecord) recordType() string { return "unregister_broker" }
+func (CreateTopicRecord) recordType() string      { return "create_topic" }
+func (DeleteTopicRecord) recordType() string      { return "delete_topic" }
+func (CreatePartitionsRecord) recordType() string { return "create_partitions" }
+func (PartitionChangeRecord) recordType() string  { return "partition_change" }
+func (ConfigRecord) recordType() string           { return "config" }
+func (ProducerIDsRecord) recordType() string      { return "producer_ids" }
 
 func (r ClusterIDRecord) applyTo(im *Image) error {
 	if r.ClusterID == "" {
@@ -75,11 +150,207 @@ func (r ClusterIDRecord) applyTo(im *Image) error {
 	return nil
 }
 
-func (r RegisterBrokerRecord) applyTo(im *Image) error {
-	if old, ok := im.Brokers[r.Broker.ID]; ok && r.Broker.Epoch <= old.Epoch {
-		return fmt.Errorf("broker %d epoch %d is not after %d", r.Broker.ID, r.Broker.Epoch, old.Epoch)
+// normalizeBroker turns the journal's Host and Port into the one listener,
+// and sets Host and Port from the first listener.
+func normalizeBroker(b Broker) Broker {
+	if len(b.Listeners) == 0 && (b.Host != "" || b.Port != 0) {
+		b.Listeners = []Listener{{Host: b.Host, Port: b.Port}}
 	}
-	im.Brokers[r.Broker.ID] = r.Broker
+	if len(b.Listeners) > 0 {
+		b.Host, b.Port = b.Listeners[0].Host, b.Listeners[0].Port
+	}
+	return b
+}
+
+// checkBroker checks one registration's shape. (The journal's records may
+// name no listener at all: its tests register brokers without addresses.)
+func checkBroker(b Broker) error {
+	switch {
+	case b.ID < 0:
+		return fmt.Errorf("negative broker id %d", b.ID)
+	case b.Epoch < 0:
+		return fmt.Errorf("negative epoch %d", b.Epoch)
+	case b.Fenced && b.InControlledShutdown:
+		return errors.New("fenced and in controlled shutdown at once")
+	case len(b.Listeners) == 0 && (b.Host != "" || b.Port != 0):
+		return fmt.Errorf("host %s:%d but no listeners", b.Host, b.Port)
+	case len(b.Listeners) > 0 && (b.Host != b.Listeners[0].Host || b.Port != b.Listeners[0].Port):
+		return fmt.Errorf("host %s:%d is not its first listener's %s:%d", b.Host, b.Port, b.Listeners[0].Host, b.Listeners[0].Port)
+	}
+	for i, l := range b.Listeners {
+		if l.Port < 0 || l.Port > math.MaxUint16 {
+			return fmt.Errorf("listener %q has address %q port %d", l.Name, l.Host, l.Port)
+		}
+		for _, m := range b.Listeners[:i] {
+			if m.Name == l.Name {
+				return fmt.Errorf("listener name %q twice", l.Name)
+			}
+		}
+	}
+	return nil
+}
+
+func (r RegisterBrokerRecord) applyTo(im *Image) error {
+	b := normalizeBroker(r.Broker)
+	if err := checkBroker(b); err != nil {
+		return fmt.Errorf("broker %d: %w", b.ID, err)
+	}
+	if old, ok := im.Brokers[b.ID]; ok {
+		amend := b.Epoch == old.Epoch && !b.IncarnationID.IsZero() && b.IncarnationID == old.IncarnationID
+		if b.Epoch < old.Epoch || (b.Epoch == old.Epoch && !amend) {
+			return fmt.Errorf("broker %d epoch %d is not after %d", b.ID, b.Epoch, old.Epoch)
+		}
+	}
+	if n := im.leaders[b.ID]; n > 0 && b.Fenced {
+		return fmt.Errorf("broker %d still leads %d partitions and may not become fenced", b.ID, n)
+	}
+	im.Brokers[b.ID] = b
+	return nil
+}
+
+func (c BrokerChange) String() string {
+	switch c {
+	case BrokerFence:
+		return "fence"
+	case BrokerUnfence:
+		return "unfence"
+	case BrokerBeginControlledShutdown:
+		return "controlled_shutdown"
+	}
+	return fmt.Sprintf("BrokerChange(%d)", int8(c))
+}
+
+// MarshalText writes the change's name, so journals stay readable.
+func (c BrokerChange) MarshalText() ([]byte, error) {
+	switch c {
+	case BrokerFence, BrokerUnfence, BrokerBeginControlledShutdown:
+		return []byte(c.String()), nil
+	}
+	return nil, fmt.Errorf("unknown broker change %d", int8(c))
+}
+
+// UnmarshalText parses a change's name.
+func (c *BrokerChange) UnmarshalText(p []byte) error {
+	for _, v := range []BrokerChange{BrokerFence, BrokerUnfence, BrokerBeginControlledShutdown} {
+		if string(p) == v.String() {
+			*c = v
+			return nil
+		}
+	}
+	return fmt.Errorf("unknown broker change %q", p)
+}
+
+// registered returns the broker a record about (id, epoch) refers to.
+func (im *Image) registered(id int32, epoch int64) (Broker, error) {
+	b, ok := im.Brokers[id]
+	if !ok {
+		return Broker{}, fmt.Errorf("broker %d is not registered", id)
+	}
+	if b.Epoch != epoch {
+		return Broker{}, fmt.Errorf("broker %d epoch %d is stale: the registration has epoch %d", id, epoch, b.Epoch)
+	}
+	return b, nil
+}
+
+func (r BrokerChangeRecord) applyTo(im *Image) error {
+	b, err := im.registered(r.BrokerID, r.BrokerEpoch)
+	if err != nil {
+		return err
+	}
+	switch r.Change {
+	case BrokerFence:
+		if b.Fenced {
+			return fmt.Errorf("broker %d is fenced already", b.ID)
+		}
+		if n := im.leaders[b.ID]; n > 0 {
+			return fmt.Errorf("broker %d still leads %d partitions and may not be fenced", b.ID, n)
+		}
+		b.Fenced, b.InControlledShutdown = true, false
+	case BrokerUnfence:
+		if !b.Fenced {
+			return fmt.Errorf("broker %d is not fenced", b.ID)
+		}
+		b.Fenced = false
+	case BrokerBeginControlledShutdown:
+		if b.Fenced || b.InControlledShutdown {
+			return fmt.Errorf("broker %d cannot begin a controlled shutdown (fenced %t, shutting down %t)", b.ID, b.Fenced, b.InControlledShutdown)
+		}
+		b.InControlledShutdown = true
+	default:
+		return fmt.Errorf("unknown broker change %d", int8(r.Change))
+	}
+	im.Brokers[b.ID] = b
+	return nil
+}
+
+func (r UnregisterBrokerRecord) applyTo(im *Image) error {
+	b, err := im.registered(r.BrokerID, r.BrokerEpoch)
+	if err != nil {
+		return err
+	}
+	if n := im.leaders[b.ID]; n > 0 {
+		return fmt.Errorf("broker %d still leads %d partitions and may not be unregistered", b.ID, n)
+	}
+	delete(im.Brokers, b.ID)
+	return nil
+}
+
+// checkPartition checks one partition's shape: distinct, non-negative
+// replicas; a non-empty ISR of distinct replicas; a leader in the ISR or
+// none; non-negative epochs.
+func checkPartition(p *Partition) error {
+	switch {
+	case len(p.Replicas) == 0:
+		return errors.New("no replicas")
+	case len(p.ISR) == 0:
+		return errors.New("an empty ISR")
+	case p.LeaderEpoch < 0 || p.PartitionEpoch < 0:
+		return fmt.Errorf("negative epochs: leader epoch %d, partition epoch %d", p.LeaderEpoch, p.PartitionEpoch)
+	}
+	for i, r := range p.Replicas {
+		if r < 0 {
+			return fmt.Errorf("replica %d is not a broker id", r)
+		}
+		if indexOf(p.Replicas[:i], r) >= 0 {
+			return fmt.Errorf("replica %d twice in %v", r, p.Replicas)
+		}
+	}
+	for i, r := range p.ISR {
+		if indexOf(p.Replicas, r) < 0 {
+			return fmt.Errorf("ISR member %d is not a replica of %v", r, p.Replicas)
+		}
+		if indexOf(p.ISR[:i], r) >= 0 {
+			return fmt.Errorf("ISR member %d twice in %v", r, p.ISR)
+		}
+	}
+	if p.Leader != NoLeader && indexOf(p.ISR, p.Leader) < 0 {
+		return fmt.Errorf("leader %d is not in the ISR %v", p.Leader, p.ISR)
+	}
+	return nil
+}
+
+func indexOf(ids []int32, id int32) int {
+	for i, v := range ids {
+		if v == id {
+			return i
+		}
+	}
+	return -1
+}
+
+// checkLeaderEligible refuses a new leader that is not a registered,
+// unfenced broker.
+func (im *Image) checkLeaderEligible(leader int32) error {
+	if leader == NoLeader {
+		return nil
+	}
+	b, ok := im.Brokers[leader]
+	if !ok {
+		return fmt.Errorf("leader %d is not a registered broker", leader)
+	}
+	if b.Fenced {
+		return fmt.Errorf("leader %d is fenced", leader)
+	}
 	return nil
 }
 
@@ -97,17 +368,46 @@ func (r CreateTopicRecord) applyTo(im *Image) error {
 	case len(t.Partitions) == 0:
 		return fmt.Errorf("topic %q has no partitions", t.Name)
 	}
-	for i, p := range t.Partitions {
-		if p.Index != int32(i) {
-			return fmt.Errorf("topic %q partition at position %d has index %d", t.Name, i, p.Index)
-		}
+	// The leaders of a new topic are not checked against the brokers: the
+	// single-node journal's records (and its tests) create topics whose
+	// broker was registered by a record the replay may not hold.
+	if err := checkNewPartitions(t.Name, t.Partitions, 0, nil); err != nil {
+		return err
 	}
 	copied := t
 	copied.Partitions = append([]Partition(nil), t.Partitions...)
 	copied.Configs = copyConfigs(t.Configs)
 	im.Topics[t.ID] = &copied
 	im.topicNames[t.Name] = t.ID
+	im.countNewPartitions(copied.Partitions)
 	return nil
+}
+
+// checkNewPartitions checks partitions about to be added at index first; a
+// non-nil im also checks their leaders against its brokers.
+func checkNewPartitions(topic string, ps []Partition, first int, im *Image) error {
+	for i := range ps {
+		p := &ps[i]
+		if int(p.Index) != first+i {
+			return fmt.Errorf("topic %q partition at position %d has index %d", topic, first+i, p.Index)
+		}
+		if err := checkPartition(p); err != nil {
+			return fmt.Errorf("partition %s-%d: %w", topic, p.Index, err)
+		}
+		if im != nil {
+			if err := im.checkLeaderEligible(p.Leader); err != nil {
+				return fmt.Errorf("partition %s-%d: %w", topic, p.Index, err)
+			}
+		}
+	}
+	return nil
+}
+
+func (im *Image) countNewPartitions(ps []Partition) {
+	for i := range ps {
+		im.addLeader(ps[i].Leader, 1)
+	}
+	im.partitions += len(ps)
 }
 
 func (r DeleteTopicRecord) applyTo(im *Image) error {
@@ -115,100 +415,153 @@ func (r DeleteTopicRecord) applyTo(im *Image) error {
 	if t == nil {
 		return fmt.Errorf("no topic with id %s", r.ID)
 	}
+	for i := range t.Partitions {
+		im.addLeader(t.Partitions[i].Leader, -1)
+	}
+	im.partitions -= len(t.Partitions)
 	delete(im.Topics, r.ID)
 	delete(im.topicNames, t.Name)
 	return nil
 }
 
+func (r CreatePartitionsRecord) applyTo(im *Image) error {
+	t := im.Topics[r.Topic]
+	if t == nil {
+		return fmt.Errorf("no topic with id %s", r.Topic)
+	}
+	if len(r.Partitions) == 0 {
+		return fmt.Errorf("no partitions to add to topic %q", t.Name)
+	}
+	if len(t.Partitions)+len(r.Partitions) > math.MaxInt32 {
+		return fmt.Errorf("topic %q cannot hold %d more partitions", t.Name, len(r.Partitions))
+	}
+	if err := checkNewPartitions(t.Name, r.Partitions, len(t.Partitions), im); err != nil {
+		return err
+	}
+	// A fresh array, so an image cloned from this one before never sees
+	// the new partitions through a shared one.
+	grown := make([]Partition, 0, len(t.Partitions)+len(r.Partitions))
+	grown = append(append(grown, t.Partitions...), r.Partitions...)
+	t.Partitions = grown
+	im.countNewPartitions(r.Partitions)
+	return nil
+}
+
+func (r PartitionChangeRecord) applyTo(im *Image) error {
+	t := im.Topics[r.Topic]
+	if t == nil {
+		return fmt.Errorf("no topic with id %s", r.Topic)
+	}
+	if r.Partition < 0 || int(r.Partition) >= len(t.Partitions) {
+		return fmt.Errorf("topic %q has no partition %d", t.Name, r.Partition)
+	}
+	old := &t.Partitions[r.Partition]
+	next, err := r.changed(old)
+	if err != nil {
+		return fmt.Errorf("partition %s-%d: %w", t.Name, r.Partition, err)
+	}
+	if next.Leader != old.Leader {
+		if err := im.checkLeaderEligible(next.Leader); err != nil {
+			return fmt.Errorf("partition %s-%d: %w", t.Name, r.Partition, err)
+		}
+		im.addLeader(old.Leader, -1)
+		im.addLeader(next.Leader, 1)
+	}
+	prevLeader, prevLeaderEpoch, prevPartitionEpoch := old.Leader, old.LeaderEpoch, old.PartitionEpoch
+	*old = next
+	if invariants.Enabled {
+		// Fencing compares these epochs: assert what the change checked.
+		if old.PartitionEpoch != prevPartitionEpoch+1 || old.LeaderEpoch < prevLeaderEpoch ||
+			(old.Leader != prevLeader && old.LeaderEpoch != prevLeaderEpoch+1) {
+			invariants.Panicf("image: partition %s-%d moved from leader %d epochs %d/%d to leader %d epochs %d/%d",
+				t.Name, r.Partition, prevLeader, prevLeaderEpoch, prevPartitionEpoch, old.Leader, old.LeaderEpoch, old.PartitionEpoch)
+		}
+	}
+	return nil
+}
+
+// changed returns the partition old becomes, checking the record's epochs.
+func (r PartitionChangeRecord) changed(old *Partition) (Partition, error) {
+	next := *old
+	next.Leader = r.Leader
+	if r.ISR != nil {
+		next.ISR = r.ISR
+	}
+	if r.Replicas != nil {
+		next.Replicas = r.Replicas
+	}
+	if err := checkPartition(&next); err != nil {
+		return Partition{}, err
+	}
+	leaderMoved := next.Leader != old.Leader
+	replicaLeft := false
+	for _, id := range old.Replicas {
+		replicaLeft = replicaLeft || indexOf(next.Replicas, id) < 0
+	}
+	if !leaderMoved && int32sEqual(next.ISR, old.ISR) && int32sEqual(next.Replicas, old.Replicas) {
+		return Partition{}, errors.New("the change changes nothing")
+	}
+	if old.PartitionEpoch == math.MaxInt32 || r.PartitionEpoch != old.PartitionEpoch+1 {
+		return Partition{}, fmt.Errorf("partition epoch %d does not follow %d", r.PartitionEpoch, old.PartitionEpoch)
+	}
+	wantLeaderEpoch := old.LeaderEpoch
+	if leaderMoved || replicaLeft {
+		if old.LeaderEpoch == math.MaxInt32 {
+			return Partition{}, errors.New("the leader epoch is at its maximum")
+		}
+		wantLeaderEpoch++
+	}
+	if r.LeaderEpoch != wantLeaderEpoch {
+		return Partition{}, fmt.Errorf("leader epoch %d, but the change makes it %d (from %d)", r.LeaderEpoch, wantLeaderEpoch, old.LeaderEpoch)
+	}
+	next.LeaderEpoch, next.PartitionEpoch = r.LeaderEpoch, r.PartitionEpoch
+	return next, nil
+}
+
 func (r ConfigRecord) applyTo(im *Image) error {
-	var configs map[string]string
+	if r.Key == "" {
+		return errors.New("empty config key")
+	}
 	switch r.Resource {
 	case ConfigTopic:
 		t := im.TopicByName(r.Name)
 		if t == nil {
 			return fmt.Errorf("no topic %q", r.Name)
 		}
-		if t.Configs == nil {
-			t.Configs = map[string]string{}
-		}
-		configs = t.Configs
+		t.Configs = setConfig(t.Configs, r.Key, r.Value)
 	case ConfigBroker:
-		if im.BrokerConfigs[r.Name] == nil {
-			im.BrokerConfigs[r.Name] = map[string]string{}
+		if c := setConfig(im.BrokerConfigs[r.Name], r.Key, r.Value); c != nil {
+			im.BrokerConfigs[r.Name] = c
+		} else {
+			delete(im.BrokerConfigs, r.Name)
 		}
-		configs = im.BrokerConfigs[r.Name]
 	default:
 		return fmt.Errorf("unknown config resource %q", r.Resource)
-	}
-	if r.Value == nil {
-		delete(configs, r.Key)
-	} else {
-		configs[r.Key] = *r.Value
 	}
 	return nil
 }
 
+// setConfig sets or removes key in configs and returns the map, nil once it
+// is empty (so that an image holds no empty config map).
+func setConfig(configs map[string]string, key string, value *string) map[string]string {
+	if value == nil {
+		delete(configs, key)
+		if len(configs) == 0 {
+			return nil
+		}
+		return configs
+	}
+	if configs == nil {
+		configs = map[string]string{}
+	}
+	configs[key] = *value
+	return configs
+}
+
 func (r ProducerIDsRecord) applyTo(im *Image) error {
-	if r.Count <= 0 || r.First != im.NextProducerID {
+	if r.Count <= 0 || r.First != im.NextProducerID || r.First > math.MaxInt64-r.Count {
 		return fmt.Errorf("producer id block [%d, +%d) does not follow %d", r.First, r.Count, im.NextProducerID)
 	}
 	im.NextProducerID = r.First + r.Count
 	return nil
-}
-
-func copyConfigs(c map[string]string) map[string]string {
-	if len(c) == 0 {
-		return nil
-	}
-	out := make(map[string]string, len(c))
-	for k, v := range c {
-		out[k] = v
-	}
-	return out
-}
-
-// envelope is a record's encoding: its type tag and its body.
-type envelope struct {
-	Type string          `json:"type"`
-	Body json.RawMessage `json:"body"`
-}
-
-// EncodeRecord encodes r for the journal or the quorum's log.
-func EncodeRecord(r Record) ([]byte, error) {
-	body, err := json.Marshal(r)
-	if err != nil {
-		return nil, fmt.Errorf("encode %s record: %w", r.recordType(), err)
-	}
-	return json.Marshal(envelope{Type: r.recordType(), Body: body})
-}
-
-// DecodeRecord decodes what EncodeRecord produced.
-func DecodeRecord(p []byte) (Record, error) {
-	var e envelope
-	if err := json.Unmarshal(p, &e); err != nil {
-		return nil, fmt.Errorf("decode record envelope: %w", err)
-	}
-	switch e.Type {
-	case "cluster_id":
-		return decodeBody[ClusterIDRecord](e)
-	case "register_broker":
-		return decodeBody[RegisterBrokerRecord](e)
-	case "create_topic":
-		return decodeBody[CreateTopicRecord](e)
-	case "delete_topic":
-		return decodeBody[DeleteTopicRecord](e)
-	case "config":
-		return decodeBody[ConfigRecord](e)
-	case "producer_ids":
-		return decodeBody[ProducerIDsRecord](e)
-	}
-	return nil, fmt.Errorf("decode record: unknown type %q", e.Type)
-}
-
-func decodeBody[R Record](e envelope) (Record, error) {
-	var r R
-	if err := json.Unmarshal(e.Body, &r); err != nil {
-		return nil, fmt.Errorf("decode %s record: %w", e.Type, err)
-	}
-	return r, nil
 }

@@ -1,0 +1,202 @@
+package raftmeta
+
+import (
+	"bytes"
+	"encoding/binary"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// everyRecord holds one record of each type, with every field set.
+func everyRecord() []Record {
+	v := "v"
+	return []Record{
+		ClusterIDRecord{ClusterID: "c"},
+		RegisterBrokerRecord{Broker: Broker{ID: 3, Host: "h", Port: 9092, Epoch: 12, IncarnationID: IncarnationID{1, 2, 3}, Rack: "r",
+			Listeners: []Listener{{Name: "PLAINTEXT", Host: "h", Port: 9092}, {Name: "CONTROLLER", Host: "h2", Port: 9093}},
+			Fenced:    true}},
+		RegisterBrokerRecord{Broker: Broker{ID: 4, Host: "h", Port: 1, Epoch: 2, Listeners: []Listener{{Host: "h", Port: 1}}, InControlledShutdown: true}},
+		BrokerChangeRecord{BrokerID: 3, BrokerEpoch: 12, Change: BrokerBeginControlledShutdown},
+		UnregisterBrokerRecord{BrokerID: 3, BrokerEpoch: 12},
+		CreateTopicRecord{Topic: Topic{Name: "t", ID: TopicID{7}, Configs: map[string]string{"a": "1", "b": ""},
+			Partitions: []Partition{
+				{Index: 0, Replicas: []int32{1, 2}, ISR: []int32{2}, Leader: 2, LeaderEpoch: 3, PartitionEpoch: 9},
+				{Index: 1, Replicas: []int32{2, 1}, ISR: []int32{2, 1}, Leader: NoLeader},
+			}}},
+		DeleteTopicRecord{ID: TopicID{7, 1}},
+		CreatePartitionsRecord{Topic: TopicID{7}, Partitions: []Partition{{Index: 2, Replicas: []int32{1}, ISR: []int32{1}, Leader: 1}}},
+		PartitionChangeRecord{Topic: TopicID{7}, Partition: 1, Leader: 2, ISR: []int32{2, 1}, Replicas: []int32{2, 1, 3}, LeaderEpoch: 1, PartitionEpoch: 1},
+		PartitionChangeRecord{Topic: TopicID{7}, Partition: 0, Leader: NoLeader, LeaderEpoch: 4, PartitionEpoch: 10},
+		ConfigRecord{Resource: ConfigBroker, Name: "", Key: "k", Value: &v},
+		ConfigRecord{Resource: ConfigTopic, Name: "t", Key: "k"},
+		ProducerIDsRecord{First: 1000, Count: 1000},
+	}
+}
+
+func TestEveryRecordRoundTripsBothEncodings(t *testing.T) {
+	for _, r := range everyRecord() {
+		p, err := EncodeRecord(r)
+		require.NoError(t, err)
+		require.Equal(t, byte('{'), p[0], "the journal's scan relies on JSON objects")
+		back, err := DecodeRecord(p)
+		require.NoError(t, err)
+		require.Equal(t, r, back, "JSON")
+
+		b, err := EncodeBinaryRecord(r)
+		require.NoError(t, err)
+		back, err = DecodeRecord(b)
+		require.NoError(t, err)
+		require.Equal(t, r, back, "binary")
+		require.Less(t, len(b), len(p), "binary is the smaller encoding")
+
+		// A pointer encodes as its record.
+		ptr, err := EncodeBinaryRecord(pointerTo(r))
+		require.NoError(t, err)
+		require.Equal(t, b, ptr)
+	}
+}
+
+func pointerTo(r Record) Record {
+	switch r := r.(type) {
+	case ClusterIDRecord:
+		return &r
+	case RegisterBrokerRecord:
+		return &r
+	case BrokerChangeRecord:
+		return &r
+	case UnregisterBrokerRecord:
+		return &r
+	case CreateTopicRecord:
+		return &r
+	case DeleteTopicRecord:
+		return &r
+	case CreatePartitionsRecord:
+		return &r
+	case PartitionChangeRecord:
+		return &r
+	case ConfigRecord:
+		return &r
+	case ProducerIDsRecord:
+		return &r
+	}
+	panic("unknown record")
+}
+
+// The journal's records of before listeners, incarnations and the new
+// record types, byte for byte as it wrote them, still decode.
+func TestJournalRecordsOfBeforeStillDecode(t *testing.T) {
+	for _, tc := range []struct {
+		json string
+		want Record
+	}{
+		{`{"type":"cluster_id","body":{"cluster_id":"abc"}}`, ClusterIDRecord{ClusterID: "abc"}},
+		{`{"type":"register_broker","body":{"broker":{"id":1,"host":"n1","port":9092,"epoch":2}}}`,
+			RegisterBrokerRecord{Broker: Broker{ID: 1, Host: "n1", Port: 9092, Epoch: 2}}},
+		{`{"type":"create_topic","body":{"topic":{"name":"t","id":"01000000-0000-0000-0000-000000000000","partitions":[{"index":0,"replicas":[1],"isr":[1],"leader":1,"leader_epoch":0,"partition_epoch":0}],"configs":{"retention.ms":"5"}}}}`,
+			CreateTopicRecord{Topic: Topic{Name: "t", ID: TopicID{1}, Configs: map[string]string{"retention.ms": "5"},
+				Partitions: []Partition{{Index: 0, Replicas: []int32{1}, ISR: []int32{1}, Leader: 1}}}}},
+		{`{"type":"delete_topic","body":{"id":"01000000-0000-0000-0000-000000000000"}}`, DeleteTopicRecord{ID: TopicID{1}}},
+		{`{"type":"config","body":{"resource":"topic","name":"t","key":"k","value":null}}`, ConfigRecord{Resource: ConfigTopic, Name: "t", Key: "k"}},
+		{`{"type":"producer_ids","body":{"first":0,"count":1000}}`, ProducerIDsRecord{First: 0, Count: 1000}},
+	} {
+		got, err := DecodeRecord([]byte(tc.json))
+		require.NoError(t, err, tc.json)
+		require.Equal(t, tc.want, got)
+	}
+}
+
+// Every prefix, every record with a byte changed and bytes appended is
+// an error or a record, never a panic; prefixes and appended bytes are
+// always errors.
+func TestBinaryDecodeRefusesDamage(t *testing.T) {
+	for _, r := range everyRecord() {
+		b, err := EncodeBinaryRecord(r)
+		require.NoError(t, err)
+		for n := 0; n < len(b); n++ {
+			_, err := DecodeRecord(b[:n])
+			require.Error(t, err, "%T cut to %d of %d bytes", r, n, len(b))
+		}
+		_, err = DecodeRecord(append(append([]byte(nil), b...), 0))
+		require.Error(t, err, "a byte after the record")
+		for i := range b {
+			for _, v := range []byte{0, 0x7f, 0x80, 0xff} {
+				damaged := append([]byte(nil), b...)
+				damaged[i] = v
+				_, _ = DecodeRecord(damaged)
+			}
+		}
+	}
+	// A count far above what the bytes could hold does not allocate it.
+	huge := []byte{binaryFormat, codeCreateTopic, 1, 't'}
+	huge = append(huge, make([]byte, 16)...)
+	huge = binary.AppendUvarint(huge, 1<<40)
+	_, err := DecodeRecord(huge)
+	require.ErrorContains(t, err, "could hold")
+	_, err = DecodeRecord([]byte{binaryFormat, 99})
+	require.ErrorContains(t, err, "unknown type")
+}
+
+func TestSnapshotRefusesDamage(t *testing.T) {
+	im := clusterImage(t)
+	p := im.EncodeSnapshot()
+	loaded, err := DecodeSnapshot(p)
+	require.NoError(t, err)
+	require.True(t, im.Equal(loaded))
+	for n := 0; n < len(p); n++ {
+		_, err := DecodeSnapshot(p[:n])
+		require.Error(t, err, "cut to %d of %d bytes", n, len(p))
+	}
+	for i := range p {
+		flipped := bytes.Clone(p)
+		flipped[i] ^= 0x10
+		_, err := DecodeSnapshot(flipped)
+		require.Error(t, err, "bit flipped at %d", i)
+	}
+}
+
+func FuzzDecodeRecord(f *testing.F) {
+	for _, r := range everyRecord() {
+		b, err := EncodeBinaryRecord(r)
+		require.NoError(f, err)
+		f.Add(b)
+		j, err := EncodeRecord(r)
+		require.NoError(f, err)
+		f.Add(j)
+	}
+	f.Fuzz(func(t *testing.T, p []byte) {
+		r, err := DecodeRecord(p)
+		if err != nil {
+			return
+		}
+		// What decodes encodes again, and applying it to an image either
+		// fits or is refused with the image unchanged.
+		b, err := EncodeBinaryRecord(r)
+		require.NoError(t, err)
+		again, err := DecodeRecord(b)
+		require.NoError(t, err)
+		b2, err := EncodeBinaryRecord(again)
+		require.NoError(t, err)
+		require.Equal(t, b, b2)
+		im := clusterImage(t)
+		before := im.Digest()
+		if err := im.Apply(r); err != nil {
+			require.Equal(t, before, im.Digest())
+		}
+	})
+}
+
+func FuzzDecodeSnapshot(f *testing.F) {
+	f.Add(clusterImage(f).EncodeSnapshot())
+	f.Add(NewImage().EncodeSnapshot())
+	f.Fuzz(func(t *testing.T, p []byte) {
+		im, err := DecodeSnapshot(p)
+		if err != nil {
+			return
+		}
+		require.NoError(t, im.Validate())
+		again, err := DecodeSnapshot(im.EncodeSnapshot())
+		require.NoError(t, err)
+		require.True(t, im.Equal(again))
+	})
+}
