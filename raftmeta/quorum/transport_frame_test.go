@@ -115,9 +115,11 @@ type stepRecorder struct {
 	snapshots   []bool
 }
 
-func (r *stepRecorder) Step(m *raftpb.Message)               { r.steps = append(r.steps, m) }
-func (r *stepRecorder) ReportUnreachable(id uint64)          { r.unreachable = append(r.unreachable, id) }
-func (r *stepRecorder) ReportSnapshot(_ uint64, failed bool) { r.snapshots = append(r.snapshots, failed) }
+func (r *stepRecorder) Step(m *raftpb.Message)      { r.steps = append(r.steps, m) }
+func (r *stepRecorder) ReportUnreachable(id uint64) { r.unreachable = append(r.unreachable, id) }
+func (r *stepRecorder) ReportSnapshot(_ uint64, failed bool) {
+	r.snapshots = append(r.snapshots, failed)
+}
 
 type fakeWorld struct {
 	loop  *fakeLoop
