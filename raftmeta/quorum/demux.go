@@ -123,8 +123,12 @@ func (d *demuxConn) decide(f func(env.Conn) env.ConnHandler, p []byte) {
 		d.timer = nil
 	}
 	d.h = f(d.c)
-	if invariants.Enabled && d.h == nil {
-		invariants.Panicf("quorum.Demux: the accept function returned a nil handler for a connection from %s", d.c.RemoteAddr())
+	if d.h == nil {
+		if invariants.Enabled {
+			invariants.Panicf("quorum.Demux: the accept function returned a nil handler for a connection from %s", d.c.RemoteAddr())
+		}
+		d.c.Close()
+		d.h = discardHandler{}
 	}
 	first := p
 	if len(d.held) > 0 {

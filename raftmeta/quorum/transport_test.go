@@ -143,6 +143,23 @@ func TestReconnectAfterPeerCrashAndRestart(t *testing.T) {
 	}
 }
 
+// TestPeerThatConnectsIsRedialedAtOnce: a peer down long enough for the
+// backoff to reach its cap is redialed as soon as it connects to us, not
+// when the backoff runs out.
+func TestPeerThatConnectsIsRedialedAtOnce(t *testing.T) {
+	c := newCluster(t, 14, listening3[:2])
+	n1, n2 := c.node(1), c.node(2)
+	c.connect()
+	n2.n.Kill()
+	c.w.Run(5 * time.Second) // dials are refused; the backoff grows to 1s
+	dials := len(n1.dialedTo(n2))
+	n2.n.Restart()
+	c.w.Run(20 * time.Millisecond)
+	require.Equal(t, dials+1, len(n1.dialedTo(n2)), "the peer's own connection did not trigger a redial")
+	c.send(n1, msg(1, 2, raftpb.MsgApp, 9))
+	c.until(10*time.Millisecond, func() bool { return len(n2.rec.from(1)) == 1 }, "the redialed connection did not carry a message")
+}
+
 // TestKilledPeerIsReportedAtOnce: a killed process's connections are reset,
 // so the next Send is already reported, and the new process is reached
 // again.
