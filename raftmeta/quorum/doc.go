@@ -1,0 +1,2 @@
+// Package quorum replicates opaque entries with etcd raft.
+package quorum
