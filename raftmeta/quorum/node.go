@@ -414,7 +414,7 @@ func (n *Node) handleReady() {
 		n.t.Send(rd.Messages)
 		rd.Messages = nil
 	}
-	n.st.Save(rd.HardState, rd.Entries, rd.Snapshot, rd.MustSync, func(err error) { n.afterSave(rd, err) })
+	n.st.Save(rd.HardState, rd.Entries, rd.Snapshot, func(err error) { n.afterSave(rd, err) })
 }
 
 // afterSave finishes a Ready once it is durable: its messages leave, its

@@ -237,10 +237,20 @@ func (s *Storage) HardState() *pb.HardState { return proto.Clone(s.hs).(*pb.Hard
 // Save makes a Ready's snapshot, entries and hard state durable, in that
 // order, and then calls done on the loop. Entries at an index the log
 // already holds overwrite it: the log is cut there durably before the new
-// entries are written. A hard state alone (only its commit index moved,
-// mustSync false) is written but not synced: the commit index is not needed
-// for safety, and recovery takes it as a lower bound.
-func (s *Storage) Save(hs *pb.HardState, ents []*pb.Entry, snap *pb.Snapshot, mustSync bool, done func(error)) {
+// entries are written.
+//
+// The hard state is synced whenever it changes, its commit index included,
+// although raft's Ready.MustSync asks only for term and vote: etcd raft
+// switches configurations when their entries are applied, and refuses to
+// campaign with a committed configuration change unapplied; a node whose
+// commit index went back at a restart replays an older configuration and
+// may win an election in it while another node wins the same term in the
+// newer one. (The simulated sweep found exactly that: a leader that had
+// applied a joint change lost its commit index to a power loss, came back
+// with the old voters, and led a term beside a leader of the new ones.)
+// Since entries are applied only once their Ready is durable, the durable
+// commit index is never below what was applied.
+func (s *Storage) Save(hs *pb.HardState, ents []*pb.Entry, snap *pb.Snapshot, done func(error)) {
 	if err := s.usable(); err != nil {
 		s.post(done, err)
 		return
@@ -263,7 +273,7 @@ func (s *Storage) Save(hs *pb.HardState, ents []*pb.Entry, snap *pb.Snapshot, mu
 	if len(ents) > 0 {
 		steps = append(steps, func(next func(error)) { s.truncateFor(ents[0].GetIndex(), next) })
 	}
-	steps = append(steps, func(next func(error)) { s.appendEntries(hs, ents, mustSync, next) })
+	steps = append(steps, func(next func(error)) { s.appendEntries(hs, ents, next) })
 	s.runSteps(steps, finish)
 }
 
@@ -371,10 +381,9 @@ func (s *Storage) closeActive() {
 }
 
 // appendEntries writes ents after the log's last entry and hs to its slot,
-// and syncs what must be durable: the segment (and the directory, when the
-// segment is new) when there are entries, the hard state file when the
-// term or vote moved.
-func (s *Storage) appendEntries(hs *pb.HardState, ents []*pb.Entry, mustSync bool, next func(error)) {
+// and syncs them: the segment (and the directory, when the segment is new)
+// and the hard state file.
+func (s *Storage) appendEntries(hs *pb.HardState, ents []*pb.Entry, next func(error)) {
 	b := newJoin(s.loop, func(err error) {
 		if err == nil {
 			s.ents = append(s.ents, ents...)
@@ -390,7 +399,7 @@ func (s *Storage) appendEntries(hs *pb.HardState, ents []*pb.Entry, mustSync boo
 		}
 	}
 	if !raft.IsEmptyHardState(hs) {
-		if err := s.writeHardState(hs, mustSync, b); err != nil {
+		if err := s.writeHardState(hs, b); err != nil {
 			b.fail(err)
 		}
 	}
@@ -473,8 +482,8 @@ func (s *Storage) roll(first uint64) error {
 }
 
 // writeHardState writes hs to the slot not holding the latest durable one,
-// syncing it if mustSync.
-func (s *Storage) writeHardState(hs *pb.HardState, mustSync bool, b *join) error {
+// and syncs it.
+func (s *Storage) writeHardState(hs *pb.HardState, b *join) error {
 	s.hsSeq++
 	slotBytes, err := encodeHardStateSlot(s.hsSeq, hs)
 	if err != nil {
@@ -485,9 +494,7 @@ func (s *Storage) writeHardState(hs *pb.HardState, mustSync bool, b *join) error
 		return fmt.Errorf("write hard state: %w", err)
 	}
 	s.hsLatest = slot
-	if mustSync {
-		s.syncHardState(b)
-	}
+	s.syncHardState(b)
 	return nil
 }
 

@@ -222,8 +222,7 @@ func (c *crashRun) issue(w *write, done func(error)) {
 		snap = snapshotAt(w.from, b.term, c.snaps[w.from], 1)
 	}
 	hs := hardState(b.term, b.vote, b.commit)
-	mustSync := len(es) > 0 || b.term != a.term || b.vote != a.vote
-	c.s.Save(hs, es, snap, mustSync, done)
+	c.s.Save(hs, es, snap, done)
 }
 
 func parseEntry(desc string) *pb.Entry {
@@ -372,6 +371,7 @@ func (c *crashRun) check(s *Storage, w *write) string {
 	require.True(t, okA || okB, "hard state %v is neither the acknowledged nor the one in flight", hs)
 	require.LessOrEqual(t, hs.GetCommit(), last)
 	require.GreaterOrEqual(t, hs.GetCommit(), rs)
+	require.GreaterOrEqual(t, hs.GetCommit(), min(a.commit, last), "an acknowledged commit index went back")
 
 	// Adopt what survived as acknowledged: the log from the side its
 	// entries came from, the hard state and snapshot as recovered.

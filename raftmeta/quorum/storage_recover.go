@@ -446,8 +446,10 @@ func (r *recoverer) openActive(s *Storage, c *candidate) error {
 }
 
 // openHardState opens the hard state file, or creates it with two empty
-// slots in a fresh directory; a commit index outside what the log and the
-// snapshot allow (it is written without a sync) is brought within them.
+// slots in a fresh directory. A commit index past the log's end (the hard
+// state and the entries of one Save are synced apart, and a crash may keep
+// one without the other) is brought back to it: nothing past the durable
+// end was applied, since a Save completes before its entries are applied.
 func (r *recoverer) openHardState(s *Storage) error {
 	name := r.path(hardStateName)
 	if !r.hsFound {

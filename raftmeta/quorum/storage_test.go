@@ -60,8 +60,7 @@ func (h *diskHarness) wait(op func(done func(error))) error {
 
 func (h *diskHarness) save(s *Storage, hs *pb.HardState, ents []*pb.Entry, snap *pb.Snapshot) error {
 	h.t.Helper()
-	mustSync := len(ents) > 0 || hs != nil
-	return h.wait(func(done func(error)) { s.Save(hs, ents, snap, mustSync, done) })
+	return h.wait(func(done func(error)) { s.Save(hs, ents, snap, done) })
 }
 
 // restart ends the process (a power loss when crash, else kill -9) and

@@ -1,0 +1,153 @@
+package quorum
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluicemq/sluice/sim/rng"
+)
+
+// seededConfig is what a seed chooses for a cluster: its size (3 or 5
+// machines; of 5, either all voters or 3 voters and 2 to be added), the
+// snapshot and segment sizes (small, so that snapshots, compaction and
+// catching up by snapshot happen in seconds), latencies and sync times.
+func seededConfig(seed uint64) clusterConfig {
+	r := rng.New(seed).Fork("quorum-config")
+	cfg := clusterConfig{size: 3, voters: 3}
+	switch r.Intn(3) {
+	case 1:
+		cfg.size, cfg.voters = 5, 5
+	case 2:
+		cfg.size = 5
+	}
+	cfg.node = Config{
+		SnapshotEntries:  uint64(20 + r.Intn(200)),
+		CompactionMargin: uint64(1 + r.Intn(40)),
+		SegmentBytes:     int64(512 + r.Intn(8192)),
+	}
+	cfg.latMin = time.Duration(100+r.Intn(1000)) * time.Microsecond
+	cfg.latMax = cfg.latMin + time.Duration(r.Intn(20000))*time.Microsecond
+	cfg.syncMin = time.Duration(50+r.Intn(500)) * time.Microsecond
+	cfg.syncMax = cfg.syncMin + time.Duration(r.Intn(8000))*time.Microsecond
+	return cfg
+}
+
+type runOptions struct {
+	safety time.Duration // how long faults run
+	faults bool
+}
+
+// runCluster runs a cluster through its safety phase (proposals, faults,
+// membership changes) and its liveness phase (every fault healed: the
+// cluster must converge, every acknowledged value applied on every member,
+// and take one more proposal).
+func runCluster(t testing.TB, seed uint64, cfg clusterConfig, opt runOptions) *cluster {
+	c := newCluster(t, seed, cfg)
+	stopWork, stopFaults := false, false
+	c.workload(15*time.Millisecond, &stopWork)
+	if opt.faults {
+		c.faults(&stopFaults)
+	}
+	c.membership(400*time.Millisecond, &stopWork)
+	c.w.Run(opt.safety)
+	stopFaults = true
+	c.healAll()
+	c.w.Run(3 * time.Second)
+	stopWork = true
+	if !c.w.RunUntil(c.converged, time.Minute) {
+		c.o.violate("the cluster did not converge within a minute of healing:\n%s", c.missing())
+		return c
+	}
+	if !c.finalProposal() {
+		c.o.violate("a proposal after healing was not applied everywhere:\n%s", c.missing())
+	}
+	return c
+}
+
+// finalProposal proposes on the leader and waits until every member
+// applied it.
+func (c *cluster) finalProposal() bool {
+	acked := false
+	for attempt := 0; attempt < 5 && !acked; attempt++ {
+		l := c.leader()
+		if l == nil {
+			c.w.Run(time.Second)
+			continue
+		}
+		qn := l.qn
+		l.sn.Post(func() {
+			qn.Propose([]byte("final"), func(err error) {
+				if err == nil {
+					acked = true
+					c.o.acked["final"] = true
+				}
+			})
+		})
+		c.w.RunUntil(func() bool { return acked }, 5*time.Second)
+	}
+	return acked && c.w.RunUntil(c.converged, 30*time.Second)
+}
+
+func (c *cluster) requireNoViolations(t testing.TB, seed uint64) {
+	if len(c.o.violations) > 0 {
+		t.Fatalf("seed %d (replay: go test -tags invariants -run 'TestQuorumSimSweep/seed=%d$' ./raftmeta/quorum): %d violations:\n%s",
+			seed, seed, len(c.o.violations), strings.Join(c.o.violations, "\n"))
+	}
+}
+
+func TestQuorumSimSweep(t *testing.T) {
+	probes := map[string]int{}
+	n := seeds(t, 24)
+	ran := 0
+	for seed := range uint64(n) {
+		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
+			cfg := seededConfig(seed)
+			c := runCluster(t, seed, cfg, runOptions{safety: 8 * time.Second, faults: true})
+			c.requireNoViolations(t, seed)
+			require.NotEmpty(t, c.o.acked, "nothing was acknowledged")
+			t.Logf("events %d, virtual %v, acknowledged %d, log %d", c.w.Events(), c.w.Now(), len(c.o.acked), len(c.o.log))
+			ran++
+			for k, v := range c.o.probes {
+				probes[k] += v
+			}
+			probes[fmt.Sprintf("clusters of %d (%d voters)", cfg.size, cfg.voters)]++
+		})
+	}
+	t.Logf("probes over %d seeds: %v", n, probeLine(probes))
+	if t.Failed() || ran < 10 {
+		return
+	}
+	for _, p := range []string{"snapshot sent", "snapshot received", "snapshot restored on open", "activated", "crash", "kill",
+		"pause", "partition", "one-way partition", "power loss",
+		"membership change: ConfChangeAddLearnerNode(4)", "membership change: ConfChangeAddNode(4)",
+		"membership change: ConfChangeRemoveNode(1)", "membership change: ConfChangeAddLearnerNode(5)",
+		"membership change: ConfChangeAddNode(5) ConfChangeRemoveNode(2)"} {
+		require.Positive(t, probes[p], "no seed reached %q", p)
+	}
+}
+
+func probeLine(probes map[string]int) string {
+	var out []string
+	for _, k := range slices.Sorted(maps.Keys(probes)) {
+		out = append(out, fmt.Sprintf("%s=%d", k, probes[k]))
+	}
+	return strings.Join(out, " ")
+}
+
+func TestQuorumSimSameSeedSameTrace(t *testing.T) {
+	for _, seed := range []uint64{3, 7} {
+		var traces []string
+		for range 2 {
+			c := runCluster(t, seed, seededConfig(seed), runOptions{safety: 4 * time.Second, faults: true})
+			c.requireNoViolations(t, seed)
+			traces = append(traces, fmt.Sprintf("%s events=%d acked=%d log=%d", c.w.Trace(), c.w.Events(), len(c.o.acked), len(c.o.log)))
+		}
+		require.Equal(t, traces[0], traces[1], "seed %d replayed differently", seed)
+	}
+}
