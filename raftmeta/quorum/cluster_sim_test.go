@@ -82,6 +82,9 @@ func newTestSM(c *cluster, id uint64) *testSM {
 }
 
 func (s *testSM) Apply(a Applied) error {
+	if s.c.failOn != "" && string(a.Data) == s.c.failOn {
+		return errors.New("the state machine cannot apply " + s.c.failOn)
+	}
 	if a.Index <= s.last {
 		s.c.o.violate("node %d applied index %d after %d", s.id, a.Index, s.last)
 	}
@@ -188,7 +191,8 @@ type cluster struct {
 
 	cut      map[[2]uint64]bool // from -> to blocked
 	dropRate float64
-	values   int // proposals made
+	values   int    // proposals made
+	failOn   string // a value every state machine refuses to apply
 }
 
 func newCluster(t testing.TB, seed uint64, cfg clusterConfig) *cluster {

@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
-	pb "go.etcd.io/raft/v3/raftpb"
 	"github.com/stretchr/testify/require"
+	pb "go.etcd.io/raft/v3/raftpb"
 )
 
 // corruptSetup writes a log of several segments, snapshots as asked, and
