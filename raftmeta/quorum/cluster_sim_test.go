@@ -18,6 +18,7 @@ import (
 	"github.com/sluicemq/sluice/env"
 	"github.com/sluicemq/sluice/sim"
 	"github.com/sluicemq/sluice/sim/rng"
+	"github.com/sluicemq/sluice/sim/simfs"
 )
 
 // A simulated quorum: Nodes on the machines of one sim.World, joined by a
@@ -178,6 +179,8 @@ type clusterConfig struct {
 	syncMin      time.Duration
 	syncMax      time.Duration
 	sabotage     sabotage
+	// diskFaults is the rate of injected EIO and ENOSPC while faults run.
+	diskFaults float64
 }
 
 type cluster struct {
@@ -217,9 +220,13 @@ func (c *cluster) boot(m *member, e env.Env, voters []uint64) {
 	m.sm = newTestSM(c, m.id)
 	cfg := c.cfg.node
 	cfg.ID, cfg.Dir, cfg.Voters, cfg.Logger = m.id, testDir, voters, e.Log
+	var qn *Node
+	if cfg.OnFailure == nil {
+		cfg.OnFailure = func(err error) { c.supervise(m, qn, err) }
+	}
 	qn, err := Open(e, cfg, m.sm, &transport{c: c, from: m.id})
 	if err != nil {
-		c.o.violate("node %d does not open: %v", m.id, err)
+		c.supervise(m, nil, err)
 		return
 	}
 	qn.sabotage = c.cfg.sabotage
@@ -229,6 +236,27 @@ func (c *cluster) boot(m *member, e env.Env, voters []uint64) {
 	}
 	m.qn, m.down = qn, false
 	qn.Start()
+}
+
+// diskError says err comes from a fault the disk injected.
+func diskError(err error) bool { return errors.Is(err, env.ErrIO) || errors.Is(err, env.ErrNoSpace) }
+
+// supervise restarts, as a supervisor would, a node that failed to open or
+// stopped because its disk failed; any other failure is a violation.
+func (c *cluster) supervise(m *member, qn *Node, err error) {
+	var ce *CorruptError
+	if errors.As(err, &ce) || !diskError(err) {
+		c.o.violate("node %d stopped: %v", m.id, err)
+		return
+	}
+	c.o.probes["node stopped by a disk error"]++
+	c.w.After(100*time.Millisecond, "supervisor", func() {
+		if m.qn == qn && !m.down {
+			m.sn.Kill()
+			m.qn = nil
+			m.sn.Restart()
+		}
+	})
 }
 
 func (c *cluster) member(id uint64) *member {
@@ -332,7 +360,7 @@ func (c *cluster) propose() {
 			switch {
 			case err == nil:
 				c.o.acked[value] = true
-			case !isLeader && !errors.Is(err, ErrNotLeader):
+			case !isLeader && !errors.Is(err, ErrNotLeader) && !diskError(err):
 				c.o.violate("a proposal on non-leader %d failed with %v, not ErrNotLeader", m.id, err)
 			}
 		})
@@ -459,10 +487,20 @@ func (c *cluster) healNode(m *member) {
 	}
 }
 
+// setDiskFaults sets every disk's rate of injected errors.
+func (c *cluster) setDiskFaults(rate float64) {
+	for _, m := range c.members {
+		if err := m.sn.Disk().SetFaults(simfs.Faults{EIORate: rate, NoSpaceRate: rate}); err != nil {
+			c.t.Fatal(err)
+		}
+	}
+}
+
 // healAll ends every fault: the liveness phase begins.
 func (c *cluster) healAll() {
 	clear(c.cut)
 	c.dropRate = 0
+	c.setDiskFaults(0)
 	for _, m := range c.members {
 		if m.sn.Paused() {
 			m.sn.Resume()

@@ -50,9 +50,12 @@
 // applied entries or Config.SnapshotBytes of applied data, made durable,
 // and then the log is compacted behind it (keeping CompactionMargin entries
 // so that a slightly lagging follower catches up from the log). A follower
-// behind the leader's first index is sent the snapshot by raft itself
-// (Storage.Snapshot); one received is made durable, restored into the state
-// machine and the log starts after it. A restart restores the latest
+// behind the leader's first index is sent a snapshot by raft itself; the
+// driver replaces the one raft took from storage by a fresh one of the state
+// as applied now (as etcd's server does), since the stored one may predate
+// the follower's own addition to the configuration, and a learner refuses a
+// snapshot whose configuration lacks it. One received is made durable,
+// restored into the state machine, and the log starts after it. A restart restores the latest
 // snapshot and raft re-delivers the committed entries after it.
 //
 // etcd raft draws its election timeouts from crypto/rand.Reader; the

@@ -9,6 +9,7 @@ import (
 
 	"go.etcd.io/raft/v3"
 	pb "go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/sluicemq/sluice/env"
 	"github.com/sluicemq/sluice/internal/invariants"
@@ -431,6 +432,9 @@ func (n *Node) afterSave(rd raft.Ready, err error) {
 		return
 	}
 	if len(rd.Messages) > 0 {
+		if !n.freshenSnapshots(rd.Messages) {
+			return
+		}
 		n.t.Send(rd.Messages)
 	}
 	if !raft.IsEmptySnap(rd.Snapshot) && !n.restore(rd.Snapshot) {
@@ -446,6 +450,37 @@ func (n *Node) afterSave(rd raft.Ready, err error) {
 	n.flushCompletions()
 	n.maybeSnapshot()
 	n.schedule()
+}
+
+// freshenSnapshots replaces the snapshot of every MsgSnap by one of the
+// state machine as applied now, as etcd's server does. raft sends the
+// latest snapshot in storage, which may predate the recipient's own
+// addition to the configuration: a learner added since would refuse it (it
+// is not in its ConfState) and, with no newer snapshot due while no entries
+// are applied, never catch up. A fresh one also leaves fewer entries to
+// replay. raft's progress takes the higher index the follower then
+// acknowledges. It returns false if the node failed.
+func (n *Node) freshenSnapshots(msgs []*pb.Message) bool {
+	var fresh *pb.Snapshot
+	for _, m := range msgs {
+		if m.GetType() != pb.MsgSnap || m.GetSnapshot().GetMetadata().GetIndex() >= n.applied {
+			continue
+		}
+		if fresh == nil {
+			data, err := n.sm.Snapshot()
+			if err != nil {
+				n.fail(fmt.Errorf("snapshot the state machine at %d for a follower: %w", n.applied, err))
+				return false
+			}
+			fresh = &pb.Snapshot{Data: data, Metadata: &pb.SnapshotMetadata{
+				ConfState: proto.Clone(n.confState).(*pb.ConfState),
+				Index:     new(n.applied),
+				Term:      new(n.st.term(n.applied)),
+			}}
+		}
+		m.Snapshot = fresh
+	}
+	return true
 }
 
 // restore replaces the state machine's state by a snapshot received from

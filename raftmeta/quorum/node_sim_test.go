@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	pb "go.etcd.io/raft/v3/raftpb"
 
 	"github.com/sluicemq/sluice/sim/rng"
 )
@@ -35,6 +36,9 @@ func seededConfig(seed uint64) clusterConfig {
 	cfg.latMax = cfg.latMin + time.Duration(r.Intn(20000))*time.Microsecond
 	cfg.syncMin = time.Duration(50+r.Intn(500)) * time.Microsecond
 	cfg.syncMax = cfg.syncMin + time.Duration(r.Intn(8000))*time.Microsecond
+	if r.Chance(0.3) {
+		cfg.diskFaults = 0.0005 + r.Float64()*0.003
+	}
 	return cfg
 }
 
@@ -53,6 +57,7 @@ func runCluster(t testing.TB, seed uint64, cfg clusterConfig, opt runOptions) *c
 	c.workload(15*time.Millisecond, &stopWork)
 	if opt.faults {
 		c.faults(&stopFaults)
+		c.setDiskFaults(cfg.diskFaults)
 	}
 	c.membership(400*time.Millisecond, &stopWork)
 	c.w.Run(opt.safety)
@@ -124,7 +129,7 @@ func TestQuorumSimSweep(t *testing.T) {
 		return
 	}
 	for _, p := range []string{"snapshot sent", "snapshot received", "snapshot restored on open", "activated", "crash", "kill",
-		"pause", "partition", "one-way partition", "power loss",
+		"pause", "partition", "one-way partition", "power loss", "node stopped by a disk error",
 		"membership change: ConfChangeAddLearnerNode(4)", "membership change: ConfChangeAddNode(4)",
 		"membership change: ConfChangeRemoveNode(1)", "membership change: ConfChangeAddLearnerNode(5)",
 		"membership change: ConfChangeAddNode(5) ConfChangeRemoveNode(2)"} {
@@ -282,4 +287,26 @@ func TestQuorumSimCatchesMessagesSentBeforeTheSync(t *testing.T) {
 	}
 	c := powerLossRun(t, uint64(caught), sabotageNone)
 	c.requireNoViolations(t, uint64(caught))
+}
+
+// A learner added after the leader's latest snapshot is sent a snapshot of
+// the state as applied now: raft's own choice, the snapshot in storage,
+// predates the learner's addition, and the learner would refuse it, for
+// as long as no new snapshot came (none does while nothing is proposed).
+func TestQuorumSimLearnerAddedAfterTheLatestSnapshotCatchesUp(t *testing.T) {
+	c := newCluster(t, 9, quietConfig(4, 3))
+	stop := false
+	c.workload(3*time.Millisecond, &stop)
+	l := c.waitLeader(t)
+	c.w.Run(2 * time.Second)
+	stop = true
+	c.w.Run(time.Second)
+	require.Greater(t, l.qn.Status().FirstIndex, uint64(1), "the leader compacted")
+	err := c.call(t, l, func(qn *Node, done func(error)) {
+		qn.ChangeMembership(change(pb.ConfChangeAddLearnerNode, 4), done)
+	})
+	require.NoError(t, err)
+	require.True(t, c.w.RunUntil(c.converged, 30*time.Second), c.missing())
+	require.Positive(t, c.o.probes["snapshot received"])
+	c.requireNoViolations(t, 9)
 }
