@@ -26,8 +26,8 @@ import (
 // latency, or drops it, and an oracle that sees everything every node
 // applies.
 
-// oracle collects what the nodes did and the properties they broke.
-type oracle struct {
+// simOracle collects what the nodes did and the properties they broke.
+type simOracle struct {
 	// log is every entry applied anywhere, by index: the first node to
 	// apply an index fixes what every other must apply there.
 	log map[uint64]string
@@ -42,18 +42,18 @@ type oracle struct {
 	probes     map[string]int
 }
 
-func newOracle() *oracle {
-	return &oracle{log: map[uint64]string{}, hashAfter: map[uint64]uint64{}, leaders: map[uint64]uint64{},
+func newSimOracle() *simOracle {
+	return &simOracle{log: map[uint64]string{}, hashAfter: map[uint64]uint64{}, leaders: map[uint64]uint64{},
 		acked: map[string]bool{}, probes: map[string]int{}}
 }
 
-func (o *oracle) violate(format string, args ...any) {
+func (o *simOracle) violate(format string, args ...any) {
 	if len(o.violations) < 20 {
 		o.violations = append(o.violations, fmt.Sprintf(format, args...))
 	}
 }
 
-func (o *oracle) applied(id, index uint64, what string, hash uint64) {
+func (o *simOracle) applied(id, index uint64, what string, hash uint64) {
 	if prev, ok := o.log[index]; ok && prev != what {
 		o.violate("node %d applied %q at index %d, where another node applied %q", id, what, index, prev)
 		return
@@ -68,7 +68,7 @@ func (o *oracle) applied(id, index uint64, what string, hash uint64) {
 // testSM is the replicated state: the values applied, a running hash of
 // every applied entry, and the last index applied.
 type testSM struct {
-	c        *cluster
+	c        *simCluster
 	id       uint64
 	last     uint64
 	hash     uint64
@@ -78,7 +78,7 @@ type testSM struct {
 	activate uint64
 }
 
-func newTestSM(c *cluster, id uint64) *testSM {
+func newTestSM(c *simCluster, id uint64) *testSM {
 	return &testSM{c: c, id: id, values: map[string]bool{}, hash: 14695981039346656037}
 }
 
@@ -161,8 +161,8 @@ func (s *testSM) Activated(term uint64) {
 	s.c.o.probes["activated"]++
 }
 
-// member is one machine of the cluster.
-type member struct {
+// simMember is one machine of the cluster.
+type simMember struct {
 	id   uint64
 	sn   *sim.Node
 	qn   *Node // the running incarnation's node, nil while down
@@ -170,8 +170,8 @@ type member struct {
 	down bool // crashed or killed, waiting for a restart
 }
 
-// clusterConfig is what a seed chose.
-type clusterConfig struct {
+// simClusterConfig is what a seed chose.
+type simClusterConfig struct {
 	size, voters int
 	node         Config
 	latMin       time.Duration
@@ -183,12 +183,12 @@ type clusterConfig struct {
 	diskFaults float64
 }
 
-type cluster struct {
+type simCluster struct {
 	t       testing.TB
 	w       *sim.World
-	cfg     clusterConfig
-	members []*member
-	o       *oracle
+	cfg     simClusterConfig
+	members []*simMember
+	o       *simOracle
 	r       *rng.Rand // the test's own choices
 	net     *rng.Rand // latencies and drops
 
@@ -198,15 +198,15 @@ type cluster struct {
 	failOn   string // a value every state machine refuses to apply
 }
 
-func newCluster(t testing.TB, seed uint64, cfg clusterConfig) *cluster {
+func newSimCluster(t testing.TB, seed uint64, cfg simClusterConfig) *simCluster {
 	w := sim.New(seed)
-	c := &cluster{t: t, w: w, cfg: cfg, o: newOracle(), r: w.Rand("test"), net: w.Rand("transport"), cut: map[[2]uint64]bool{}}
+	c := &simCluster{t: t, w: w, cfg: cfg, o: newSimOracle(), r: w.Rand("test"), net: w.Rand("transport"), cut: map[[2]uint64]bool{}}
 	var voters []uint64
 	for i := 1; i <= cfg.voters; i++ {
 		voters = append(voters, uint64(i))
 	}
 	for i := 1; i <= cfg.size; i++ {
-		m := &member{id: uint64(i)}
+		m := &simMember{id: uint64(i)}
 		c.members = append(c.members, m)
 		m.sn = w.AddNode(fmt.Sprintf("n%d", i), func(e env.Env) { c.boot(m, e, voters) })
 		if err := m.sn.Disk().SetSyncLatency(cfg.syncMin, cfg.syncMax); err != nil {
@@ -216,7 +216,7 @@ func newCluster(t testing.TB, seed uint64, cfg clusterConfig) *cluster {
 	return c
 }
 
-func (c *cluster) boot(m *member, e env.Env, voters []uint64) {
+func (c *simCluster) boot(m *simMember, e env.Env, voters []uint64) {
 	m.sm = newTestSM(c, m.id)
 	cfg := c.cfg.node
 	cfg.ID, cfg.Dir, cfg.Voters, cfg.Logger = m.id, testDir, voters, e.Log
@@ -224,7 +224,7 @@ func (c *cluster) boot(m *member, e env.Env, voters []uint64) {
 	if cfg.OnFailure == nil {
 		cfg.OnFailure = func(err error) { c.supervise(m, qn, err) }
 	}
-	qn, err := Open(e, cfg, m.sm, &transport{c: c, from: m.id})
+	qn, err := Open(e, cfg, m.sm, &simTransport{c: c, from: m.id})
 	if err != nil {
 		c.supervise(m, nil, err)
 		return
@@ -238,14 +238,14 @@ func (c *cluster) boot(m *member, e env.Env, voters []uint64) {
 	qn.Start()
 }
 
-// diskError says err comes from a fault the disk injected.
-func diskError(err error) bool { return errors.Is(err, env.ErrIO) || errors.Is(err, env.ErrNoSpace) }
+// isDiskError says err comes from a fault the disk injected.
+func isDiskError(err error) bool { return errors.Is(err, env.ErrIO) || errors.Is(err, env.ErrNoSpace) }
 
 // supervise restarts, as a supervisor would, a node that failed to open or
 // stopped because its disk failed; any other failure is a violation.
-func (c *cluster) supervise(m *member, qn *Node, err error) {
+func (c *simCluster) supervise(m *simMember, qn *Node, err error) {
 	var ce *CorruptError
-	if errors.As(err, &ce) || !diskError(err) {
+	if errors.As(err, &ce) || !isDiskError(err) {
 		c.o.violate("node %d stopped: %v", m.id, err)
 		return
 	}
@@ -259,26 +259,26 @@ func (c *cluster) supervise(m *member, qn *Node, err error) {
 	})
 }
 
-func (c *cluster) member(id uint64) *member {
+func (c *simCluster) simMember(id uint64) *simMember {
 	if id == 0 || id > uint64(len(c.members)) {
 		return nil
 	}
 	return c.members[id-1]
 }
 
-// transport is one node's test Transport.
-type transport struct {
-	c    *cluster
+// simTransport is one node's test Transport.
+type simTransport struct {
+	c    *simCluster
 	from uint64
 }
 
-func (tr *transport) Send(msgs []*pb.Message) {
+func (tr *simTransport) Send(msgs []*pb.Message) {
 	c := tr.c
-	sender := c.member(tr.from)
+	sender := c.simMember(tr.from)
 	senderNode := sender.qn
 	for _, m := range msgs {
 		to := m.GetTo()
-		target := c.member(to)
+		target := c.simMember(to)
 		wire, err := proto.Marshal(m)
 		if err != nil {
 			c.o.violate("node %d: message does not marshal: %v", tr.from, err)
@@ -322,7 +322,7 @@ func (tr *transport) Send(msgs []*pb.Message) {
 
 // report runs f on the sender's loop if the incarnation that sent is still
 // the one running.
-func (c *cluster) report(sender *member, n *Node, f func(*Node)) {
+func (c *simCluster) report(sender *simMember, n *Node, f func(*Node)) {
 	sender.sn.Post(func() {
 		if sender.qn == n {
 			f(n)
@@ -334,7 +334,7 @@ func (c *cluster) report(sender *member, n *Node, f func(*Node)) {
 
 // propose makes one proposal on a node that believes it leads (or, now and
 // then, on one that does not, which must fail at once).
-func (c *cluster) propose() {
+func (c *simCluster) propose() {
 	up := c.upMembers()
 	if len(up) == 0 {
 		return
@@ -360,15 +360,15 @@ func (c *cluster) propose() {
 			switch {
 			case err == nil:
 				c.o.acked[value] = true
-			case !isLeader && !errors.Is(err, ErrNotLeader) && !diskError(err):
+			case !isLeader && !errors.Is(err, ErrNotLeader) && !isDiskError(err):
 				c.o.violate("a proposal on non-leader %d failed with %v, not ErrNotLeader", m.id, err)
 			}
 		})
 	})
 }
 
-func (c *cluster) upMembers() []*member {
-	var out []*member
+func (c *simCluster) upMembers() []*simMember {
+	var out []*simMember
 	for _, m := range c.members {
 		if m.qn != nil && !m.down {
 			out = append(out, m)
@@ -378,7 +378,7 @@ func (c *cluster) upMembers() []*member {
 }
 
 // workload proposes every interval until stop.
-func (c *cluster) workload(interval time.Duration, stop *bool) {
+func (c *simCluster) workload(interval time.Duration, stop *bool) {
 	var tick func()
 	tick = func() {
 		if *stop {
@@ -393,20 +393,20 @@ func (c *cluster) workload(interval time.Duration, stop *bool) {
 // faults injects a seeded mix of faults until stop: partitions (two-way
 // and one-way), drops, crashes and kills with restarts from disk, pauses,
 // clock jumps, and now and then a power loss of every node.
-func (c *cluster) faults(stop *bool) {
+func (c *simCluster) faults(stop *bool) {
 	weights := []float64{c.r.Float64(), c.r.Float64(), c.r.Float64(), c.r.Float64(), c.r.Float64(), c.r.Float64(), c.r.Float64() / 5}
 	var next func()
 	next = func() {
 		if *stop {
 			return
 		}
-		c.fault(pick(c.r, weights))
+		c.fault(pickWeighted(c.r, weights))
 		c.w.After(100*time.Millisecond+time.Duration(c.r.Uint64n(uint64(700*time.Millisecond))), "fault", next)
 	}
 	c.w.After(time.Second, "fault", next)
 }
 
-func pick(r *rng.Rand, weights []float64) int {
+func pickWeighted(r *rng.Rand, weights []float64) int {
 	var total float64
 	for _, w := range weights {
 		total += w
@@ -421,7 +421,7 @@ func pick(r *rng.Rand, weights []float64) int {
 	return len(weights) - 1
 }
 
-func (c *cluster) fault(kind int) {
+func (c *simCluster) fault(kind int) {
 	m := c.members[c.r.Intn(len(c.members))]
 	heal := time.Duration(200+c.r.Intn(2500)) * time.Millisecond
 	switch kind {
@@ -474,13 +474,13 @@ func (c *cluster) fault(kind int) {
 	}
 }
 
-func (c *cluster) restart(m *member) {
+func (c *simCluster) restart(m *simMember) {
 	if m.down {
 		m.sn.Restart()
 	}
 }
 
-func (c *cluster) healNode(m *member) {
+func (c *simCluster) healNode(m *simMember) {
 	for _, o := range c.members {
 		delete(c.cut, [2]uint64{m.id, o.id})
 		delete(c.cut, [2]uint64{o.id, m.id})
@@ -488,7 +488,7 @@ func (c *cluster) healNode(m *member) {
 }
 
 // setDiskFaults sets every disk's rate of injected errors.
-func (c *cluster) setDiskFaults(rate float64) {
+func (c *simCluster) setDiskFaults(rate float64) {
 	for _, m := range c.members {
 		if err := m.sn.Disk().SetFaults(simfs.Faults{EIORate: rate, NoSpaceRate: rate}); err != nil {
 			c.t.Fatal(err)
@@ -497,7 +497,7 @@ func (c *cluster) setDiskFaults(rate float64) {
 }
 
 // healAll ends every fault: the liveness phase begins.
-func (c *cluster) healAll() {
+func (c *simCluster) healAll() {
 	clear(c.cut)
 	c.dropRate = 0
 	c.setDiskFaults(0)
@@ -510,8 +510,8 @@ func (c *cluster) healAll() {
 }
 
 // leader returns the up member leading the highest term, or nil.
-func (c *cluster) leader() *member {
-	var best *member
+func (c *simCluster) leader() *simMember {
+	var best *simMember
 	var bestTerm uint64
 	for _, m := range c.upMembers() {
 		if id, term := m.qn.Leader(); id == m.id && term > bestTerm {
@@ -522,7 +522,7 @@ func (c *cluster) leader() *member {
 }
 
 // config returns the ids in the configuration the leader applied.
-func (c *cluster) config() (voters, learners []uint64) {
+func (c *simCluster) config() (voters, learners []uint64) {
 	l := c.leader()
 	if l == nil {
 		return nil, nil
@@ -533,14 +533,14 @@ func (c *cluster) config() (voters, learners []uint64) {
 
 // converged says every member of the configuration is up, holds every
 // acknowledged value, and has applied as far as the leader.
-func (c *cluster) converged() bool {
+func (c *simCluster) converged() bool {
 	l := c.leader()
 	if l == nil {
 		return false
 	}
 	voters, learners := c.config()
 	for _, id := range slices.Concat(voters, learners) {
-		m := c.member(id)
+		m := c.simMember(id)
 		if m.qn == nil || m.qn.applied != l.qn.applied || m.qn.Status().Commit != l.qn.Status().Commit {
 			return false
 		}
@@ -554,7 +554,7 @@ func (c *cluster) converged() bool {
 }
 
 // missing lists, for a failure report, what each member lacks.
-func (c *cluster) missing() string {
+func (c *simCluster) missing() string {
 	var out []string
 	voters, learners := c.config()
 	for _, m := range c.members {
@@ -581,7 +581,7 @@ func (c *cluster) missing() string {
 // last node as a learner and promote it together with removing voter 2 in
 // one joint change. Each step is derived from the configuration the leader
 // applied, so a change whose outcome was unknown is never made twice.
-func (c *cluster) membershipStep() {
+func (c *simCluster) membershipStep() {
 	l := c.leader()
 	if l == nil || c.cfg.size <= c.cfg.voters {
 		return
@@ -595,16 +595,16 @@ func (c *cluster) membershipStep() {
 	case len(cs.GetVotersOutgoing()) > 0:
 		return // raft leaves the joint configuration by itself
 	case !isVoter(a) && !isLearner(a):
-		cc = change(pb.ConfChangeAddLearnerNode, a)
+		cc = confChangeOf(pb.ConfChangeAddLearnerNode, a)
 	case isLearner(a):
-		cc = change(pb.ConfChangeAddNode, a)
+		cc = confChangeOf(pb.ConfChangeAddNode, a)
 	case isVoter(1):
-		cc = change(pb.ConfChangeRemoveNode, 1)
+		cc = confChangeOf(pb.ConfChangeRemoveNode, 1)
 	case b != a && !isVoter(b) && !isLearner(b):
-		cc = change(pb.ConfChangeAddLearnerNode, b)
+		cc = confChangeOf(pb.ConfChangeAddLearnerNode, b)
 	case b != a && isLearner(b) && isVoter(2):
-		cc = change(pb.ConfChangeAddNode, b)
-		cc.Changes = append(cc.Changes, change(pb.ConfChangeRemoveNode, 2).Changes...)
+		cc = confChangeOf(pb.ConfChangeAddNode, b)
+		cc.Changes = append(cc.Changes, confChangeOf(pb.ConfChangeRemoveNode, 2).Changes...)
 		cc.Transition = pb.ConfChangeTransitionJointImplicit.Enum()
 	default:
 		return
@@ -623,11 +623,11 @@ func (c *cluster) membershipStep() {
 	})
 }
 
-func change(typ pb.ConfChangeType, id uint64) *pb.ConfChangeV2 {
+func confChangeOf(typ pb.ConfChangeType, id uint64) *pb.ConfChangeV2 {
 	return &pb.ConfChangeV2{Changes: []*pb.ConfChangeSingle{{Type: typ.Enum(), NodeId: new(id)}}}
 }
 
-func (c *cluster) membership(interval time.Duration, stop *bool) {
+func (c *simCluster) membership(interval time.Duration, stop *bool) {
 	var tick func()
 	tick = func() {
 		if *stop {

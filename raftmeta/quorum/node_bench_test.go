@@ -11,11 +11,11 @@ import (
 // driver, raft, the storage's encoding and checksums and the simulator
 // together, not of any real disk or network.
 func BenchmarkQuorumApply(b *testing.B) {
-	cfg := quietConfig(3, 3)
+	cfg := quietSimConfig(3, 3)
 	cfg.node.SnapshotEntries = 5000
 	cfg.node.CompactionMargin = 1000
 	cfg.node.SegmentBytes = 1 << 20
-	c := newCluster(b, 1, cfg)
+	c := newSimCluster(b, 1, cfg)
 	l := c.waitLeader(b)
 	data := make([]byte, 100)
 	applied := 0

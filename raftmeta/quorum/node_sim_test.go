@@ -14,13 +14,13 @@ import (
 	"github.com/sluicemq/sluice/sim/rng"
 )
 
-// seededConfig is what a seed chooses for a cluster: its size (3 or 5
+// seededSimConfig is what a seed chooses for a cluster: its size (3 or 5
 // machines; of 5, either all voters or 3 voters and 2 to be added), the
 // snapshot and segment sizes (small, so that snapshots, compaction and
 // catching up by snapshot happen in seconds), latencies and sync times.
-func seededConfig(seed uint64) clusterConfig {
+func seededSimConfig(seed uint64) simClusterConfig {
 	r := rng.New(seed).Fork("quorum-config")
-	cfg := clusterConfig{size: 3, voters: 3}
+	cfg := simClusterConfig{size: 3, voters: 3}
 	switch r.Intn(3) {
 	case 1:
 		cfg.size, cfg.voters = 5, 5
@@ -42,17 +42,17 @@ func seededConfig(seed uint64) clusterConfig {
 	return cfg
 }
 
-type runOptions struct {
+type simRunOptions struct {
 	safety time.Duration // how long faults run
 	faults bool
 }
 
-// runCluster runs a cluster through its safety phase (proposals, faults,
+// runSimCluster runs a cluster through its safety phase (proposals, faults,
 // membership changes) and its liveness phase (every fault healed: the
 // cluster must converge, every acknowledged value applied on every member,
 // and take one more proposal).
-func runCluster(t testing.TB, seed uint64, cfg clusterConfig, opt runOptions) *cluster {
-	c := newCluster(t, seed, cfg)
+func runSimCluster(t testing.TB, seed uint64, cfg simClusterConfig, opt simRunOptions) *simCluster {
+	c := newSimCluster(t, seed, cfg)
 	stopWork, stopFaults := false, false
 	c.workload(15*time.Millisecond, &stopWork)
 	if opt.faults {
@@ -77,7 +77,7 @@ func runCluster(t testing.TB, seed uint64, cfg clusterConfig, opt runOptions) *c
 
 // finalProposal proposes on the leader and waits until every member
 // applied it.
-func (c *cluster) finalProposal() bool {
+func (c *simCluster) finalProposal() bool {
 	acked := false
 	for attempt := 0; attempt < 5 && !acked; attempt++ {
 		l := c.leader()
@@ -99,7 +99,7 @@ func (c *cluster) finalProposal() bool {
 	return acked && c.w.RunUntil(c.converged, 30*time.Second)
 }
 
-func (c *cluster) requireNoViolations(t testing.TB, seed uint64) {
+func (c *simCluster) requireNoViolations(t testing.TB, seed uint64) {
 	if len(c.o.violations) > 0 {
 		t.Fatalf("seed %d (replay: go test -tags invariants -run 'TestQuorumSimSweep/seed=%d$' ./raftmeta/quorum): %d violations:\n%s",
 			seed, seed, len(c.o.violations), strings.Join(c.o.violations, "\n"))
@@ -108,12 +108,12 @@ func (c *cluster) requireNoViolations(t testing.TB, seed uint64) {
 
 func TestQuorumSimSweep(t *testing.T) {
 	probes := map[string]int{}
-	n := seeds(t, 24)
+	n := sweepSeeds(t, 24)
 	ran := 0
 	for seed := range uint64(n) {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
-			cfg := seededConfig(seed)
-			c := runCluster(t, seed, cfg, runOptions{safety: 8 * time.Second, faults: true})
+			cfg := seededSimConfig(seed)
+			c := runSimCluster(t, seed, cfg, simRunOptions{safety: 8 * time.Second, faults: true})
 			c.requireNoViolations(t, seed)
 			require.NotEmpty(t, c.o.acked, "nothing was acknowledged")
 			t.Logf("events %d, virtual %v, acknowledged %d, log %d", c.w.Events(), c.w.Now(), len(c.o.acked), len(c.o.log))
@@ -149,7 +149,7 @@ func TestQuorumSimSameSeedSameTrace(t *testing.T) {
 	for _, seed := range []uint64{3, 7} {
 		var traces []string
 		for range 2 {
-			c := runCluster(t, seed, seededConfig(seed), runOptions{safety: 4 * time.Second, faults: true})
+			c := runSimCluster(t, seed, seededSimConfig(seed), simRunOptions{safety: 4 * time.Second, faults: true})
 			c.requireNoViolations(t, seed)
 			traces = append(traces, fmt.Sprintf("%s events=%d acked=%d log=%d", c.w.Trace(), c.w.Events(), len(c.o.acked), len(c.o.log)))
 		}
@@ -157,18 +157,18 @@ func TestQuorumSimSameSeedSameTrace(t *testing.T) {
 	}
 }
 
-// quietConfig is a cluster without faults, with small snapshots.
-func quietConfig(size, voters int) clusterConfig {
-	return clusterConfig{size: size, voters: voters,
+// quietSimConfig is a cluster without faults, with small snapshots.
+func quietSimConfig(size, voters int) simClusterConfig {
+	return simClusterConfig{size: size, voters: voters,
 		node:   Config{SnapshotEntries: 50, CompactionMargin: 5, SegmentBytes: 1024},
 		latMin: 200 * time.Microsecond, latMax: 2 * time.Millisecond,
 		syncMin: 100 * time.Microsecond, syncMax: 2 * time.Millisecond}
 }
 
 // waitLeader runs until a leader is activated.
-func (c *cluster) waitLeader(t testing.TB) *member {
+func (c *simCluster) waitLeader(t testing.TB) *simMember {
 	t.Helper()
-	var l *member
+	var l *simMember
 	require.True(t, c.w.RunUntil(func() bool {
 		l = c.leader()
 		return l != nil && l.qn.Status().Activated
@@ -177,11 +177,11 @@ func (c *cluster) waitLeader(t testing.TB) *member {
 }
 
 func TestQuorumSimLaggingNodeCatchesUpBySnapshot(t *testing.T) {
-	c := newCluster(t, 1, quietConfig(3, 3))
+	c := newSimCluster(t, 1, quietSimConfig(3, 3))
 	stop := false
 	c.workload(5*time.Millisecond, &stop)
 	l := c.waitLeader(t)
-	var lagging *member
+	var lagging *simMember
 	for _, m := range c.members {
 		if m != l {
 			lagging = m
@@ -203,7 +203,7 @@ func TestQuorumSimLaggingNodeCatchesUpBySnapshot(t *testing.T) {
 }
 
 func TestQuorumSimMembershipChanges(t *testing.T) {
-	c := newCluster(t, 2, quietConfig(5, 3))
+	c := newSimCluster(t, 2, quietSimConfig(5, 3))
 	stop := false
 	c.workload(10*time.Millisecond, &stop)
 	c.membership(200*time.Millisecond, &stop)
@@ -214,7 +214,7 @@ func TestQuorumSimMembershipChanges(t *testing.T) {
 	}, time.Minute), "the plan of membership changes did not finish: %v", probeLine(c.o.probes))
 	// The removed voters can go: the new configuration carries on.
 	for _, id := range []uint64{1, 2} {
-		m := c.member(id)
+		m := c.simMember(id)
 		m.sn.Crash()
 		m.qn, m.down = nil, true
 	}
@@ -233,14 +233,14 @@ func TestQuorumSimMembershipChanges(t *testing.T) {
 // a client makes them, a power loss of the whole cluster at a seeded
 // moment, and the leader of before kept apart for a while after the
 // restart, so that the others elect a leader from their own disks.
-func powerLossRun(t testing.TB, seed uint64, sab sabotage) *cluster {
+func powerLossRun(t testing.TB, seed uint64, sab sabotage) *simCluster {
 	r := rng.New(seed).Fork("power-loss")
-	cfg := quietConfig(3, 3)
+	cfg := quietSimConfig(3, 3)
 	cfg.node.SnapshotEntries = 1000
 	cfg.syncMin, cfg.syncMax = 2*time.Millisecond, 20*time.Millisecond
 	cfg.latMin, cfg.latMax = 100*time.Microsecond, time.Millisecond
 	cfg.sabotage = sab
-	c := newCluster(t, seed, cfg)
+	c := newSimCluster(t, seed, cfg)
 	stop := false
 	c.workload(2*time.Millisecond, &stop)
 	c.w.Run(time.Second + time.Duration(r.Uint64n(uint64(2*time.Second))))
@@ -281,7 +281,7 @@ func TestQuorumSimCatchesMessagesSentBeforeTheSync(t *testing.T) {
 		}
 	}
 	require.GreaterOrEqual(t, caught, 0, "no seed caught a driver that sends before its sync")
-	for seed := range uint64(seeds(t, 10)) {
+	for seed := range uint64(sweepSeeds(t, 10)) {
 		c := powerLossRun(t, seed, sabotageNone)
 		c.requireNoViolations(t, seed)
 	}
@@ -294,7 +294,7 @@ func TestQuorumSimCatchesMessagesSentBeforeTheSync(t *testing.T) {
 // predates the learner's addition, and the learner would refuse it, for
 // as long as no new snapshot came (none does while nothing is proposed).
 func TestQuorumSimLearnerAddedAfterTheLatestSnapshotCatchesUp(t *testing.T) {
-	c := newCluster(t, 9, quietConfig(4, 3))
+	c := newSimCluster(t, 9, quietSimConfig(4, 3))
 	stop := false
 	c.workload(3*time.Millisecond, &stop)
 	l := c.waitLeader(t)
@@ -303,7 +303,7 @@ func TestQuorumSimLearnerAddedAfterTheLatestSnapshotCatchesUp(t *testing.T) {
 	c.w.Run(time.Second)
 	require.Greater(t, l.qn.Status().FirstIndex, uint64(1), "the leader compacted")
 	err := c.call(t, l, func(qn *Node, done func(error)) {
-		qn.ChangeMembership(change(pb.ConfChangeAddLearnerNode, 4), done)
+		qn.ChangeMembership(confChangeOf(pb.ConfChangeAddLearnerNode, 4), done)
 	})
 	require.NoError(t, err)
 	require.True(t, c.w.RunUntil(c.converged, 30*time.Second), c.missing())

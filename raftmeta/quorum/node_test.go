@@ -40,7 +40,7 @@ func TestNodeRefusesBadConfig(t *testing.T) {
 
 // call runs f on m's loop with a done that records its error, and runs the
 // world until done ran.
-func (c *cluster) call(t *testing.T, m *member, f func(qn *Node, done func(error))) error {
+func (c *simCluster) call(t *testing.T, m *simMember, f func(qn *Node, done func(error))) error {
 	t.Helper()
 	var got error
 	called := false
@@ -50,7 +50,7 @@ func (c *cluster) call(t *testing.T, m *member, f func(qn *Node, done func(error
 }
 
 func TestNodeSingleVoterAppliesSnapshotsAndRestarts(t *testing.T) {
-	c := newCluster(t, 3, quietConfig(1, 1))
+	c := newSimCluster(t, 3, quietSimConfig(1, 1))
 	m := c.waitLeader(t)
 	require.Equal(t, m.qn.Status().Term, m.sm.activate, "Activated for the leader's term")
 	for i := range 120 {
@@ -78,33 +78,33 @@ func TestNodeSingleVoterAppliesSnapshotsAndRestarts(t *testing.T) {
 }
 
 func TestNodeProposalErrors(t *testing.T) {
-	c := newCluster(t, 4, quietConfig(3, 3))
+	c := newSimCluster(t, 4, quietSimConfig(3, 3))
 	for _, id := range []uint64{2, 3} {
-		c.member(id).sn.Crash()
-		c.member(id).down = true
+		c.simMember(id).sn.Crash()
+		c.simMember(id).down = true
 	}
 	c.w.Run(3 * time.Second)
-	one := c.member(1)
+	one := c.simMember(1)
 	err := c.call(t, one, func(qn *Node, done func(error)) { qn.Propose([]byte("x"), done) })
 	require.ErrorIs(t, err, ErrNotLeader, "one of three voters cannot lead")
 
-	c.restart(c.member(2))
-	c.restart(c.member(3))
+	c.restart(c.simMember(2))
+	c.restart(c.simMember(3))
 	l := c.waitLeader(t)
 	err = c.call(t, l, func(qn *Node, done func(error)) { qn.Propose(make([]byte, MaxEntryBytes+1), done) })
 	require.ErrorIs(t, err, ErrEntryTooLarge)
 	err = c.call(t, l, func(qn *Node, done func(error)) {
-		cc := change(pb.ConfChangeRemoveNode, 1)
-		cc.Changes = append(cc.Changes, change(pb.ConfChangeRemoveNode, 2).Changes...)
-		cc.Changes = append(cc.Changes, change(pb.ConfChangeRemoveNode, 3).Changes...)
+		cc := confChangeOf(pb.ConfChangeRemoveNode, 1)
+		cc.Changes = append(cc.Changes, confChangeOf(pb.ConfChangeRemoveNode, 2).Changes...)
+		cc.Changes = append(cc.Changes, confChangeOf(pb.ConfChangeRemoveNode, 3).Changes...)
 		cc.Transition = pb.ConfChangeTransitionJointImplicit.Enum()
 		qn.ChangeMembership(cc, done)
 	})
 	require.ErrorContains(t, err, "removed all voters")
 	var second error
 	err = c.call(t, l, func(qn *Node, done func(error)) {
-		qn.ChangeMembership(change(pb.ConfChangeAddLearnerNode, 7), done)
-		qn.ChangeMembership(change(pb.ConfChangeAddLearnerNode, 8), func(err error) { second = err })
+		qn.ChangeMembership(confChangeOf(pb.ConfChangeAddLearnerNode, 7), done)
+		qn.ChangeMembership(confChangeOf(pb.ConfChangeAddLearnerNode, 8), func(err error) { second = err })
 	})
 	require.NoError(t, err)
 	require.ErrorIs(t, second, ErrMembershipChangePending)
@@ -140,7 +140,7 @@ func TestNodeProposalErrors(t *testing.T) {
 }
 
 func TestNodeStateMachineErrorStopsTheNode(t *testing.T) {
-	c := newCluster(t, 5, quietConfig(1, 1))
+	c := newSimCluster(t, 5, quietSimConfig(1, 1))
 	var failed []error
 	c.cfg.node.OnFailure = func(err error) { failed = append(failed, err) }
 	c.failOn = "poison"

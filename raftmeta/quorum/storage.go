@@ -723,8 +723,14 @@ func (s *Storage) Sync(done func(error)) {
 	for _, c := range s.checkpoints {
 		s.syncFile(c.name, b)
 	}
-	s.fs.SyncDir(s.cfg.Dir, b.add(nil))
-	s.fs.SyncDir(path.Dir(s.cfg.Dir), b.add(nil))
+	// The directory's entries, and its own entry in each ancestor (Open
+	// may have just made them).
+	for dir := s.cfg.Dir; ; dir = path.Dir(dir) {
+		s.fs.SyncDir(dir, b.add(nil))
+		if dir == "." || dir == "/" {
+			break
+		}
+	}
 	b.arm()
 }
 

@@ -17,7 +17,7 @@ func corruptSetup(t *testing.T, margin uint64, snapshots ...uint64) (*diskHarnes
 	s := h.mustOpen(cfg)
 	require.NoError(t, h.wait(s.Sync))
 	for i := uint64(1); i <= 60; i += 6 {
-		require.NoError(t, h.save(s, hardState(1, 1, i+5), ents(i, i+5, 1, "e"), nil))
+		require.NoError(t, h.save(s, hardState(1, 1, i+5), testEntries(i, i+5, 1, "e"), nil))
 	}
 	for _, idx := range snapshots {
 		require.NoError(t, h.wait(func(done func(error)) {

@@ -15,8 +15,8 @@ import (
 	"github.com/sluicemq/sluice/sim/rng"
 )
 
-// seeds returns how many seeds a sweep runs: n, or SLUICE_SEEDS when set.
-func seeds(t testing.TB, n int) int {
+// sweepSeeds returns how many seeds a sweep runs: n, or SLUICE_SEEDS when set.
+func sweepSeeds(t testing.TB, n int) int {
 	if v := os.Getenv("SLUICE_SEEDS"); v != "" {
 		k, err := strconv.Atoi(v)
 		require.NoError(t, err, "SLUICE_SEEDS")
@@ -32,12 +32,12 @@ func seeds(t testing.TB, n int) int {
 // (index -> "index/term/data"), the last index, and base, at or below which
 // the entries are a snapshot's and no longer known.
 type logModel struct {
-	ents       map[uint64]string
-	last, base uint64
-	term, vote uint64
-	commit     uint64
-	snapIdx    uint64 // the latest snapshot made durable
-	baseTerm   uint64 // the term of entry base
+	testEntries map[uint64]string
+	last, base  uint64
+	term, vote  uint64
+	commit      uint64
+	snapIdx     uint64 // the latest snapshot made durable
+	baseTerm    uint64 // the term of entry base
 }
 
 // nextTerm is the term the next leader's writes take: the entries (or the
@@ -46,14 +46,14 @@ type logModel struct {
 func (m *logModel) nextTerm() uint64 {
 	t := m.baseTerm
 	if m.last > m.base {
-		t = parseEntry(m.ents[m.last]).GetTerm()
+		t = parseEntry(m.testEntries[m.last]).GetTerm()
 	}
 	return max(m.term, t) + 1
 }
 
 func (m *logModel) clone() *logModel {
 	c := *m
-	c.ents = maps.Clone(m.ents)
+	c.testEntries = maps.Clone(m.testEntries)
 	return &c
 }
 
@@ -61,11 +61,11 @@ func (m *logModel) at(i uint64) string {
 	if m == nil || i <= m.base || i > m.last {
 		return ""
 	}
-	return m.ents[i]
+	return m.testEntries[i]
 }
 
-// write is one Save in flight: the model it leads to, and what kind.
-type write struct {
+// crashWrite is one Save in flight: the model it leads to, and what kind.
+type crashWrite struct {
 	kind   string // "append", "overwrite", "install", "hardstate"
 	from   uint64 // an overwrite's or install's first changed index
 	target *logModel
@@ -100,13 +100,13 @@ func TestStorageCrashRecovery(t *testing.T) {
 			require.Positive(t, probes[p], "the sweep never reached %q", p)
 		}
 	}()
-	for seed := range uint64(seeds(t, 150)) {
+	for seed := range uint64(sweepSeeds(t, 150)) {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			h := newDiskHarness(t, seed)
 			r := h.w.Rand("storage-ops")
 			run := &crashRun{t: t, h: h, r: r, snaps: map[uint64]string{}, probes: probes,
 				cfg:   StorageConfig{SegmentBytes: int64(100 + r.Intn(1500)), CompactionMargin: uint64(1 + r.Intn(30))},
-				acked: &logModel{ents: map[uint64]string{}}}
+				acked: &logModel{testEntries: map[uint64]string{}}}
 			run.s = h.mustOpen(run.cfg)
 			require.NoError(t, h.wait(run.s.Sync))
 			for round := 0; round < 4; round++ {
@@ -153,7 +153,7 @@ func (c *crashRun) round(ops int) {
 }
 
 // nextWrite draws the next Save and the model it leads to.
-func (c *crashRun) nextWrite() *write {
+func (c *crashRun) nextWrite() *crashWrite {
 	a := c.acked
 	b := a.clone()
 	floor := max(a.commit, a.snapIdx, a.base)
@@ -161,35 +161,35 @@ func (c *crashRun) nextWrite() *write {
 	case p < 0.08:
 		b.term = a.nextTerm()
 		b.vote = uint64(1 + c.r.Intn(3))
-		return &write{kind: "hardstate", target: b}
+		return &crashWrite{kind: "hardstate", target: b}
 	case p < 0.14 && a.last > a.commit:
 		b.commit = a.commit + 1 + c.r.Uint64n(a.last-a.commit)
-		return &write{kind: "hardstate", target: b}
+		return &crashWrite{kind: "hardstate", target: b}
 	case p < 0.26 && a.last > floor+1:
 		i := floor + 1 + c.r.Uint64n(a.last-floor)
 		b.term = a.nextTerm()
 		for j := i; j <= a.last; j++ {
-			delete(b.ents, j)
+			delete(b.testEntries, j)
 		}
 		b.last = i - 1
 		c.appendTo(b, 1+c.r.Intn(8))
-		return &write{kind: "overwrite", from: i, target: b}
+		return &crashWrite{kind: "overwrite", from: i, target: b}
 	case p < 0.30:
 		s := a.last + 1 + c.r.Uint64n(40)
 		b.term = a.nextTerm()
 		b.baseTerm = b.term
-		b.ents, b.base, b.last, b.snapIdx, b.commit = map[uint64]string{}, s, s, s, s
+		b.testEntries, b.base, b.last, b.snapIdx, b.commit = map[uint64]string{}, s, s, s, s
 		c.snaps[s] = fmt.Sprintf("leader@%d", s)
 		if c.r.Chance(0.5) {
 			c.appendTo(b, 1+c.r.Intn(4))
 		}
-		return &write{kind: "install", from: s, target: b}
+		return &crashWrite{kind: "install", from: s, target: b}
 	}
 	c.appendTo(b, 1+c.r.Intn(6))
 	if c.r.Chance(0.5) {
 		b.commit = b.commit + c.r.Uint64n(b.last-b.commit+1)
 	}
-	return &write{kind: "append", target: b}
+	return &crashWrite{kind: "append", target: b}
 }
 
 func (c *crashRun) appendTo(m *logModel, n int) {
@@ -198,12 +198,12 @@ func (c *crashRun) appendTo(m *logModel, n int) {
 	}
 	for range n {
 		m.last++
-		m.ents[m.last] = fmt.Sprintf("%d/%d/%s", m.last, m.term, strings.Repeat("x", c.r.Intn(120)))
+		m.testEntries[m.last] = fmt.Sprintf("%d/%d/%s", m.last, m.term, strings.Repeat("x", c.r.Intn(120)))
 	}
 }
 
 // issue starts the Save that leads from the acknowledged model to w's.
-func (c *crashRun) issue(w *write, done func(error)) {
+func (c *crashRun) issue(w *crashWrite, done func(error)) {
 	a, b := c.acked, w.target
 	var es []*pb.Entry
 	from := a.last + 1
@@ -215,7 +215,7 @@ func (c *crashRun) issue(w *write, done func(error)) {
 		if w.kind == "install" && i == w.from {
 			continue
 		}
-		es = append(es, parseEntry(b.ents[i]))
+		es = append(es, parseEntry(b.testEntries[i]))
 	}
 	var snap *pb.Snapshot
 	if w.kind == "install" {
@@ -229,7 +229,7 @@ func parseEntry(desc string) *pb.Entry {
 	parts := strings.SplitN(desc, "/", 3)
 	index, _ := strconv.ParseUint(parts[0], 10, 64)
 	term, _ := strconv.ParseUint(parts[1], 10, 64)
-	return ent(index, term, parts[2])
+	return testEntry(index, term, parts[2])
 }
 
 // startOwnSnapshot snapshots at a committed index, concurrently with the
@@ -252,7 +252,7 @@ func (c *crashRun) startOwnSnapshot() {
 
 // recover crashes (or kills) the process with w in flight (nil if none),
 // reopens, checks the recovered state, and adopts it as acknowledged.
-func (c *crashRun) recover(w *write) {
+func (c *crashRun) recover(w *crashWrite) {
 	t := c.t
 	crash := c.r.Chance(0.7)
 	if c.ownSnap {
@@ -296,10 +296,10 @@ func (c *crashRun) recover(w *write) {
 }
 
 // same checks that the storage holds the acknowledged model's entries.
-func (c *crashRun) same(w *write) {
+func (c *crashRun) same(w *crashWrite) {
 	for _, e := range logOf(c.t, c.s) {
 		if i := parseEntry(e).GetIndex(); i > c.acked.base {
-			require.Equal(c.t, c.acked.ents[i], e, "after write %+v, at %d", w, i)
+			require.Equal(c.t, c.acked.testEntries[i], e, "after write %+v, at %d", w, i)
 		}
 	}
 	last, _ := c.s.LastIndex()
@@ -315,9 +315,9 @@ func (c *crashRun) state(s *Storage) string {
 
 // check holds the recovered storage against the model: a snapshot at least
 // as new as the last acknowledged, every acknowledged entry present, the
-// write in flight either absent, complete, or cut short (never mixed with
+// crashWrite in flight either absent, complete, or cut short (never mixed with
 // the log it replaced), and the hard state one of the two.
-func (c *crashRun) check(s *Storage, w *write) string {
+func (c *crashRun) check(s *Storage, w *crashWrite) string {
 	t := c.t
 	a := c.acked
 	var b *logModel
@@ -381,7 +381,7 @@ func (c *crashRun) check(s *Storage, w *write) string {
 	}
 	next := src.clone()
 	for j := last + 1; j <= next.last; j++ {
-		delete(next.ents, j)
+		delete(next.testEntries, j)
 	}
 	next.last = last
 	next.term, next.vote, next.commit = hs.GetTerm(), hs.GetVote(), hs.GetCommit()
@@ -391,7 +391,7 @@ func (c *crashRun) check(s *Storage, w *write) string {
 	}
 	for _, e := range logOf(t, s) {
 		if i := parseEntry(e).GetIndex(); i > next.base {
-			require.Equal(t, next.ents[i], e, "the model adopted (side %q, write %+v) differs from the storage at %d", side, w, i)
+			require.Equal(t, next.testEntries[i], e, "the model adopted (side %q, write %+v) differs from the storage at %d", side, w, i)
 		}
 	}
 	c.acked = next

@@ -58,9 +58,9 @@ func (h *diskHarness) wait(op func(done func(error))) error {
 	return got
 }
 
-func (h *diskHarness) save(s *Storage, hs *pb.HardState, ents []*pb.Entry, snap *pb.Snapshot) error {
+func (h *diskHarness) save(s *Storage, hs *pb.HardState, testEntries []*pb.Entry, snap *pb.Snapshot) error {
 	h.t.Helper()
-	return h.wait(func(done func(error)) { s.Save(hs, ents, snap, done) })
+	return h.wait(func(done func(error)) { s.Save(hs, testEntries, snap, done) })
 }
 
 // restart ends the process (a power loss when crash, else kill -9) and
@@ -74,14 +74,14 @@ func (h *diskHarness) restart(crash bool) {
 	h.n.Restart()
 }
 
-func ent(index, term uint64, data string) *pb.Entry {
+func testEntry(index, term uint64, data string) *pb.Entry {
 	return &pb.Entry{Index: new(index), Term: new(term), Type: pb.EntryNormal.Enum(), Data: []byte(data)}
 }
 
-func ents(from, to, term uint64, tag string) []*pb.Entry {
+func testEntries(from, to, term uint64, tag string) []*pb.Entry {
 	var out []*pb.Entry
 	for i := from; i <= to; i++ {
-		out = append(out, ent(i, term, fmt.Sprintf("%s-%d", tag, i)))
+		out = append(out, testEntry(i, term, fmt.Sprintf("%s-%d", tag, i)))
 	}
 	return out
 }
@@ -113,7 +113,7 @@ func logOf(t *testing.T, s *Storage) []string {
 	return out
 }
 
-func describe(es []*pb.Entry) []string {
+func describeEntries(es []*pb.Entry) []string {
 	var out []string
 	for _, e := range es {
 		out = append(out, fmt.Sprintf("%d/%d/%s", e.GetIndex(), e.GetTerm(), e.GetData()))
@@ -153,7 +153,7 @@ func TestStorageAppendsSurviveCrashOnceAcknowledged(t *testing.T) {
 	s := h.mustOpen(StorageConfig{SegmentBytes: 100})
 	require.NoError(t, h.wait(s.Sync))
 	for i := uint64(1); i <= 25; i += 5 {
-		require.NoError(t, h.save(s, hardState(1, 1, i-1), ents(i, i+4, 1, "a"), nil))
+		require.NoError(t, h.save(s, hardState(1, 1, i-1), testEntries(i, i+4, 1, "a"), nil))
 	}
 	require.NoError(t, h.save(s, hardState(1, 1, 10), nil, nil))
 	want := logOf(t, s)
@@ -182,15 +182,15 @@ func TestStorageOverwriteCutsTheLogDurablyFirst(t *testing.T) {
 	cfg := StorageConfig{SegmentBytes: 200}
 	s := h.mustOpen(cfg)
 	require.NoError(t, h.wait(s.Sync))
-	require.NoError(t, h.save(s, hardState(1, 1, 5), ents(1, 30, 1, "old"), nil))
-	require.NoError(t, h.save(s, hardState(1, 1, 5), ents(31, 40, 1, "old"), nil))
-	require.NoError(t, h.save(s, hardState(1, 1, 5), ents(41, 60, 1, "old"), nil))
+	require.NoError(t, h.save(s, hardState(1, 1, 5), testEntries(1, 30, 1, "old"), nil))
+	require.NoError(t, h.save(s, hardState(1, 1, 5), testEntries(31, 40, 1, "old"), nil))
+	require.NoError(t, h.save(s, hardState(1, 1, 5), testEntries(41, 60, 1, "old"), nil))
 	require.Greater(t, len(s.segs), 2)
 
 	// A new leader of term 2 overwrites from index 8, inside the first
 	// segment: every later segment goes.
-	require.NoError(t, h.save(s, hardState(2, 3, 7), ents(8, 12, 2, "new"), nil))
-	want := append(describe(ents(1, 7, 1, "old")), describe(ents(8, 12, 2, "new"))...)
+	require.NoError(t, h.save(s, hardState(2, 3, 7), testEntries(8, 12, 2, "new"), nil))
+	want := append(describeEntries(testEntries(1, 7, 1, "old")), describeEntries(testEntries(8, 12, 2, "new"))...)
 	require.Equal(t, want, logOf(t, s))
 	require.Len(t, s.segs, 1)
 	require.Equal(t, []string{segmentName(1), hardStateName}, h.list())
@@ -199,7 +199,7 @@ func TestStorageOverwriteCutsTheLogDurablyFirst(t *testing.T) {
 	s2 := h.mustOpen(cfg)
 	require.Equal(t, want, logOf(t, s2))
 	require.NoError(t, h.wait(s2.Sync))
-	require.NoError(t, h.save(s2, nil, ents(13, 13, 2, "next"), nil))
+	require.NoError(t, h.save(s2, nil, testEntries(13, 13, 2, "next"), nil))
 	require.Equal(t, append(want, "13/2/next-13"), logOf(t, s2))
 }
 
@@ -209,7 +209,7 @@ func TestStorageSnapshotCompactsBehindAMargin(t *testing.T) {
 	s := h.mustOpen(cfg)
 	require.NoError(t, h.wait(s.Sync))
 	for i := uint64(1); i <= 100; i += 10 {
-		require.NoError(t, h.save(s, hardState(1, 1, i+9), ents(i, i+9, 1, "e"), nil))
+		require.NoError(t, h.save(s, hardState(1, 1, i+9), testEntries(i, i+9, 1, "e"), nil))
 	}
 	nsegs := len(s.segs)
 	require.NoError(t, h.wait(func(done func(error)) {
@@ -258,11 +258,11 @@ func TestStorageInstallsALeadersSnapshotAsANewLog(t *testing.T) {
 	cfg := StorageConfig{SegmentBytes: 150}
 	s := h.mustOpen(cfg)
 	require.NoError(t, h.wait(s.Sync))
-	require.NoError(t, h.save(s, hardState(1, 1, 5), ents(1, 20, 1, "old"), nil))
-	require.NoError(t, h.save(s, hardState(1, 1, 5), ents(21, 40, 1, "old"), nil))
+	require.NoError(t, h.save(s, hardState(1, 1, 5), testEntries(1, 20, 1, "old"), nil))
+	require.NoError(t, h.save(s, hardState(1, 1, 5), testEntries(21, 40, 1, "old"), nil))
 	// The leader of term 3 sends a snapshot at 500, and entries after it.
-	require.NoError(t, h.save(s, hardState(3, 0, 500), ents(501, 503, 3, "new"), snapshotAt(500, 3, "leader-state", 1, 2, 3)))
-	require.Equal(t, describe(ents(501, 503, 3, "new")), logOf(t, s))
+	require.NoError(t, h.save(s, hardState(3, 0, 500), testEntries(501, 503, 3, "new"), snapshotAt(500, 3, "leader-state", 1, 2, 3)))
+	require.Equal(t, describeEntries(testEntries(501, 503, 3, "new")), logOf(t, s))
 	term, err := s.Term(500)
 	require.NoError(t, err)
 	require.Equal(t, uint64(3), term)
@@ -271,7 +271,7 @@ func TestStorageInstallsALeadersSnapshotAsANewLog(t *testing.T) {
 
 	h.restart(true)
 	s2 := h.mustOpen(cfg)
-	require.Equal(t, describe(ents(501, 503, 3, "new")), logOf(t, s2))
+	require.Equal(t, describeEntries(testEntries(501, 503, 3, "new")), logOf(t, s2))
 	hs, cs, _ := s2.InitialState()
 	require.Equal(t, uint64(500), hs.GetCommit())
 	require.Equal(t, []uint64{1, 2, 3}, cs.GetVoters())
@@ -282,8 +282,8 @@ func TestStorageRecoveryRemovesSegmentsAnInstalledSnapshotReplaced(t *testing.T)
 	cfg := StorageConfig{SegmentBytes: 150}
 	s := h.mustOpen(cfg)
 	require.NoError(t, h.wait(s.Sync))
-	require.NoError(t, h.save(s, hardState(1, 1, 5), ents(1, 20, 1, "old"), nil))
-	require.NoError(t, h.save(s, hardState(1, 1, 5), ents(21, 900, 1, "old"), nil))
+	require.NoError(t, h.save(s, hardState(1, 1, 5), testEntries(1, 20, 1, "old"), nil))
+	require.NoError(t, h.save(s, hardState(1, 1, 5), testEntries(21, 900, 1, "old"), nil))
 	// Keep the old segments on the medium: their removals never reach it.
 	stale := slices.DeleteFunc(h.list(), func(n string) bool { return !strings.HasSuffix(n, segmentSuffix) })
 	require.NoError(t, h.save(s, hardState(2, 0, 500), nil, snapshotAt(500, 2, "leader", 1)))
@@ -325,13 +325,13 @@ func TestStorageCutsAndReportsATornTail(t *testing.T) {
 	h := newDiskHarness(t, 7)
 	s := h.mustOpen(StorageConfig{})
 	require.NoError(t, h.wait(s.Sync))
-	require.NoError(t, h.save(s, hardState(1, 1, 3), ents(1, 3, 1, "a"), nil))
+	require.NoError(t, h.save(s, hardState(1, 1, 3), testEntries(1, 3, 1, "a"), nil))
 	s.Close()
 	name := testDir + "/" + segmentName(1)
 	f, err := h.n.Disk().Open(name)
 	require.NoError(t, err)
 	size, _ := f.Size()
-	frame := segmentBytes(t, segmentHeader{}, ents(4, 4, 1, "torn"))[frameHeaderBytes+segmentHeaderBody:]
+	frame := segmentBytes(t, segmentHeader{}, testEntries(4, 4, 1, "torn"))[frameHeaderBytes+segmentHeaderBody:]
 	_, err = f.WriteAt(frame[:len(frame)-3], size) // the last append, cut short
 	require.NoError(t, err)
 	f.Close()
@@ -341,13 +341,13 @@ func TestStorageCutsAndReportsATornTail(t *testing.T) {
 	require.Equal(t, segmentName(1), rec.TornFile)
 	require.Equal(t, size, rec.TornOffset)
 	require.Equal(t, int64(len(frame)-3), rec.TornBytes)
-	require.Equal(t, describe(ents(1, 3, 1, "a")), logOf(t, s2))
+	require.Equal(t, describeEntries(testEntries(1, 3, 1, "a")), logOf(t, s2))
 	require.NoError(t, h.wait(s2.Sync))
-	require.NoError(t, h.save(s2, nil, ents(4, 4, 1, "b"), nil))
+	require.NoError(t, h.save(s2, nil, testEntries(4, 4, 1, "b"), nil))
 	h.restart(true)
 	s3 := h.mustOpen(StorageConfig{})
 	require.Empty(t, s3.Recovered().TornFile)
-	require.Equal(t, append(describe(ents(1, 3, 1, "a")), "4/1/b-4"), logOf(t, s3))
+	require.Equal(t, append(describeEntries(testEntries(1, 3, 1, "a")), "4/1/b-4"), logOf(t, s3))
 }
 
 func TestStorageRefusesWritesAfterAFailedSync(t *testing.T) {
@@ -355,9 +355,9 @@ func TestStorageRefusesWritesAfterAFailedSync(t *testing.T) {
 	s := h.mustOpen(StorageConfig{})
 	require.NoError(t, h.wait(s.Sync))
 	require.NoError(t, h.n.Disk().FailNext(simfs.OpSync, errors.New("injected EIO")))
-	err := h.save(s, hardState(1, 1, 0), ents(1, 2, 1, "a"), nil)
+	err := h.save(s, hardState(1, 1, 0), testEntries(1, 2, 1, "a"), nil)
 	require.ErrorContains(t, err, "injected EIO")
-	err = h.save(s, nil, ents(1, 1, 1, "b"), nil)
+	err = h.save(s, nil, testEntries(1, 1, 1, "b"), nil)
 	require.ErrorContains(t, err, "reopen to recover")
 	require.NoError(t, s.Close())
 	require.ErrorIs(t, h.save(s, nil, nil, nil), ErrStorageClosed)
