@@ -278,6 +278,17 @@ func TestMetaRejectsViolations(t *testing.T) {
 			metaFinal(h, "t", tid(1), 1, 1)
 			metaFinal(h, "t", raftmeta.TopicID{}, 0, 2)
 		}, []string{CheckMetaLinearizable}},
+		{"final describes that disagree across a creation of unknown outcome", func(h *MetaHistory) {
+			h.Complete(h.InvokeCreate(0, 1, "t", 1), kerr.NotController)
+			metaFinal(h, "t", raftmeta.TopicID{}, 0, 1)
+			metaFinal(h, "t", tid(1), 1, 2)
+		}, []string{CheckMetaLinearizable}},
+		{"the deleting node shows the deleted id beside a creation of unknown outcome", func(h *MetaHistory) {
+			metaCreated(h, 1, "t", 1, tid(1))
+			metaDeleted(h, 2, "t")
+			h.Complete(h.InvokeCreate(0, 1, "t", 1), kerr.RequestTimedOut) // a new incarnation, with another id
+			metaSeen(h, 2, "t", tid(1), 1)
+		}, []string{CheckMetaLinearizable}},
 		{"an existing topic missing on a node", func(h *MetaHistory) {
 			h.Existing("t", tid(1), 4)
 			metaAbsent(h, 2, "t")
