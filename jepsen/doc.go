@@ -89,6 +89,14 @@
 // are assumed to be acks=all: with acks=1 Kafka itself may lose acknowledged
 // writes on failover, and the checker will say so.
 //
+// # Metadata
+//
+// Topic creation, deletion and description have a history of their own
+// (MetaHistory, meta_history.go), judged by CheckMeta against the promises
+// written down in meta_model.go; the metadata quorum's safety and the
+// cluster's convergence are judged from the simulator's observations by
+// CheckLeaders, CheckAppliedLogs and CheckConverged (meta_quorum.go).
+//
 // A History is not safe for concurrent use: the simulator is one goroutine;
 // the real-process runner serializes its calls (a mutex of its own around
 // each record).
