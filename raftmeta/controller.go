@@ -111,6 +111,14 @@ type session struct {
 	// lastContact is the last heartbeat (or registration, or the moment
 	// this controller started).
 	lastContact time.Time
+	// heard says this controller has heard from the broker itself (a
+	// registration or a heartbeat), not just given it a session when it
+	// started. Only a session heard from blocks a new incarnation's
+	// registration: a broker restarted across a controller failover, or a
+	// single node restarted (its own controller started with it), is not
+	// kept waiting out a session nobody renewed (Kafka's
+	// BrokerHeartbeatManager has no session for such a broker at all).
+	heard bool
 	// metadataOffset is the last offset the broker said it has applied.
 	metadataOffset uint64
 	// shutdownOffset is the view's offset at the end of the batch that

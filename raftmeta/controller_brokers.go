@@ -71,7 +71,7 @@ func (c *Controller) RegisterBroker(now time.Time, req BrokerRegistration) (Regi
 	if exists && old.IncarnationID == req.IncarnationID {
 		return c.amendRegistration(now, old, next)
 	}
-	if exists && c.hasValidSession(req.BrokerID, now) {
+	if exists && c.session(req.BrokerID).heard && c.hasValidSession(req.BrokerID, now) {
 		return RegistrationReply{Err: kerr.DuplicateBrokerRegistration,
 			Message: fmt.Sprintf("broker %d is registered by incarnation %s, whose session is live", req.BrokerID, old.IncarnationID)}, nil
 	}
@@ -87,7 +87,7 @@ func (c *Controller) RegisterBroker(now time.Time, req BrokerRegistration) (Regi
 		err, msg := c.failedErr()
 		return RegistrationReply{Err: err, Message: msg}, nil
 	}
-	c.sessions[req.BrokerID] = &session{epoch: next.Epoch, lastContact: now}
+	c.sessions[req.BrokerID] = &session{epoch: next.Epoch, lastContact: now, heard: true}
 	return RegistrationReply{Epoch: next.Epoch}, records
 }
 
@@ -108,7 +108,7 @@ func registrationProblem(req BrokerRegistration, b Broker) string {
 
 // amendRegistration answers the same incarnation registering again.
 func (c *Controller) amendRegistration(now time.Time, old, next Broker) (RegistrationReply, []Record) {
-	c.session(old.ID).lastContact = now
+	c.session(old.ID).lastContact, c.session(old.ID).heard = now, true
 	next.Epoch, next.Fenced, next.InControlledShutdown = old.Epoch, old.Fenced, old.InControlledShutdown
 	if brokersEqual(next, old) {
 		return RegistrationReply{Epoch: old.Epoch}, nil
@@ -212,7 +212,7 @@ func (c *Controller) Heartbeat(now time.Time, hb BrokerHeartbeat) (HeartbeatRepl
 		err, _ := c.failedErr()
 		return HeartbeatReply{Err: err}, nil
 	}
-	s.lastContact, s.metadataOffset = now, hb.MetadataOffset
+	s.lastContact, s.metadataOffset, s.heard = now, hb.MetadataOffset, true
 	if next == stateControlledShutdown && current != stateControlledShutdown {
 		s.shutdownOffset = c.view.Applied
 	}
