@@ -57,8 +57,11 @@ func (b *Broker) handleProduce(r *request) {
 			default:
 				key := partitionKey{t.ID, rp.Partition}
 				p := b.partitions[key]
-				if p == nil {
+				if p == nil || !p.leading {
 					out.ErrorCode = b.missingPartition(key).Code
+					if out.ErrorCode == kerr.NotLeaderForPartition.Code && req.Version >= 10 {
+						b.hintProduceLeader(resp, out, key)
+					}
 					break
 				}
 				end, ok := b.appendProduced(p, rp.Records, out)
@@ -184,4 +187,28 @@ func firstProduceError(resp *kmsg.ProduceResponse) int16 {
 		}
 	}
 	return 0
+}
+
+// hintProduceLeader tells a producer sent to the wrong broker where the
+// partition's leader is (KIP-951, v10+), so it moves without a Metadata
+// round trip.
+func (b *Broker) hintProduceLeader(resp *kmsg.ProduceResponse, out *kmsg.ProduceResponseTopicPartition, key partitionKey) {
+	leader, epoch := b.currentLeader(key)
+	out.CurrentLeader.LeaderID, out.CurrentLeader.LeaderEpoch = leader, epoch
+	br, ok := b.leaderEndpoint(leader)
+	if !ok {
+		return
+	}
+	for _, known := range resp.Brokers {
+		if known.NodeID == leader {
+			return
+		}
+	}
+	ep := kmsg.NewProduceResponseBroker()
+	ep.NodeID, ep.Host, ep.Port = br.ID, br.Host, br.Port
+	if br.Rack != "" {
+		rack := br.Rack
+		ep.Rack = &rack
+	}
+	resp.Brokers = append(resp.Brokers, ep)
 }

@@ -131,6 +131,20 @@ func (f *fetchWait) finish() {
 	f.watched = nil
 	sender, zeroCopy := f.r.c.c.(env.FileSender)
 	resp, records := f.b.fetchResponse(f.req, f.ctx, zeroCopy)
+	if f.b.hintFetchLeaders(resp) && zeroCopy {
+		// Rare (a client that has not yet heard of a leader change): the
+		// batches are copied in, so kmsg encodes the leader hints.
+		for t := range resp.Topics {
+			for p := range resp.Topics[t].Partitions {
+				rp := &resp.Topics[t].Partitions[p]
+				var err error
+				if rp.RecordBatches, err = records[t][p].AppendTo(rp.RecordBatches); err != nil {
+					rp.RecordBatches = []byte{}
+				}
+			}
+		}
+		zeroCopy = false
+	}
 	if !zeroCopy {
 		f.r.respond(resp)
 		return
@@ -217,8 +231,46 @@ func (b *Broker) fetchOne(req *kmsg.FetchRequest, sp *sessionPartition, used int
 	}
 	if code != nil {
 		rp.ErrorCode = code.Code
+		if code == kerr.NotLeaderForPartition && req.Version >= 12 {
+			key := partitionKey{sp.key.topicID, sp.key.partition}
+			if t := b.image.TopicByName(sp.key.topic); key.topic.IsZero() && t != nil {
+				key.topic = t.ID
+			}
+			rp.CurrentLeader.LeaderID, rp.CurrentLeader.LeaderEpoch = b.currentLeader(key)
+		}
 	}
 	return rp, recs
+}
+
+// hintFetchLeaders adds KIP-951's node endpoints (v16+) of the leaders a
+// response's NOT_LEADER_OR_FOLLOWER partitions name, and says whether it
+// names any: such a response is encoded by kmsg (with its tagged fields),
+// not by the zero-copy encoder, which writes none.
+func (b *Broker) hintFetchLeaders(resp *kmsg.FetchResponse) bool {
+	hinted := false
+	seen := map[int32]bool{}
+	for _, rt := range resp.Topics {
+		for _, rp := range rt.Partitions {
+			if rp.ErrorCode != kerr.NotLeaderForPartition.Code || rp.CurrentLeader.LeaderID < 0 {
+				continue
+			}
+			hinted = true
+			id := rp.CurrentLeader.LeaderID
+			br, ok := b.leaderEndpoint(id)
+			if !ok || seen[id] || resp.Version < 16 {
+				continue
+			}
+			seen[id] = true
+			ep := kmsg.NewFetchResponseBroker()
+			ep.NodeID, ep.Host, ep.Port = br.ID, br.Host, br.Port
+			if br.Rack != "" {
+				rack := br.Rack
+				ep.Rack = &rack
+			}
+			resp.Brokers = append(resp.Brokers, ep)
+		}
+	}
+	return hinted
 }
 
 type sessionTopic struct {

@@ -54,7 +54,7 @@ func (b *Broker) handleMetadata(r *request) {
 	for i, name := range names {
 		specs[i] = b.defaultTopicSpec(name)
 	}
-	b.createTopics(specs, false, func(results []topicResult) {
+	b.autoCreate(specs, func(results []topicResult) {
 		// Describing the topics now tells the client what happened: created,
 		// being created by another request, or the creation's error.
 		failed := map[string]*kerr.Error{}
@@ -142,7 +142,7 @@ func (b *Broker) metadataResponse(req *kmsg.MetadataRequest, all bool) *kmsg.Met
 	}
 	clusterID := b.image.ClusterID
 	resp.ClusterID = &clusterID
-	resp.ControllerID = b.cfg.NodeID
+	resp.ControllerID = b.controllerIDForClients()
 	if req.IncludeClusterAuthorizedOperations {
 		resp.AuthorizedOperations = clusterOperationsAll
 	}

@@ -1,8 +1,6 @@
 package node
 
 import (
-	"fmt"
-
 	"github.com/sluicemq/sluice/raftmeta"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -60,7 +58,7 @@ func (b *Broker) handleDeleteTopics(r *request) {
 		if err != nil {
 			for _, i := range plan.slots {
 				msg := err.Error()
-				resp.Topics[i].ErrorCode, resp.Topics[i].ErrorMessage = kerr.UnknownServerError.Code, &msg
+				resp.Topics[i].ErrorCode, resp.Topics[i].ErrorMessage = commitErrorCode(err).Code, &msg
 			}
 		}
 		r.respond(resp)
@@ -177,54 +175,25 @@ func (b *Broker) deleteTopics(topics []*raftmeta.Topic, done func(error)) {
 		b.env.Loop.Post(func() { done(nil) })
 		return
 	}
-	records := make([]raftmeta.Record, len(topics))
+	if b.ctl == nil {
+		b.env.Loop.Post(func() { done(errNotController) })
+		return
+	}
+	ids := make([]raftmeta.TopicID, len(topics))
 	for i, t := range topics {
-		records[i] = raftmeta.DeleteTopicRecord{ID: t.ID}
+		ids[i] = t.ID
 		b.deleting.start(t.ID)
 	}
+	// The topics were resolved against the view just now, so the
+	// controller finds each of them.
+	_, records := b.ctl.DeleteTopics(ids)
 	finish := func(err error) {
 		for _, t := range topics {
 			b.deleting.finish(t.ID)
 		}
 		done(err)
 	}
-	b.commit(records, func(err error) {
-		if err != nil {
-			finish(err)
-			return
-		}
-		// Until its partitions are gone from disk, a deleted topic's name
-		// stays reserved as if being created: a new topic of that name would
-		// open the directories the removal is deleting. CreateTopics answers
-		// TOPIC_ALREADY_EXISTS meanwhile, as Kafka did for a topic marked
-		// for deletion, and Metadata LEADER_NOT_AVAILABLE, which clients
-		// retry.
-		for _, t := range topics {
-			if b.creating[t.Name] {
-				panic(fmt.Sprintf("node: topic %q created while it still existed", t.Name))
-			}
-			b.creating[t.Name] = true
-		}
-		left := len(topics)
-		for _, t := range topics {
-			b.removeTopicPartitions(t, func(stranded bool, err error) {
-				if err != nil {
-					b.env.Log.Error("remove partitions of deleted topic", "topic", t.Name, "id", t.ID.String(), "err", err)
-				}
-				if stranded {
-					// A new topic of that name would open the directory
-					// left behind, records and all: the name stays
-					// reserved until a restart removes it (orphans are
-					// removed at start).
-					b.env.Log.Error("a deleted topic's partition directory is left on disk: its name is reserved until the broker restarts",
-						"topic", t.Name, "id", t.ID.String())
-				} else {
-					delete(b.creating, t.Name)
-				}
-				if left--; left == 0 {
-					finish(nil)
-				}
-			})
-		}
-	})
+	// Applying the deletion removes the partitions on every broker that
+	// has them (metadata_apply.go).
+	b.propose(records, finish)
 }

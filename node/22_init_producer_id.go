@@ -1,7 +1,9 @@
 package node
 
 import (
-	"github.com/sluicemq/sluice/raftmeta"
+	"errors"
+	"fmt"
+
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -62,8 +64,7 @@ func (a *producerIDAllocator) next(b *Broker, done func(int64, error)) {
 	if len(a.waiting) > 1 {
 		return // a reservation is already in flight
 	}
-	first := b.image.NextProducerID
-	b.commit([]raftmeta.Record{raftmeta.ProducerIDsRecord{First: first, Count: producerIDBlock}}, func(err error) {
+	b.allocateProducerIDs(func(first int64, err error) {
 		waiting := a.waiting
 		a.waiting = nil
 		if err == nil {
@@ -81,5 +82,74 @@ func (a *producerIDAllocator) next(b *Broker, done func(int64, error)) {
 			w(a.nextID, nil)
 			a.nextID++
 		}
+	})
+}
+
+// allocateProducerIDs reserves a block of producerIDBlock ids: by a record
+// on the active controller, else by AllocateProducerIds (key 67) to it.
+func (b *Broker) allocateProducerIDs(done func(first int64, err error)) {
+	if b.meta.activeTerm != 0 {
+		b.reserveProducerIDs(b.cfg.NodeID, b.brokerEpoch, done)
+		return
+	}
+	req := kmsg.NewPtrAllocateProducerIDsRequest()
+	req.BrokerID, req.BrokerEpoch = b.cfg.NodeID, b.brokerEpoch
+	b.toController(req, b.cfg.ControllerQuorumRequestTimeout, func(resp kmsg.Response, err error) {
+		if err != nil {
+			done(-1, err)
+			return
+		}
+		ar := resp.(*kmsg.AllocateProducerIDsResponse)
+		if ar.ErrorCode != 0 {
+			done(-1, kerr.ErrorForCode(ar.ErrorCode))
+			return
+		}
+		if ar.ProducerIDLen != producerIDBlock {
+			done(-1, fmt.Errorf("node: the controller allocated %d producer ids, not %d", ar.ProducerIDLen, producerIDBlock))
+			return
+		}
+		done(ar.ProducerIDStart, nil)
+	})
+}
+
+// reserveProducerIDs has the active controller reserve the next block of
+// producer ids for a broker.
+func (b *Broker) reserveProducerIDs(broker int32, epoch int64, done func(first int64, err error)) {
+	if b.ctl == nil {
+		b.env.Loop.Post(func() { done(-1, errNotController) })
+		return
+	}
+	reply, records := b.ctl.AllocateProducerIDs(broker, epoch)
+	if reply.Err != nil {
+		b.env.Loop.Post(func() { done(-1, reply.Err) })
+		return
+	}
+	b.propose(records, func(err error) {
+		if err != nil {
+			done(-1, err)
+			return
+		}
+		done(reply.First, nil)
+	})
+}
+
+// AllocateProducerIds, version 0, served on the CONTROLLER listener of the
+// active controller: a broker reserves a block of producer ids for its
+// idempotent producers. NOT_CONTROLLER on any other node, STALE_BROKER_EPOCH
+// for an epoch that is not the broker's registered one.
+func (b *Broker) handleAllocateProducerIDs(r *request) {
+	req := r.body.(*kmsg.AllocateProducerIDsRequest)
+	resp := req.ResponseKind().(*kmsg.AllocateProducerIDsResponse)
+	b.reserveProducerIDs(req.BrokerID, req.BrokerEpoch, func(first int64, err error) {
+		var kerrErr *kerr.Error
+		switch {
+		case errors.As(err, &kerrErr):
+			resp.ErrorCode = kerrErr.Code
+		case err != nil:
+			resp.ErrorCode = commitErrorCode(err).Code
+		default:
+			resp.ProducerIDStart, resp.ProducerIDLen = first, producerIDBlock
+		}
+		r.respond(resp)
 	})
 }

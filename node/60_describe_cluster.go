@@ -40,7 +40,7 @@ func (b *Broker) handleDescribeCluster(r *request) {
 	}
 	resp.EndpointType = endpointBrokers
 	resp.ClusterID = b.image.ClusterID
-	resp.ControllerID = b.cfg.NodeID
+	resp.ControllerID = b.controllerIDForClients()
 	for _, id := range b.image.BrokerIDs() {
 		br := b.image.Brokers[id]
 		rb := kmsg.NewDescribeClusterResponseBroker()

@@ -1,6 +1,8 @@
 package node
 
 import (
+	"log/slog"
+	"os"
 	"strconv"
 	"testing"
 	"time"
@@ -397,6 +399,9 @@ func TestConcurrentDeletesOfOneTopicCommitOnce(t *testing.T) {
 
 func TestDeleteRacingCreateAndAlterOfOneTopic(t *testing.T) {
 	s := newSimBroker(t, 23, nil)
+	if os.Getenv("SLUICE_LOG") != "" {
+		s.world.SetLog(os.Stderr, slog.LevelDebug)
+	}
 	other := s.dialClient()
 	s.slowDisk()
 	create := s.send(s.client, s.createReq(newTopic("young", 1, 1)))
@@ -419,36 +424,51 @@ func TestDeleteRacingCreateAndAlterOfOneTopic(t *testing.T) {
 	require.Empty(t, s.topicNames())
 }
 
-func TestDeletedNameIsReservedUntilItsPartitionsAreGone(t *testing.T) {
+// A deleted topic's name may be reused at once: the new topic's partition
+// waits for the old directory's removal before it opens, and starts empty.
+func TestDeletedNameIsReusedOnceItsPartitionsAreGone(t *testing.T) {
 	s := newSimBroker(t, 25, nil)
 	s.mustCreate("x")
+	oldID := s.broker.image.TopicByName("x").ID
+	require.Len(t, s.produceValues("x", 0, "old"), 1)
 	other := s.dialClient()
 	s.slowDisk()
 	del := s.send(s.client, deleteByName(6, "x"))
 	s.runUntil("deletion committed, partitions not yet removed", func() bool {
-		return s.broker.image.TopicByName("x") == nil && s.broker.creating["x"]
+		return s.broker.image.TopicByName("x") == nil && s.broker.removing["x-0"] != nil
 	})
 	create := s.send(other, s.createReq(newTopic("x", 1, 1)))
 	s.runUntil("both answered", answered(del, create))
 	require.Zero(t, (*del).(*kmsg.DeleteTopicsResponse).Topics[0].ErrorCode)
-	require.Equal(t, kerr.TopicAlreadyExists.Code, (*create).(*kmsg.CreateTopicsResponse).Topics[0].ErrorCode)
-	s.mustCreate("x")
-	require.Equal(t, []string{"x"}, s.topicNames())
+	require.Zero(t, (*create).(*kmsg.CreateTopicsResponse).Topics[0].ErrorCode)
+	require.NotEqual(t, oldID, s.broker.image.TopicByName("x").ID)
+	s.runUntil("the new partition opened", func() bool { return len(s.broker.partitions) == 1 })
+	_, recs := s.fetch("x", 0, 0)
+	require.Empty(t, recs)
 }
 
-func TestFailedCommitsAnswerUnknownServerError(t *testing.T) {
+// A metadata log whose sync fails cannot be trusted any more (the kernel may
+// have dropped the pages it could not write): the node stops serving, as
+// Kafka's broker halts, and a restart recovers what is durable.
+func TestFailedMetadataSyncStopsTheNode(t *testing.T) {
 	s := newSimBroker(t, 24, nil)
 	s.mustCreate("t")
+	var fatal error
+	s.broker.OnFatal(func(err error) { fatal = err })
 	disk := s.world.Node("n1").Disk()
 	require.NoError(t, disk.FailNext(simfs.OpSync, env.ErrIO))
-	alter := s.do(incrementalSet("t", "retention.ms", "5")).(*kmsg.IncrementalAlterConfigsResponse).Resources[0]
-	require.Equal(t, kerr.UnknownServerError.Code, alter.ErrorCode)
-	// The journal refuses every change after a failed write: the broker
-	// must restart from what is durable.
-	del := s.do(deleteByName(6, "t")).(*kmsg.DeleteTopicsResponse).Topics[0]
-	require.Equal(t, kerr.UnknownServerError.Code, del.ErrorCode)
-	require.NotNil(t, del.ErrorMessage)
-	require.Equal(t, []string{"t"}, s.topicNames())
+	var resp kmsg.Response
+	var err error
+	done := false
+	s.world.Node("c1").Post(func() {
+		s.client.Request(incrementalSet("t", "retention.ms", "5"), func(r kmsg.Response, e error) { resp, err, done = r, e, true })
+	})
+	require.True(t, s.world.RunUntil(func() bool { return done }, time.Minute))
+	if err == nil {
+		require.Equal(t, kerr.UnknownServerError.Code, resp.(*kmsg.IncrementalAlterConfigsResponse).Resources[0].ErrorCode)
+	}
+	require.ErrorIs(t, fatal, env.ErrIO)
+	require.Empty(t, s.broker.listeners, "the node stopped serving")
 	s.restart()
 	s.mustCreate("u")
 	require.Equal(t, []string{"t", "u"}, s.topicNames())

@@ -308,10 +308,31 @@ func (b *Broker) applyAlterPlan(plan alterPlan, validateOnly bool, done func([]a
 	for _, name := range plan.topics {
 		b.altering.start(name)
 	}
-	b.commit(plan.records, func(err error) {
+	if b.ctl == nil {
+		b.env.Loop.Post(func() {
+			for _, i := range plan.slots {
+				plan.results[i] = alterResult{kerr.NotController, kerr.NotController.Description}
+			}
+			done(plan.results)
+		})
+		return
+	}
+	errs, records := b.ctl.AlterConfigs(configAlterations(plan.records))
+	for _, e := range errs {
+		if e != nil {
+			// The plan was checked against the view just now; a refusal
+			// is a resource gone in between.
+			for _, i := range plan.slots {
+				plan.results[i] = alterResult{e, e.Description}
+			}
+			b.env.Loop.Post(func() { done(plan.results) })
+			return
+		}
+	}
+	b.propose(records, func(err error) {
 		if err != nil {
 			for _, i := range plan.slots {
-				plan.results[i] = alterResult{kerr.UnknownServerError, err.Error()}
+				plan.results[i] = alterResult{commitErrorCode(err), err.Error()}
 			}
 		}
 		for _, name := range plan.topics {
@@ -347,4 +368,18 @@ func sortedStrings(s []string) []string {
 	out := append([]string(nil), s...)
 	sort.Strings(out)
 	return out
+}
+
+// configAlterations groups config records by resource, in order, as the
+// controller takes them.
+func configAlterations(records []raftmeta.Record) []raftmeta.ConfigAlteration {
+	var alts []raftmeta.ConfigAlteration
+	for _, r := range records {
+		c := r.(raftmeta.ConfigRecord)
+		if n := len(alts); n == 0 || alts[n-1].Resource != c.Resource || alts[n-1].Name != c.Name {
+			alts = append(alts, raftmeta.ConfigAlteration{Resource: c.Resource, Name: c.Name})
+		}
+		alts[len(alts)-1].Changes = append(alts[len(alts)-1].Changes, raftmeta.ConfigEntry{Key: c.Key, Value: c.Value})
+	}
+	return alts
 }

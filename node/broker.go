@@ -16,7 +16,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"path"
 	"sort"
 
 	"github.com/sluicemq/sluice/env"
@@ -24,9 +23,9 @@ import (
 	"github.com/sluicemq/sluice/wire"
 )
 
-// Broker is one Kafka broker with, for now, its own metadata: the image is
-// kept in the shape the metadata quorum will replicate (package raftmeta),
-// persisted in a local journal until then.
+// Broker is one Kafka node: a broker, a controller, or both (KRaft's
+// process.roles). Its metadata image is applied from the metadata quorum's
+// log (metadata.go).
 type Broker struct {
 	env      env.Env
 	cfg      Config
@@ -36,9 +35,28 @@ type Broker struct {
 	// lock is the data directory's lock (lockName), held from the start of
 	// Start until Shutdown has closed every file, so that two brokers never
 	// write one log.dirs.
-	lock    io.Closer
-	image   *raftmeta.Image
-	journal *raftmeta.Journal
+	lock  io.Closer
+	image *raftmeta.Image
+	// meta is this node's member of the metadata quorum, whose committed
+	// entries the image applies (metadata.go).
+	meta metaPlane
+	// metaErr is why the quorum member stopped, if it did; onFatal hears
+	// of it.
+	metaErr error
+	onFatal func(error)
+	// ctl is the controller while this node is the active one
+	// (controller.go), ctlTimer its next Tick; mono times its sessions.
+	ctl      *raftmeta.Controller
+	ctlTimer env.Timer
+	mono     monoClock
+	// incarnation identifies this process to the controller, brokerEpoch
+	// is the epoch its registration got, and hb its heartbeats.
+	incarnation raftmeta.IncarnationID
+	brokerEpoch int64
+	hb          heartbeats
+	// lastRegistrationProblem is the last reason a registration was
+	// retried, so each reason is logged once.
+	lastRegistrationProblem string
 	// creating holds the topics whose creation is being committed, so a
 	// second request for the same name is refused before it reaches the log.
 	creating map[string]bool
@@ -48,11 +66,21 @@ type Broker struct {
 	producerIDs producerIDAllocator
 
 	partitions map[partitionKey]*partition
+	// removing holds the directories of deleted partitions being removed,
+	// each with what waits to reuse its name (metadata_apply.go).
+	removing map[string]*waiters
 	// offline holds partitions this broker leads whose logs failed to open.
 	offline       map[partitionKey]error
 	fetchSessions *fetchSessionCache
 
 	listeners []env.Listener
+	// controllerListener is the CONTROLLER listener of a controller node:
+	// raft's connections and the Kafka requests of other nodes arrive there.
+	controllerListener env.Listener
+	// ctlConn is this node's connection to the active controller (node
+	// ctlConnTo), for the requests it forwards.
+	ctlConn   *wire.Client
+	ctlConnTo int32
 	conns     map[uint64]*conn
 	connSeq   uint64
 	// warnings limits the warnings logged about clients (warnings.go).
@@ -91,6 +119,7 @@ func New(e env.Env, cfg Config) (*Broker, error) {
 		conns:         map[uint64]*conn{},
 		creating:      map[string]bool{},
 		partitions:    map[partitionKey]*partition{},
+		removing:      map[string]*waiters{},
 		offline:       map[partitionKey]error{},
 		fetchSessions: newFetchSessionCache(e.Rand),
 		warnings:      newWarnLimiter(e.Clock, e.Log),
@@ -119,13 +148,14 @@ type apiHandler struct {
 // while it uses the directory, as Kafka's .lock.
 const lockName = ".lock"
 
-// Start locks the data directory, recovers the broker's state from it,
-// registers the broker, and starts listening; ready runs on the loop once
-// clients can connect, or with the error that stopped the start. A
-// directory another broker holds is refused before anything in it is read.
-// A start that fails before the journal is open releases the lock; one
-// that fails later keeps it, with the files it opened, until the process
-// ends, since nothing closes those yet.
+// Start locks the data directory, recovers the node's metadata from its
+// quorum log, joins the quorum, registers the broker with the active
+// controller, opens the partitions it leads and starts listening; ready
+// runs on the loop once clients can connect, or with the error that stopped
+// the start. A directory another broker holds is refused before anything in
+// it is read. A start that fails before the quorum log is open releases the
+// lock; one that fails later keeps it, with the files it opened, until the
+// process ends, since nothing closes those yet.
 func (b *Broker) Start(ready func(error)) {
 	if b.state != stateNew {
 		b.env.Loop.Post(func() { ready(errors.New("node: broker already started")) })
@@ -134,9 +164,12 @@ func (b *Broker) Start(ready func(error)) {
 	b.state = stateStarting
 	err := b.lockDir()
 	if err == nil {
-		if err = b.recoverMetadata(); err != nil {
+		if err = b.openMetadata(); err != nil {
 			b.unlockDir()
 		}
+	}
+	if err == nil {
+		err = b.joinQuorum()
 	}
 	if err != nil {
 		b.state = stateStopped
@@ -147,10 +180,30 @@ func (b *Broker) Start(ready func(error)) {
 		b.state = stateStopped
 		ready(err)
 	}
+	if !b.cfg.Roles().IsBroker() {
+		// A controller-only node serves the quorum and nothing else.
+		b.state = stateRunning
+		b.env.Log.Info("controller started", "node", b.cfg.NodeID)
+		b.env.Loop.Post(func() { ready(nil) })
+		return
+	}
 	b.register(func(err error) {
-		if err == nil {
-			err = b.openPartitions()
+		if err != nil {
+			fail(err)
+			return
 		}
+		// Serve once the controller has unfenced this broker: its image has
+		// caught up with the log to its registration.
+		b.whenUnfenced(func(error) {
+			b.serve(ready, fail)
+		})
+	})
+}
+
+// serve opens the partitions this broker leads and its listeners.
+func (b *Broker) serve(ready func(error), fail func(error)) {
+	{
+		err := b.openPartitions()
 		if err != nil {
 			fail(err)
 			return
@@ -167,12 +220,14 @@ func (b *Broker) Start(ready func(error)) {
 				return
 			}
 			b.state = stateRunning
+			// What was applied while starting is served now.
+			b.reconcilePartitions()
 			b.scheduleMaintenance()
 			b.env.Log.Info("broker started", "node", b.cfg.NodeID, "cluster", b.image.ClusterID,
 				"listeners", fmt.Sprint(b.cfg.Listeners), "topics", len(b.image.Topics))
 			ready(nil)
 		})
-	})
+	}
 }
 
 // lockDir takes the data directory's lock.
@@ -197,99 +252,9 @@ func (b *Broker) unlockDir() {
 	b.lock = nil
 }
 
-// recoverMetadata replays the journal into a fresh image.
-func (b *Broker) recoverMetadata() error {
-	journal, records, err := raftmeta.OpenJournal(b.env.Loop, b.env.FS)
-	var corrupt *raftmeta.CorruptJournalError
-	if errors.As(err, &corrupt) {
-		return b.corruptJournal(corrupt)
-	}
-	if err != nil {
-		return fmt.Errorf("node: recover metadata: %w", err)
-	}
-	if at, n := journal.TornTail(); n > 0 {
-		b.env.Log.Warn("cut the torn tail of the metadata journal: an append that a crash cut short, never acknowledged",
-			"file", b.journalFile(), "offset", at, "bytes", n)
-	}
-	image := raftmeta.NewImage()
-	for i, r := range records {
-		if err := image.Apply(r); err != nil {
-			journal.Close()
-			return fmt.Errorf("node: recover metadata from %s: record %d: %w", b.journalFile(), i, err)
-		}
-	}
-	b.journal, b.image = journal, image
-	return nil
-}
-
-// journalFile is the metadata journal's path as the operator knows it.
-func (b *Broker) journalFile() string { return path.Join(b.cfg.LogDir, raftmeta.JournalPath) }
-
-// corruptJournal is the error a broker stops with when its metadata journal
-// is damaged by something other than a crash: where, what, and what the
-// operator can do, with what each way out loses. Starting without the
-// journal loses more than metadata: every partition directory then belongs
-// to no topic, and removeOrphanDirs deletes it.
-func (b *Broker) corruptJournal(e *raftmeta.CorruptJournalError) error {
-	file, dir := b.journalFile(), b.cfg.LogDir
-	return fmt.Errorf("node: the metadata journal %s is damaged at byte offset %d, after %d whole records: %s. "+
-		"It holds the cluster id, every topic, topic config and producer id block; the broker cannot serve without it and will not start. "+
-		"Stop every process that uses %s, then either restore %s from a backup, "+
-		"or move %s aside and start again: the broker then starts a new, empty cluster "+
-		"(a new cluster id; no topics, topic configs or producer ids), "+
-		"and deletes every partition directory in %s at start, records and all, since no topic owns them; "+
-		"move those directories aside too to keep their files",
-		file, e.Offset, e.Records, e.Reason, dir, dir, file, dir)
-}
-
-// register writes the records that make this incarnation known: the cluster
-// id on first start, and the broker with a new epoch on every start.
-func (b *Broker) register(done func(error)) {
-	// Until the metadata quorum exists, a data directory belongs to the one
-	// broker that registered in it: starting it as another node.id would
-	// orphan every partition the old id leads.
-	if ids := b.image.BrokerIDs(); len(ids) > 0 && b.image.Brokers[b.cfg.NodeID].ID != b.cfg.NodeID {
-		err := fmt.Errorf("node: log.dirs %s holds the metadata of node.id %d, not the configured node.id %d", b.cfg.LogDir, ids[0], b.cfg.NodeID)
-		b.env.Loop.Post(func() { done(err) })
-		return
-	}
-	var records []raftmeta.Record
-	if b.image.ClusterID == "" {
-		records = append(records, raftmeta.ClusterIDRecord{ClusterID: newClusterID(b.env.Rand)})
-	}
-	epoch := int64(1)
-	if old, ok := b.image.Brokers[b.cfg.NodeID]; ok {
-		epoch = old.Epoch + 1
-	}
-	adv := b.cfg.Advertised()[0]
-	records = append(records, raftmeta.RegisterBrokerRecord{Broker: raftmeta.Broker{
-		ID: b.cfg.NodeID, Host: adv.Host, Port: adv.Port, Epoch: epoch,
-	}})
-	b.commit(records, done)
-}
-
-// commit makes records durable, then applies them to the image, then calls
-// done. It is the one way metadata changes.
-func (b *Broker) commit(records []raftmeta.Record, done func(error)) {
-	b.journal.Append(records, func(err error) {
-		if err != nil {
-			done(fmt.Errorf("node: commit metadata: %w", err))
-			return
-		}
-		for _, r := range records {
-			if err := b.image.Apply(r); err != nil {
-				// The records were validated before they were written; an
-				// image that refuses one has diverged from its journal.
-				panic(fmt.Sprintf("node: metadata record refused after commit: %v", err))
-			}
-		}
-		done(nil)
-	})
-}
-
-// listen opens every configured listener.
+// listen opens every broker listener (the controller listener is the quorum's: joinQuorum).
 func (b *Broker) listen() error {
-	for _, l := range b.cfg.Listeners {
+	for _, l := range b.cfg.BrokerListeners() {
 		ln, err := b.env.Net.Listen(l.Addr(), b.accept)
 		if err != nil {
 			b.closeListeners()
@@ -329,19 +294,29 @@ func (b *Broker) Shutdown(done func(error)) {
 	if b.maintenance != nil {
 		b.maintenance.Stop()
 	}
+	// Leaders move off this broker before it stops serving (KRaft's
+	// controlled shutdown), so clients fail over at once.
+	b.controlledShutdown(func() { b.stop(done) })
+}
+
+// stop closes everything once the leaderships have moved.
+func (b *Broker) stop(done func(error)) {
+	b.stopHeartbeats()
 	b.closeListeners()
 	for _, id := range sortedKeys(b.conns) {
 		b.conns[id].close()
 	}
 	b.warnings.flush()
 	b.closePartitions(func(err error) {
-		if cerr := b.journal.Close(); err == nil {
-			err = cerr
-		}
-		b.unlockDir()
-		b.state = stateStopped
-		b.env.Log.Info("broker stopped", "node", b.cfg.NodeID, "err", err)
-		done(err)
+		b.leaveQuorum(func(qerr error) {
+			if err == nil {
+				err = qerr
+			}
+			b.unlockDir()
+			b.state = stateStopped
+			b.env.Log.Info("broker stopped", "node", b.cfg.NodeID, "err", err)
+			done(err)
+		})
 	})
 }
 

@@ -30,6 +30,9 @@ type conn struct {
 	id     uint64 // the n-th connection this broker accepted, for logs and order
 	c      env.Conn
 	frames *wire.FrameReader
+	// controller says the connection came to the CONTROLLER listener: the
+	// requests on it are for the active controller (forward.go).
+	controller bool
 	// queue holds frames received but not yet started. Kafka mutes a socket
 	// while a request is in flight; env.Net cannot stop reading, so frames
 	// wait here instead.
@@ -84,6 +87,20 @@ type request struct {
 	// the answers of the requests before it have gone (closeErr says why).
 	closeWhy string
 	closeErr error
+	// raw is the request's frame, kept for the APIs a broker may forward
+	// to the controller (forward.go).
+	raw []byte
+	// forwarded, set on a request that came in an Envelope, receives the
+	// answer's frame instead of a connection.
+	forwarded func(frame []byte)
+}
+
+// acceptController accepts a Kafka connection on the CONTROLLER listener
+// (raft's own connections there go to the quorum's transport).
+func (b *Broker) acceptController(c env.Conn) env.ConnHandler {
+	cn := b.accept(c).(*conn)
+	cn.controller = true
+	return cn
 }
 
 func (b *Broker) accept(c env.Conn) env.ConnHandler {
@@ -251,6 +268,9 @@ func (cn *conn) startNext() {
 			continue
 		}
 		r := &request{c: cn, header: req.Header, body: req.Body}
+		if forwardedKeys[r.header.Key] {
+			r.raw = frame
+		}
 		cn.started = append(cn.started, r)
 		cn.b.dispatch(r)
 		if r.header.Key == produceKey {
@@ -316,6 +336,22 @@ func (r *request) respond(resp kmsg.Response) {
 	r.answer()
 	if resp != nil {
 		r.frame = wire.AppendResponse(make([]byte, 0, responseSizeHint(resp)), r.header.CorrelationID, resp)
+	}
+	if r.forwarded != nil {
+		r.forwarded(r.frame)
+		return
+	}
+	r.c.sendAnswered()
+}
+
+// respondFrame answers r with a whole response frame (a forwarded
+// request's answer, from the controller).
+func (r *request) respondFrame(frame []byte) {
+	r.answer()
+	r.frame = frame
+	if r.forwarded != nil {
+		r.forwarded(r.frame)
+		return
 	}
 	r.c.sendAnswered()
 }

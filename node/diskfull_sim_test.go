@@ -185,11 +185,13 @@ func TestShutdownCompletesUnderDiskFaults(t *testing.T) {
 	}
 }
 
-// TestDeletedTopicLeftOnDiskKeepsItsName: when a deleted topic's partition
-// directory cannot be removed (EIO), the deletion still succeeds, but the
-// name stays reserved: a new topic of that name would open the directory,
-// records and all. A restart removes the directory and frees the name.
-func TestDeletedTopicLeftOnDiskKeepsItsName(t *testing.T) {
+// TestDeletedTopicLeftOnDiskNeverComesBack: when a deleted topic's
+// partition directory cannot be removed (EIO), the deletion still succeeds
+// and a new topic may take the name at once; the directory's
+// partition.metadata names the old topic, so the new topic removes it
+// before it opens its partition, and its records never come back, across a
+// restart too.
+func TestDeletedTopicLeftOnDiskNeverComesBack(t *testing.T) {
 	s := newSimBroker(t, 42, nil)
 	s.createTopic("x", 1)
 	require.Len(t, s.produceValues("x", 0, "old0", "old1"), 2)
@@ -198,13 +200,13 @@ func TestDeletedTopicLeftOnDiskKeepsItsName(t *testing.T) {
 	names, err := s.world.Node("n1").Disk().List(".")
 	require.NoError(t, err)
 	require.Contains(t, names, "x-0", "the failed removal left the directory")
-	require.Equal(t, kerr.TopicAlreadyExists.Code, s.createTopics(7, false, newTopic("x", 1, 1)).Topics[0].ErrorCode)
 
-	s.restart()
-	names, err = s.world.Node("n1").Disk().List(".")
-	require.NoError(t, err)
-	require.NotContains(t, names, "x-0")
 	s.createTopic("x", 1)
 	_, recs := s.fetch("x", 0, 0)
 	require.Empty(t, recs, "a deleted topic's records never come back under its name")
+	require.Len(t, s.produceValues("x", 0, "new0"), 1)
+	s.restart()
+	_, recs = s.fetch("x", 0, 0)
+	require.Len(t, recs, 1, "the new topic keeps its own records")
+	require.Equal(t, "new0", string(recs[0].Value))
 }

@@ -30,7 +30,11 @@ type partition struct {
 	topicID     raftmeta.TopicID
 	index       int32
 	leaderEpoch int32
-	log         *log.Log
+	// leading says the image names this broker the partition's leader.
+	// A partition whose leadership moved away stays open (its data is
+	// here) but serves nothing until it comes back.
+	leading bool
+	log     *log.Log
 	// hw is the high watermark: on a single node, the durable end of the
 	// log. Only records below it are served, so a consumer never sees a
 	// record that a power loss could take back.
@@ -116,11 +120,16 @@ func (b *Broker) openTopicPartitions(t *raftmeta.Topic) error {
 			continue
 		}
 		key := partitionKey{t.ID, mp.Index}
-		if b.partitions[key] != nil {
+		if p := b.partitions[key]; p != nil {
+			p.leading, p.leaderEpoch = true, mp.LeaderEpoch
 			continue
 		}
 		cfg := b.logConfig(t, mp.Index)
-		l, err := log.Open(cfg)
+		err := b.claimPartitionDir(cfg.Dir, t.ID)
+		var l *log.Log
+		if err == nil {
+			l, err = log.Open(cfg)
+		}
 		if err != nil {
 			err = fmt.Errorf("node: open partition %s: %w", cfg.Dir, err)
 			b.offline[key] = err
@@ -128,7 +137,8 @@ func (b *Broker) openTopicPartitions(t *raftmeta.Topic) error {
 			continue
 		}
 		delete(b.offline, key)
-		p := &partition{topic: t.Name, topicID: t.ID, index: mp.Index, leaderEpoch: mp.LeaderEpoch, log: l}
+		b.writePartitionMetadata(cfg.Dir, t.ID)
+		p := &partition{topic: t.Name, topicID: t.ID, index: mp.Index, leaderEpoch: mp.LeaderEpoch, leading: true, log: l}
 		// What recovery found may sit only in the page cache (a process
 		// crash keeps it there): it is served once a flush proves it
 		// durable (see awaitPartitionsDurable).
@@ -147,7 +157,7 @@ func (b *Broker) ledPartition(t *raftmeta.Topic, index, leaderEpoch int32) (*par
 	key := partitionKey{t.ID, index}
 	p := b.partitions[key]
 	switch {
-	case p == nil:
+	case p == nil || !p.leading:
 		return nil, b.missingPartition(key)
 	case leaderEpoch >= 0 && leaderEpoch < p.leaderEpoch:
 		return p, kerr.FencedLeaderEpoch
@@ -158,12 +168,44 @@ func (b *Broker) ledPartition(t *raftmeta.Topic, index, leaderEpoch int32) (*par
 }
 
 // missingPartition is the error for a partition of a known topic that this
-// broker does not serve: offline if its log failed to open, else unknown.
+// broker does not serve: offline if its log failed to open,
+// NOT_LEADER_OR_FOLLOWER if another broker leads it (or none does, for
+// now), else unknown.
 func (b *Broker) missingPartition(key partitionKey) *kerr.Error {
 	if b.offline[key] != nil {
 		return kerr.KafkaStorageError
 	}
+	if _, ok := b.imagePartition(key); ok {
+		return kerr.NotLeaderForPartition
+	}
 	return kerr.UnknownTopicOrPartition
+}
+
+// imagePartition is a partition as the image has it.
+func (b *Broker) imagePartition(key partitionKey) (raftmeta.Partition, bool) {
+	t := b.image.Topics[key.topic]
+	if t == nil || key.index < 0 || int(key.index) >= len(t.Partitions) {
+		return raftmeta.Partition{}, false
+	}
+	return t.Partitions[key.index], true
+}
+
+// currentLeader is the leader and leader epoch the image gives a
+// partition, for KIP-951's hints in NOT_LEADER_OR_FOLLOWER answers (-1, -1
+// when unknown).
+func (b *Broker) currentLeader(key partitionKey) (leader, epoch int32) {
+	p, ok := b.imagePartition(key)
+	if !ok {
+		return -1, -1
+	}
+	return p.Leader, p.LeaderEpoch
+}
+
+// leaderEndpoint is a broker's client address, for KIP-951's node
+// endpoints.
+func (b *Broker) leaderEndpoint(id int32) (raftmeta.Broker, bool) {
+	br, ok := b.image.Brokers[id]
+	return br, ok && id >= 0
 }
 
 // awaitPartitionsDurable calls done once every open partition's log is
@@ -291,19 +333,28 @@ func (b *Broker) removeOrphanDirs() error {
 	// A directory is an orphan only if no partition of any topic in the
 	// image has its name: a partition this broker does not lead keeps its
 	// data.
-	owned := map[string]bool{}
+	owned := map[string]raftmeta.TopicID{}
 	for _, name := range b.image.TopicNames() {
-		for _, mp := range b.image.TopicByName(name).Partitions {
-			owned[partitionDir(name, mp.Index)] = true
+		t := b.image.TopicByName(name)
+		for _, mp := range t.Partitions {
+			owned[partitionDir(name, mp.Index)] = t.ID
 		}
 	}
 	for _, name := range names {
 		i := strings.LastIndexByte(name, '-')
-		if i <= 0 || owned[name] || strings.HasPrefix(name, "__cluster_metadata") {
+		if i <= 0 || strings.HasPrefix(name, "__cluster_metadata") {
 			continue
 		}
 		if _, err := strconv.Atoi(name[i+1:]); err != nil {
 			continue
+		}
+		if id, ok := owned[name]; ok {
+			// A directory of a deleted topic whose name a new topic took
+			// is the new topic's only if it says so (partition.metadata).
+			claimed, known, err := b.dirTopicID(name)
+			if err != nil || !known || claimed == id {
+				continue
+			}
 		}
 		b.env.Log.Warn("removing the directory of a deleted partition", "dir", name)
 		if err := removeTree(b.env.FS, name); err != nil {
@@ -401,13 +452,15 @@ func (b *Broker) sortedPartitionKeys() []partitionKey {
 	for k := range b.partitions {
 		keys = append(keys, k)
 	}
-	slices.SortFunc(keys, func(x, y partitionKey) int {
-		if c := bytes.Compare(x.topic[:], y.topic[:]); c != 0 {
-			return c
-		}
-		return cmp.Compare(x.index, y.index)
-	})
+	slices.SortFunc(keys, comparePartitionKeys)
 	return keys
+}
+
+func comparePartitionKeys(x, y partitionKey) int {
+	if c := bytes.Compare(x.topic[:], y.topic[:]); c != 0 {
+		return c
+	}
+	return cmp.Compare(x.index, y.index)
 }
 
 // removeTree removes a directory and the files in it.

@@ -59,7 +59,7 @@ func (b *Broker) newTopicID() raftmeta.TopicID {
 		env.Fill(b.env.Rand, id[:])
 		id[6] = id[6]&0x0f | 0x40 // version 4 UUID
 		id[8] = id[8]&0x3f | 0x80 // RFC 4122 variant
-		if !id.IsZero() && b.image.Topics[id] == nil {
+		if !id.IsZero() && b.view().Topics[id] == nil {
 			return id
 		}
 	}
@@ -97,41 +97,66 @@ func (b *Broker) defaultTopicSpec(name string) topicSpec {
 	return topicSpec{name: name, partitions: b.cfg.NumPartitions, replicationFactor: b.cfg.DefaultReplicationFactor}
 }
 
-// createTopics validates specs, and unless validateOnly, commits the valid
-// ones as one metadata change and opens their partitions. done gets one
-// result per spec, in order. Names must be distinct (callers answer
-// duplicates themselves).
+// createTopics validates specs, and unless validateOnly, has the
+// controller create the valid ones (placing their replicas) as one metadata
+// change. done gets one result per spec, in order, once the change is
+// applied here and the partitions this node leads accept appends. Names must
+// be distinct (callers answer duplicates themselves). Runs on the active
+// controller.
 func (b *Broker) createTopics(specs []topicSpec, validateOnly bool, done func([]topicResult)) {
 	results := make([]topicResult, len(specs))
-	var records []raftmeta.Record
+	var wanted []raftmeta.TopicSpec
 	var created []int
 	for i, spec := range specs {
 		topic, err, msg := b.planTopic(spec)
 		results[i] = topicResult{name: spec.name, err: err, msg: msg, topic: topic}
 		if err == nil && !validateOnly {
-			records = append(records, raftmeta.CreateTopicRecord{Topic: *topic})
+			wanted = append(wanted, raftmeta.TopicSpec{
+				Name: spec.name, Partitions: int32(len(topic.Partitions)), ReplicationFactor: int16(len(topic.Partitions[0].Replicas)),
+				Assignment: spec.assignment, Configs: topic.Configs,
+			})
 			created = append(created, i)
-			b.creating[spec.name] = true
 		}
 	}
-	if len(records) == 0 {
+	if len(wanted) == 0 {
 		b.env.Loop.Post(func() { done(results) })
 		return
 	}
-	b.commit(records, func(err error) {
-		// Answer once every new partition's log accepts appends.
-		all := newJoin(func(error) { done(results) })
+	if b.ctl == nil {
 		for _, i := range created {
+			results[i].err, results[i].msg, results[i].topic = kerr.NotController, kerr.NotController.Description, nil
+		}
+		b.env.Loop.Post(func() { done(results) })
+		return
+	}
+	decided, records := b.ctl.CreateTopics(wanted)
+	var committing []int
+	for j, res := range decided {
+		i := created[j]
+		if res.Err != nil {
+			results[i].err, results[i].msg, results[i].topic = res.Err, res.Message, nil
+			continue
+		}
+		committing = append(committing, i)
+		b.creating[specs[i].name] = true
+	}
+	b.propose(records, func(err error) {
+		// Answer once every new partition's log here accepts appends.
+		all := newJoin(func(error) { done(results) })
+		for _, i := range committing {
 			delete(b.creating, specs[i].name)
 			if err != nil {
-				results[i].err, results[i].msg, results[i].topic = kerr.UnknownServerError, err.Error(), nil
+				results[i].err, results[i].msg, results[i].topic = commitErrorCode(err), err.Error(), nil
 				continue
 			}
+			// Applying the record opened the partitions this node leads
+			// (metadata_apply.go); other brokers open theirs as they apply it.
 			t := b.image.TopicByName(specs[i].name)
 			results[i].topic = t
-			if perr := b.openTopicPartitions(t); perr != nil {
-				b.env.Log.Error("open partitions of new topic", "topic", t.Name, "err", perr)
-				results[i].err, results[i].msg = kerr.KafkaStorageError, perr.Error()
+			for _, mp := range t.Partitions {
+				if perr := b.offline[partitionKey{t.ID, mp.Index}]; perr != nil {
+					results[i].err, results[i].msg = kerr.KafkaStorageError, perr.Error()
+				}
 			}
 			b.awaitTopicReady(t, all.add())
 		}
@@ -139,13 +164,36 @@ func (b *Broker) createTopics(specs []topicSpec, validateOnly bool, done func([]
 	})
 }
 
-// awaitTopicReady calls done once each open partition of t accepts appends
-// (a new log is ready once its first files are durable: see Log.Ready).
+// view is the image the controller decides from: the committed image and
+// the changes it has proposed, on the active controller; the committed
+// image elsewhere.
+func (b *Broker) view() *raftmeta.Image {
+	if b.ctl != nil {
+		return b.ctl.View()
+	}
+	return b.image
+}
+
+// awaitTopicReady calls done once each partition of t that this node leads
+// accepts appends (a new log is ready once its first files are durable: see
+// Log.Ready), including one whose open waits for the removal of a deleted
+// topic's directory of the same name.
 func (b *Broker) awaitTopicReady(t *raftmeta.Topic, done func(error)) {
 	all := newJoin(done)
 	for _, mp := range t.Partitions {
-		if p := b.partitions[partitionKey{t.ID, mp.Index}]; p != nil {
+		key := partitionKey{t.ID, mp.Index}
+		if p := b.partitions[key]; p != nil {
 			p.log.Ready(all.add())
+		} else if w := b.removing[partitionDir(t.Name, mp.Index)]; w != nil && mp.Leader == b.cfg.NodeID {
+			// servePartitions waits on the same removal, ahead of this.
+			ready := all.add()
+			w.add(func(error) {
+				if p := b.partitions[key]; p != nil {
+					p.log.Ready(ready)
+					return
+				}
+				ready(nil)
+			})
 		}
 	}
 	all.wait()
@@ -157,10 +205,11 @@ func (b *Broker) planTopic(spec topicSpec) (*raftmeta.Topic, *kerr.Error, string
 	if why, err := topicNameProblem(spec.name); err != nil {
 		return nil, err, why
 	}
-	if b.image.TopicByName(spec.name) != nil || b.creating[spec.name] {
+	view := b.view()
+	if view.TopicByName(spec.name) != nil || b.creating[spec.name] {
 		return nil, kerr.TopicAlreadyExists, "Topic '" + spec.name + "' already exists."
 	}
-	for _, other := range b.image.TopicNames() {
+	for _, other := range view.TopicNames() {
 		if collisionName(other) == collisionName(spec.name) {
 			return nil, kerr.InvalidTopicException, "Topic '" + spec.name + "' collides with existing topic: " + other
 		}
@@ -168,6 +217,12 @@ func (b *Broker) planTopic(spec topicSpec) (*raftmeta.Topic, *kerr.Error, string
 	assignment, err, why := b.placeReplicas(spec)
 	if err != nil {
 		return nil, err, why
+	}
+	if len(assignment[0]) > 1 {
+		// Until partitions are replicated (the isr package), a second
+		// replica would hold nothing: refused rather than promised.
+		return nil, kerr.InvalidReplicationFactor, fmt.Sprintf(
+			"Replication factor %d is not supported yet: Sluice keeps one replica per partition until replication exists; use 1.", len(assignment[0]))
 	}
 	if why := topicConfigsProblem(spec.configs); why != "" {
 		return nil, kerr.InvalidConfig, why
@@ -187,9 +242,9 @@ func (b *Broker) planTopic(spec topicSpec) (*raftmeta.Topic, *kerr.Error, string
 // placeReplicas returns each partition's replicas: the spec's own
 // assignment, checked, or a round-robin over the registered brokers.
 func (b *Broker) placeReplicas(spec topicSpec) ([][]int32, *kerr.Error, string) {
-	brokers := b.image.BrokerIDs()
+	brokers := b.view().BrokerIDs()
 	if spec.assignment != nil {
-		return checkAssignment(spec.assignment, b.image)
+		return checkAssignment(spec.assignment, b.view())
 	}
 	switch {
 	case spec.partitions <= 0:

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -120,33 +119,31 @@ func TestKcatRetentionMinusOneKeepsEverything(t *testing.T) {
 // fails its checksum ... the journal is corrupt", naming neither the file
 // nor a way out. The message names the journal as the operator knows it
 // (under log.dirs), the offset, and what to do.
-func TestServeNamesTheCorruptJournalAndTheWayOut(t *testing.T) {
+func TestServeNamesTheCorruptMetadataLog(t *testing.T) {
 	kcat := kcatPath(t)
 	addr, dataDir := freePort(t), t.TempDir()
 	b := startBroker(t, addr, dataDir)
-	for _, topic := range []string{"a", "b", "c"} {
+	for _, topic := range []string{"a", "b", "c", "d", "e"} {
 		runKcat(t, kcat, "x\n", "-b", addr, "-P", "-t", topic)
 	}
 	b.stop()
 
-	journal := filepath.Join(dataDir, "__cluster_metadata-0", "journal.log")
-	data, err := os.ReadFile(journal)
+	segments, err := filepath.Glob(filepath.Join(dataDir, "__cluster_metadata-0", "*.log"))
 	require.NoError(t, err)
-	var frames []int
-	for off := 0; off+8 <= len(data); off += 8 + int(binary.BigEndian.Uint32(data[off:])) {
-		frames = append(frames, off)
-	}
-	require.Greater(t, len(frames), 3)
-	at := frames[len(frames)-3] // a frame with two whole frames after it
-	data[at+20] ^= 0x20
-	require.NoError(t, os.WriteFile(journal, data, 0o644))
+	require.Len(t, segments, 1)
+	segment := segments[0]
+	data, err := os.ReadFile(segment)
+	require.NoError(t, err)
+	at := len(data) / 3 // inside a frame with whole frames after it
+	data[at] ^= 0x20
+	require.NoError(t, os.WriteFile(segment, data, 0o644))
 
 	stderr := serveRefuses(t, "--log-dir", dataDir)
-	require.Contains(t, stderr, journal)
-	require.Contains(t, stderr, fmt.Sprintf("offset %d", at))
-	require.Contains(t, stderr, "backup")
-	require.Contains(t, stderr, "move "+journal+" aside")
-	after, err := os.ReadFile(journal)
+	require.Contains(t, stderr, filepath.Base(segment))
+	require.Contains(t, stderr, "restore")
+	require.Contains(t, stderr, "Do not move the log aside on a controller")
+	after, err := os.ReadFile(segment)
 	require.NoError(t, err)
-	require.Equal(t, data, after, "the journal is left as it was")
+	require.Equal(t, data, after, "the log is left as it was")
+	t.Log(stderr)
 }

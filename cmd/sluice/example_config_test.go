@@ -71,7 +71,7 @@ func TestClusterExampleIsThreeCombinedNodes(t *testing.T) {
 		require.Equal(t, node.Roles{Broker: true, Controller: true}, cfg.Roles(), file)
 		require.Equal(t, voters, cfg.Voters(), file)
 		require.Equal(t, 3, cfg.BrokersMax(), file)
-		require.Equal(t, int16(3), cfg.DefaultReplicationFactor, file)
+		require.Equal(t, int16(1), cfg.DefaultReplicationFactor, file) // one replica per partition until replication exists
 		ctrl, ok := cfg.AdvertisedControllerListener()
 		require.True(t, ok, file)
 		require.Equal(t, voters[i].Addr(), ctrl.Addr(), "%s: the node is the voter at its controller listener", file)

@@ -172,6 +172,13 @@ func serve(cmd *cobra.Command, o serveOptions) error {
 	defer signal.Stop(signals)
 
 	var runErr error
+	// A node whose metadata log failed cannot know its metadata any more:
+	// it exits, as Kafka's broker halts, and a restart recovers from what is
+	// durable.
+	broker.OnFatal(func(err error) {
+		runErr = fmt.Errorf("the metadata log failed: %w", err)
+		loop.Stop()
+	})
 	loop.Post(func() {
 		broker.Start(func(err error) {
 			if err != nil {

@@ -1,0 +1,389 @@
+package node
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/sluicemq/sluice/env"
+	"github.com/sluicemq/sluice/sim"
+	"github.com/sluicemq/sluice/wire"
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// simCluster is n combined (broker,controller) nodes n1..nN and a client
+// node c1 in one simulated world, configured as a KRaft cluster with a
+// static quorum of every node.
+type simCluster struct {
+	t       *testing.T
+	world   *sim.World
+	cfgs    []Config
+	brokers []*Broker
+	clients []*wire.Client
+}
+
+func newSimCluster(t *testing.T, seed uint64, n int, tweak func(int, *Config)) *simCluster {
+	t.Helper()
+	c := &simCluster{t: t, world: sim.New(seed), brokers: make([]*Broker, n), clients: make([]*wire.Client, n)}
+	if os.Getenv("SLUICE_LOG") != "" {
+		c.world.SetLog(os.Stderr, slog.LevelDebug)
+	}
+	var voters []Voter
+	for i := 0; i < n; i++ {
+		voters = append(voters, Voter{ID: int32(i + 1), Host: c.host(i), Port: 9093})
+	}
+	for i := 0; i < n; i++ {
+		cfg := DefaultConfig()
+		cfg.NodeID = int32(i + 1)
+		cfg.ProcessRoles = Roles{Broker: true, Controller: true}
+		cfg.ControllerQuorumVoters = voters
+		cfg.ControllerListenerNames = []string{"CONTROLLER"}
+		cfg.Listeners = []Listener{{Name: "PLAINTEXT", Host: c.host(i), Port: 9092}, {Name: "CONTROLLER", Host: c.host(i), Port: 9093}}
+		if tweak != nil {
+			tweak(i, &cfg)
+		}
+		require.NoError(t, cfg.Validate())
+		c.cfgs = append(c.cfgs, cfg)
+		i := i
+		c.world.AddNode(c.host(i), func(e env.Env) {
+			b, err := New(e, c.cfgs[i])
+			require.NoError(t, err)
+			c.brokers[i] = b
+			b.Start(func(err error) { require.NoError(t, err, "node %d start", i+1) })
+		})
+	}
+	c.world.AddNode("c1", func(env.Env) {})
+	for i := 0; i < n; i++ {
+		c.waitRunning(i)
+	}
+	return c
+}
+
+func (c *simCluster) host(i int) string { return fmt.Sprintf("n%d", i+1) }
+
+func (c *simCluster) waitRunning(i int) {
+	c.t.Helper()
+	ok := c.world.RunUntil(func() bool { return c.brokers[i] != nil && c.brokers[i].state == stateRunning }, 2*time.Minute)
+	require.True(c.t, ok, "node %d did not start", i+1)
+}
+
+// controller returns the index of the active controller, running the
+// world until there is one.
+func (c *simCluster) controller() int {
+	c.t.Helper()
+	at := -1
+	ok := c.world.RunUntil(func() bool {
+		for i, b := range c.brokers {
+			if b != nil && c.world.Node(c.host(i)).Up() && b.meta.activeTerm != 0 {
+				at = i
+				return true
+			}
+		}
+		return false
+	}, 2*time.Minute)
+	require.True(c.t, ok, "no active controller")
+	return at
+}
+
+// do sends req to node i from the client node and runs the world until the
+// answer, dialing first if need be; a broken connection is redialed.
+func (c *simCluster) do(i int, req kmsg.Request) (kmsg.Response, error) {
+	c.t.Helper()
+	client := c.world.Node("c1")
+	if c.clients[i] == nil {
+		var dialErr error
+		done := false
+		client.Post(func() {
+			wire.Dial(client.Env().Net, c.host(i)+":9092", "test", func(cl *wire.Client, err error) {
+				c.clients[i], dialErr, done = cl, err, true
+			})
+		})
+		require.True(c.t, c.world.RunUntil(func() bool { return done }, time.Minute), "dial node %d", i+1)
+		if dialErr != nil {
+			return nil, dialErr
+		}
+	}
+	var resp kmsg.Response
+	var err error
+	done := false
+	cl := c.clients[i]
+	client.Post(func() { cl.Request(req, func(r kmsg.Response, e error) { resp, err, done = r, e, true }) })
+	require.True(c.t, c.world.RunUntil(func() bool { return done }, 5*time.Minute), "no answer from node %d to %s", i+1, kmsg.NameForKey(req.Key()))
+	if err != nil {
+		c.clients[i] = nil
+	}
+	return resp, err
+}
+
+// createTopic asks node i to create a topic, retrying NOT_CONTROLLER and
+// broken connections as a client does, and returns the final error code.
+func (c *simCluster) createTopic(i int, name string, partitions int32) int16 {
+	c.t.Helper()
+	for attempt := 0; attempt < 50; attempt++ {
+		req := kmsg.NewPtrCreateTopicsRequest()
+		req.TimeoutMillis = 30000
+		rt := kmsg.NewCreateTopicsRequestTopic()
+		rt.Topic, rt.NumPartitions, rt.ReplicationFactor = name, partitions, 1
+		req.Topics = append(req.Topics, rt)
+		resp, err := c.do(i, req)
+		if err == nil {
+			code := resp.(*kmsg.CreateTopicsResponse).Topics[0].ErrorCode
+			if code != kerr.NotController.Code && code != kerr.RequestTimedOut.Code {
+				return code
+			}
+		}
+		c.world.Run(200 * time.Millisecond)
+	}
+	c.t.Fatalf("creating %s on node %d never got past NOT_CONTROLLER", name, i+1)
+	return 0
+}
+
+// metadata asks node i for every topic.
+func (c *simCluster) metadata(i int) *kmsg.MetadataResponse {
+	c.t.Helper()
+	req := kmsg.NewPtrMetadataRequest()
+	req.Version = 12
+	resp, err := c.do(i, req)
+	require.NoError(c.t, err)
+	return resp.(*kmsg.MetadataResponse)
+}
+
+func topicNamesOf(resp *kmsg.MetadataResponse) []string {
+	var names []string
+	for _, t := range resp.Topics {
+		names = append(names, *t.Topic)
+	}
+	return names
+}
+
+func TestClusterCreatesTopicsThatEveryNodeDescribes(t *testing.T) {
+	c := newSimCluster(t, 1, 3, nil)
+	ctl := c.controller()
+	other := (ctl + 1) % 3
+	// Through a node that is not the controller: forwarded, and answered
+	// once the node that answers has applied it.
+	require.Zero(t, c.createTopic(other, "orders", 6))
+	md := c.metadata(other)
+	require.Equal(t, []string{"orders"}, topicNamesOf(md))
+	require.Len(t, md.Brokers, 3)
+	leaders := map[int32]int{}
+	for _, p := range md.Topics[0].Partitions {
+		require.Zero(t, p.ErrorCode)
+		leaders[p.Leader]++
+	}
+	require.Len(t, leaders, 3, "partitions spread over the brokers: %v", leaders)
+	c.world.Run(time.Second)
+	for i := 0; i < 3; i++ {
+		require.Equal(t, []string{"orders"}, topicNamesOf(c.metadata(i)), "node %d", i+1)
+	}
+	require.Equal(t, kerr.TopicAlreadyExists.Code, c.createTopic(ctl, "orders", 1))
+}
+
+func TestClusterProduceToANonLeaderNamesTheLeader(t *testing.T) {
+	c := newSimCluster(t, 2, 3, nil)
+	require.Zero(t, c.createTopic(0, "events", 3))
+	md := c.metadata(0)
+	var partition, leader int32 = -1, -1
+	for _, p := range md.Topics[0].Partitions {
+		if p.Leader != 1 {
+			partition, leader = p.Partition, p.Leader
+			break
+		}
+	}
+	require.NotEqual(t, int32(-1), partition)
+	req := kmsg.NewPtrProduceRequest()
+	req.Version = 12
+	req.Acks, req.TimeoutMillis = -1, 5000
+	rt := kmsg.NewProduceRequestTopic()
+	rt.Topic = "events"
+	rp := kmsg.NewProduceRequestTopicPartition()
+	rp.Partition = partition
+	rp.Records = wire.AppendBatch(nil, wire.NoProducer, []wire.Record{{Value: []byte("v")}})
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp, err := c.do(0, req)
+	require.NoError(t, err)
+	pr := resp.(*kmsg.ProduceResponse)
+	got := pr.Topics[0].Partitions[0]
+	require.Equal(t, kerr.NotLeaderForPartition.Code, got.ErrorCode)
+	require.Equal(t, leader, got.CurrentLeader.LeaderID)
+	require.Len(t, pr.Brokers, 1)
+	require.Equal(t, leader, pr.Brokers[0].NodeID)
+	require.Equal(t, c.host(int(leader-1)), pr.Brokers[0].Host)
+}
+
+func TestClusterControllerFailoverKeepsAcknowledgedTopics(t *testing.T) {
+	c := newSimCluster(t, 3, 3, nil)
+	var created []string
+	for i := 0; i < 3; i++ {
+		name := fmt.Sprintf("before-%d", i)
+		require.Zero(t, c.createTopic(i, name, 1))
+		created = append(created, name)
+	}
+	old := c.controller()
+	c.world.Node(c.host(old)).Kill()
+	c.brokers[old] = nil
+	c.clients[old] = nil
+	survivor := (old + 1) % 3
+	for i := 0; i < 3; i++ {
+		name := fmt.Sprintf("after-%d", i)
+		require.Zero(t, c.createTopic(survivor, name, 1))
+		created = append(created, name)
+	}
+	require.NotEqual(t, old, c.controller())
+	c.world.Node(c.host(old)).Restart()
+	c.waitRunning(old)
+	require.True(t, c.world.RunUntil(func() bool { return len(c.brokers[old].image.Topics) == len(created) }, time.Minute))
+	for i := 0; i < 3; i++ {
+		require.ElementsMatch(t, created, topicNamesOf(c.metadata(i)), "node %d", i+1)
+	}
+}
+
+func (c *simCluster) leaders(i int, topic string) map[int32]int32 {
+	c.t.Helper()
+	out := map[int32]int32{}
+	for _, t := range c.metadata(i).Topics {
+		if *t.Topic == topic {
+			for _, p := range t.Partitions {
+				out[p.Partition] = p.Leader
+			}
+		}
+	}
+	return out
+}
+
+func TestClusterCreatePartitionsThroughAnyNode(t *testing.T) {
+	c := newSimCluster(t, 4, 3, nil)
+	require.Zero(t, c.createTopic(0, "grow", 2))
+	other := (c.controller() + 1) % 3
+	req := kmsg.NewPtrCreatePartitionsRequest()
+	req.TimeoutMillis = 30000
+	rt := kmsg.NewCreatePartitionsRequestTopic()
+	rt.Topic, rt.Count = "grow", 5
+	req.Topics = append(req.Topics, rt)
+	resp, err := c.do(other, req)
+	require.NoError(t, err)
+	require.Zero(t, resp.(*kmsg.CreatePartitionsResponse).Topics[0].ErrorCode)
+	require.Len(t, c.leaders(other, "grow"), 5, "applied on the answering node before the answer")
+
+	rt.Count = 4
+	req.Topics[0] = rt
+	resp, err = c.do(other, req)
+	require.NoError(t, err)
+	require.Equal(t, kerr.InvalidPartitions.Code, resp.(*kmsg.CreatePartitionsResponse).Topics[0].ErrorCode)
+}
+
+// A broker that stops heartbeating is fenced once its session runs out,
+// and the partitions it led have no leader (one replica each); when it
+// comes back and is unfenced, they are its again.
+func TestClusterFencesASilentBrokerAndReturnsItsPartitions(t *testing.T) {
+	c := newSimCluster(t, 5, 3, nil)
+	require.Zero(t, c.createTopic(0, "spread", 6))
+	ctl := c.controller()
+	victim := (ctl + 1) % 3
+	observer := (ctl + 2) % 3
+	id := int32(victim + 1)
+	led := 0
+	for _, leader := range c.leaders(observer, "spread") {
+		if leader == id {
+			led++
+		}
+	}
+	require.Positive(t, led)
+	c.world.Node(c.host(victim)).Kill()
+	c.brokers[victim], c.clients[victim] = nil, nil
+	c.world.Run(15 * time.Second) // past broker.session.timeout.ms
+	for p, leader := range c.leaders(observer, "spread") {
+		require.NotEqual(t, id, leader, "partition %d still led by the fenced broker", p)
+	}
+	require.True(t, c.brokers[ctl].image.Brokers[id].Fenced)
+
+	c.world.Node(c.host(victim)).Restart()
+	c.waitRunning(victim)
+	require.True(t, c.world.RunUntil(func() bool {
+		n := 0
+		for _, tp := range c.brokers[observer].image.TopicByName("spread").Partitions {
+			if tp.Leader == id {
+				n++
+			}
+		}
+		return n == led
+	}, time.Minute), "the returning broker leads its partitions again")
+
+	req := kmsg.NewPtrElectLeadersRequest()
+	req.TimeoutMillis = 30000
+	resp, err := c.do(observer, req)
+	require.NoError(t, err)
+	require.Zero(t, resp.(*kmsg.ElectLeadersResponse).ErrorCode)
+	require.Empty(t, resp.(*kmsg.ElectLeadersResponse).Topics, "every preferred leader leads already")
+}
+
+// A broker shut down cleanly gives up its leaderships first (controlled
+// shutdown), so the cluster does not wait for its session to run out.
+func TestClusterControlledShutdownMovesLeadershipAtOnce(t *testing.T) {
+	c := newSimCluster(t, 6, 3, nil)
+	require.Zero(t, c.createTopic(0, "spread", 6))
+	ctl := c.controller()
+	leaving := (ctl + 1) % 3
+	id := int32(leaving + 1)
+	stopped := false
+	c.world.Node(c.host(leaving)).Post(func() { c.brokers[leaving].Shutdown(func(error) { stopped = true }) })
+	require.True(t, c.world.RunUntil(func() bool { return stopped }, time.Minute))
+	for p, tp := range c.brokers[ctl].image.TopicByName("spread").Partitions {
+		require.NotEqual(t, id, tp.Leader, "partition %d", p)
+	}
+	require.Less(t, c.world.Now(), 2*time.Minute)
+}
+
+// doController sends req to node i's CONTROLLER listener, where admin
+// clients with --bootstrap-controller send DescribeQuorum.
+func (c *simCluster) doController(i int, req kmsg.Request) kmsg.Response {
+	c.t.Helper()
+	client := c.world.Node("c1")
+	var resp kmsg.Response
+	var err error
+	done := false
+	client.Post(func() {
+		wire.Dial(client.Env().Net, c.host(i)+":9093", "test", func(cl *wire.Client, derr error) {
+			if derr != nil {
+				err, done = derr, true
+				return
+			}
+			cl.Request(req, func(r kmsg.Response, e error) { resp, err, done = r, e, true; cl.Close() })
+		})
+	})
+	require.True(c.t, c.world.RunUntil(func() bool { return done }, time.Minute))
+	require.NoError(c.t, err)
+	return resp
+}
+
+func TestClusterDescribeQuorumNamesEveryVoter(t *testing.T) {
+	c := newSimCluster(t, 7, 3, nil)
+	require.Zero(t, c.createTopic(0, "t", 1))
+	ctl := c.controller()
+	req := kmsg.NewPtrDescribeQuorumRequest()
+	req.Version = 2
+	rt := kmsg.NewDescribeQuorumRequestTopic()
+	rt.Topic = "__cluster_metadata"
+	rt.Partitions = append(rt.Partitions, kmsg.DescribeQuorumRequestTopicPartition{Partition: 0})
+	req.Topics = append(req.Topics, rt)
+	c.world.Run(time.Second)
+	resp := c.doController(ctl, req).(*kmsg.DescribeQuorumResponse)
+	p := resp.Topics[0].Partitions[0]
+	require.Zero(t, p.ErrorCode)
+	require.Equal(t, int32(ctl+1), p.LeaderID)
+	require.Len(t, p.CurrentVoters, 3)
+	for _, v := range p.CurrentVoters {
+		require.Equal(t, p.HighWatermark, v.LogEndOffset, "voter %d has caught up", v.ReplicaID)
+	}
+	require.Len(t, resp.Nodes, 3)
+
+	other := (ctl + 1) % 3
+	p = c.doController(other, req).(*kmsg.DescribeQuorumResponse).Topics[0].Partitions[0]
+	require.Equal(t, kerr.NotLeaderForPartition.Code, p.ErrorCode)
+	require.Equal(t, int32(ctl+1), p.LeaderID)
+}

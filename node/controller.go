@@ -1,0 +1,134 @@
+package node
+
+import (
+	"time"
+
+	"github.com/sluicemq/sluice/env"
+	"github.com/sluicemq/sluice/raftmeta"
+)
+
+// The active controller (DESIGN.md section 5): the raft leader, once it has
+// applied every entry of earlier terms, runs raftmeta.Controller, the pure
+// state machine of KRaft's decisions. Requests that change metadata become
+// its calls; the records each call returns are proposed as one entry, and
+// the call's answer goes out once that entry is committed and applied here.
+// Heartbeats stay in its memory; its Tick fences the brokers whose sessions
+// ran out.
+//
+// Sessions are timed by monoClock, not by Clock.Now: a clock that jumps (an
+// NTP step, or the simulator's clock jumps) must neither fence every broker
+// at once nor keep a dead one alive.
+
+// monoClock is a monotonic time for the controller's sessions: the node's
+// clock at start, advanced by a timer's ticks, which count elapsed time
+// whatever Now does.
+type monoClock struct {
+	now   time.Time
+	timer env.Timer
+}
+
+// monoTick is monoClock's resolution; sessions are seconds long.
+const monoTick = 100 * time.Millisecond
+
+func (b *Broker) startMonoClock() {
+	b.mono.now = b.env.Clock.Now()
+	var tick func()
+	tick = func() {
+		b.mono.now = b.mono.now.Add(monoTick)
+		b.mono.timer = b.env.Clock.AfterFunc(monoTick, tick)
+	}
+	b.mono.timer = b.env.Clock.AfterFunc(monoTick, tick)
+}
+
+func (b *Broker) stopMonoClock() {
+	if b.mono.timer != nil {
+		b.mono.timer.Stop()
+	}
+}
+
+// controllerConfig is the controller's configuration from the broker's.
+func (b *Broker) controllerConfig() raftmeta.ControllerConfig {
+	return raftmeta.ControllerConfig{
+		SessionTimeout:      b.cfg.BrokerSessionTimeout,
+		AutoLeaderRebalance: b.cfg.AutoLeaderRebalanceEnable,
+		RebalanceInterval:   b.cfg.LeaderImbalanceCheckInterval,
+		ImbalancePercent:    int(b.cfg.LeaderImbalancePerBrokerPercentage),
+		ProducerIDBlock:     producerIDBlock,
+	}
+}
+
+// newController starts a controller from the committed image.
+func (b *Broker) newController() {
+	b.ctl = raftmeta.NewController(b.image, b.controllerConfig(), b.mono.now, b.env.Rand)
+	b.scheduleControllerTick()
+}
+
+// propose commits the records of one controller call and calls done with
+// the outcome. A lost proposal leaves the controller's view ahead of the
+// log, so the controller is rebuilt from the committed image (if this node
+// still leads).
+func (b *Broker) propose(records []raftmeta.Record, done func(error)) {
+	if len(records) == 0 {
+		b.env.Loop.Post(func() { done(nil) })
+		return
+	}
+	b.commit(records, func(err error) {
+		if err != nil && b.meta.activeTerm != 0 {
+			b.env.Log.Warn("a controller proposal was lost; rebuilding the controller from the committed image", "err", err)
+			b.newController()
+		}
+		done(err)
+	})
+}
+
+// controllerApplied tells the controller the committed image moved, and
+// rearms its tick for the new deadline.
+func (b *Broker) controllerApplied() {
+	if b.ctl == nil {
+		return
+	}
+	b.ctl.Committed(b.image)
+	if err := b.ctl.Err(); err != nil {
+		b.env.Log.Error("the controller refused its own decision; rebuilding it", "err", err)
+		b.newController()
+		return
+	}
+	b.scheduleControllerTick()
+}
+
+// scheduleControllerTick arms the controller's Tick for its deadline.
+func (b *Broker) scheduleControllerTick() {
+	if b.ctlTimer != nil {
+		b.ctlTimer.Stop()
+		b.ctlTimer = nil
+	}
+	deadline := b.ctl.Deadline()
+	if deadline.IsZero() {
+		return
+	}
+	wait := max(deadline.Sub(b.mono.now), monoTick)
+	ctl := b.ctl
+	b.ctlTimer = b.env.Clock.AfterFunc(wait, func() {
+		b.ctlTimer = nil
+		if b.ctl != ctl {
+			return
+		}
+		records, _ := ctl.Tick(b.mono.now)
+		if len(records) > 0 {
+			b.env.Log.Info("controller: sessions ran out or leaders rebalanced", "records", len(records))
+		}
+		b.propose(records, func(error) {})
+		if b.ctl == ctl {
+			b.scheduleControllerTick()
+		}
+	})
+}
+
+// dropController forgets the controller when this node stops leading.
+func (b *Broker) dropController() {
+	if b.ctlTimer != nil {
+		b.ctlTimer.Stop()
+		b.ctlTimer = nil
+	}
+	b.ctl = nil
+}

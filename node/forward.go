@@ -1,0 +1,349 @@
+package node
+
+import (
+	"encoding/binary"
+	"fmt"
+	"time"
+
+	"github.com/sluicemq/sluice/wire"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Requests for the controller (KIP-590's forwarding, as KRaft brokers do).
+//
+// A request that changes metadata (CreateTopics, DeleteTopics, ...) may
+// reach any broker. The active controller serves it itself; any other node
+// wraps the client's request, frame and all, in an Envelope (key 58) to the
+// controller's CONTROLLER listener, which runs the very same handler and
+// wraps its answer in the Envelope's response. The controller answers once
+// the change is committed and applied there; the forwarding broker answers
+// the client once it has applied the change too (the controller names the
+// index in a tagged field of the Envelope's response), so the client's next
+// Metadata on the broker it asked already shows it.
+
+// appliedIndexTag is the tagged field, in the responses of one Sluice node
+// to another (Envelope, BrokerRegistration), that names the metadata index
+// the answer reflects. Tags above 10,000 are far from any Kafka assigns.
+const appliedIndexTag = 10001
+
+// setAppliedIndex writes index into tags.
+func setAppliedIndex(tags *kmsg.Tags, index uint64) {
+	tags.Set(appliedIndexTag, binary.AppendUvarint(nil, index))
+}
+
+// appliedIndexOf reads what setAppliedIndex wrote; 0 if absent.
+func appliedIndexOf(tags kmsg.Tags) uint64 {
+	var index uint64
+	tags.Each(func(key uint32, val []byte) {
+		if key == appliedIndexTag {
+			index, _ = binary.Uvarint(val)
+		}
+	})
+	return index
+}
+
+// forwardedKeys are the APIs a broker forwards to the active controller.
+var forwardedKeys = map[int16]bool{
+	19: true, // CreateTopics
+	20: true, // DeleteTopics
+	33: true, // AlterConfigs
+	37: true, // CreatePartitions
+	43: true, // ElectLeaders
+	44: true, // IncrementalAlterConfigs
+}
+
+// controllerRequestTimeout bounds a wait for the controller: the client's
+// own timeout where its request has one, this otherwise.
+const controllerRequestTimeout = 30 * time.Second
+
+// forControllers wraps the handler of an API that changes metadata: the
+// active controller runs it, any other node forwards the request.
+func (b *Broker) forControllers(handle func(*request)) func(*request) {
+	return func(r *request) {
+		switch {
+		case b.meta.activeTerm != 0:
+			handle(r)
+		case r.forwarded != nil || r.c.controller:
+			// Sent to a node that is not (or no longer) the controller:
+			// the sender finds the new one and retries.
+			r.respond(errorResponse(r.body, kerr.NotController))
+		default:
+			b.forward(r)
+		}
+	}
+}
+
+// forward sends r to the active controller in an Envelope and answers the
+// client with the controller's answer, once this node has applied it.
+func (b *Broker) forward(r *request) {
+	env := kmsg.NewPtrEnvelopeRequest()
+	env.RequestData = r.raw
+	b.toController(env, controllerRequestTimeout, func(resp kmsg.Response, err error) {
+		if err == nil {
+			er := resp.(*kmsg.EnvelopeResponse)
+			if er.ErrorCode != 0 {
+				err = kerr.ErrorForCode(er.ErrorCode)
+			} else {
+				b.whenApplied(appliedIndexOf(er.UnknownTags), func(error) {
+					r.respondFrame(er.ResponseData)
+				})
+				return
+			}
+		}
+		b.env.Log.Debug("forwarding to the controller failed", "request", r.header.String(), "err", err)
+		r.respond(errorResponse(r.body, kerr.NotController))
+	})
+}
+
+// handleEnvelope serves, on the active controller, a request another node
+// forwarded: it runs the request's own handler and wraps the answer.
+func (b *Broker) handleEnvelope(r *request) {
+	req := r.body.(*kmsg.EnvelopeRequest)
+	resp := req.ResponseKind().(*kmsg.EnvelopeResponse)
+	inner, err := b.table.ParseRequest(req.RequestData)
+	if err != nil || !forwardedKeys[inner.Header.Key] {
+		resp.ErrorCode = kerr.InvalidRequest.Code
+		r.respond(resp)
+		return
+	}
+	fr := &request{header: inner.Header, body: inner.Body}
+	fr.forwarded = func(frame []byte) {
+		resp.ResponseData = frame
+		setAppliedIndex(&resp.UnknownTags, b.meta.applied)
+		r.respond(resp)
+	}
+	b.dispatch(fr)
+}
+
+// toController sends req to the active controller and calls done with its
+// answer, or with an error once controllerRequestTimeout has passed without
+// one (no controller known, or one that does not answer): the caller
+// answers a retriable error, and its client retries.
+func (b *Broker) toController(req kmsg.Request, timeout time.Duration, done func(kmsg.Response, error)) {
+	answered := false
+	finish := func(resp kmsg.Response, err error) {
+		if !answered {
+			answered = true
+			done(resp, err)
+		}
+	}
+	timer := b.env.Clock.AfterFunc(timeout, func() {
+		if !answered && b.ctlConn != nil {
+			// The connection may be stuck behind a partition: the next
+			// request dials afresh.
+			b.ctlConn.Close()
+			b.ctlConn = nil
+		}
+		finish(nil, fmt.Errorf("node: no answer from the controller within %v", timeout))
+	})
+	b.controllerClient(func(c *wire.Client, err error) {
+		if answered {
+			return
+		}
+		if err != nil {
+			timer.Stop()
+			finish(nil, err)
+			return
+		}
+		c.Request(req, func(resp kmsg.Response, err error) {
+			timer.Stop()
+			if err != nil && b.ctlConn == c {
+				b.ctlConn = nil
+			}
+			finish(resp, err)
+		})
+	})
+}
+
+// controllerClient calls done with a connection to the active controller's
+// CONTROLLER listener, dialing it if need be.
+func (b *Broker) controllerClient(done func(*wire.Client, error)) {
+	leader := nodeIDOfRaft(b.meta.leader)
+	if leader < 0 || leader == b.cfg.NodeID {
+		// No controller known, or this node leads but is not active yet:
+		// wait for the quorum to say more.
+		b.meta.leaderWaiters.add(func(error) { b.controllerClient(done) })
+		return
+	}
+	if c := b.ctlConn; c != nil && b.ctlConnTo == leader {
+		b.env.Loop.Post(func() { done(c, nil) })
+		return
+	}
+	if b.ctlConn != nil {
+		b.ctlConn.Close()
+		b.ctlConn = nil
+	}
+	addr, ok := b.voterAddr(leader)
+	if !ok {
+		b.env.Loop.Post(func() { done(nil, fmt.Errorf("node: no address for controller %d", leader)) })
+		return
+	}
+	wire.Dial(b.env.Net, addr, fmt.Sprintf("sluice-broker-%d", b.cfg.NodeID), func(c *wire.Client, err error) {
+		if err != nil {
+			done(nil, fmt.Errorf("node: dial controller %d at %s: %w", leader, addr, err))
+			return
+		}
+		b.ctlConn, b.ctlConnTo = c, leader
+		done(c, nil)
+	})
+}
+
+// voterAddr is a voter's CONTROLLER address.
+func (b *Broker) voterAddr(id int32) (string, bool) {
+	for _, v := range b.cfg.Voters() {
+		if v.ID == id {
+			return v.Addr(), true
+		}
+	}
+	return "", false
+}
+
+// errorResponse answers every part of a forwarded kind of request with
+// code.
+func errorResponse(req kmsg.Request, code *kerr.Error) kmsg.Response {
+	msg := code.Description
+	switch req := req.(type) {
+	case *kmsg.CreateTopicsRequest:
+		resp := req.ResponseKind().(*kmsg.CreateTopicsResponse)
+		for _, t := range req.Topics {
+			resp.Topics = append(resp.Topics, createTopicError(t.Topic, code, msg))
+		}
+		return resp
+	case *kmsg.DeleteTopicsRequest:
+		resp := req.ResponseKind().(*kmsg.DeleteTopicsResponse)
+		for _, t := range req.Topics {
+			resp.Topics = append(resp.Topics, deleteTopicResult(t.Topic, t.TopicID, code, msg))
+		}
+		for _, name := range req.TopicNames {
+			name := name
+			resp.Topics = append(resp.Topics, deleteTopicResult(&name, [16]byte{}, code, msg))
+		}
+		return resp
+	case *kmsg.AlterConfigsRequest:
+		resp := req.ResponseKind().(*kmsg.AlterConfigsResponse)
+		for _, res := range req.Resources {
+			rr := kmsg.NewAlterConfigsResponseResource()
+			rr.ResourceType, rr.ResourceName, rr.ErrorCode, rr.ErrorMessage = res.ResourceType, res.ResourceName, code.Code, &msg
+			resp.Resources = append(resp.Resources, rr)
+		}
+		return resp
+	case *kmsg.IncrementalAlterConfigsRequest:
+		resp := req.ResponseKind().(*kmsg.IncrementalAlterConfigsResponse)
+		for _, res := range req.Resources {
+			rr := kmsg.NewIncrementalAlterConfigsResponseResource()
+			rr.ResourceType, rr.ResourceName, rr.ErrorCode, rr.ErrorMessage = res.ResourceType, res.ResourceName, code.Code, &msg
+			resp.Resources = append(resp.Resources, rr)
+		}
+		return resp
+	case *kmsg.CreatePartitionsRequest:
+		resp := req.ResponseKind().(*kmsg.CreatePartitionsResponse)
+		for _, t := range req.Topics {
+			rt := kmsg.NewCreatePartitionsResponseTopic()
+			rt.Topic, rt.ErrorCode, rt.ErrorMessage = t.Topic, code.Code, &msg
+			resp.Topics = append(resp.Topics, rt)
+		}
+		return resp
+	case *kmsg.ElectLeadersRequest:
+		resp := req.ResponseKind().(*kmsg.ElectLeadersResponse)
+		resp.ErrorCode = code.Code
+		return resp
+	}
+	panic(fmt.Sprintf("node: no error response for %T", req))
+}
+
+// autoCreate creates topics for Metadata's auto-creation: here on the
+// active controller, else by a CreateTopics forwarded to it. done gets each
+// spec's outcome (only the name and error are set for a forwarded one).
+func (b *Broker) autoCreate(specs []topicSpec, done func([]topicResult)) {
+	if b.meta.activeTerm != 0 {
+		b.createTopics(specs, false, done)
+		return
+	}
+	req := kmsg.NewPtrCreateTopicsRequest()
+	req.TimeoutMillis = int32(controllerRequestTimeout / time.Millisecond)
+	for _, spec := range specs {
+		rt := kmsg.NewCreateTopicsRequestTopic()
+		rt.Topic, rt.NumPartitions, rt.ReplicationFactor = spec.name, -1, -1
+		req.Topics = append(req.Topics, rt)
+	}
+	b.forwardRequest(req, func(resp kmsg.Response, err error) {
+		results := make([]topicResult, len(specs))
+		byName := map[string]int16{}
+		if err == nil {
+			for _, rt := range resp.(*kmsg.CreateTopicsResponse).Topics {
+				byName[rt.Topic] = rt.ErrorCode
+			}
+		}
+		for i, spec := range specs {
+			results[i].name = spec.name
+			switch code, ok := byName[spec.name]; {
+			case err != nil || !ok:
+				results[i].err = kerr.LeaderNotAvailable
+			case code != 0:
+				results[i].err = kerr.ErrorForCode(code).(*kerr.Error)
+			}
+		}
+		done(results)
+	})
+}
+
+// forwardRequest sends a request of this node's own to the active
+// controller in an Envelope, as forward does a client's, and calls done
+// with the answer once this node has applied it.
+func (b *Broker) forwardRequest(req kmsg.Request, done func(kmsg.Response, error)) {
+	req.SetVersion(b.servedMax(req.Key()))
+	env := kmsg.NewPtrEnvelopeRequest()
+	env.RequestData = wire.AppendRequest(nil, 0, fmt.Sprintf("sluice-broker-%d", b.cfg.NodeID), req)[4:]
+	b.toController(env, controllerRequestTimeout, func(resp kmsg.Response, err error) {
+		if err != nil {
+			done(nil, err)
+			return
+		}
+		er := resp.(*kmsg.EnvelopeResponse)
+		if er.ErrorCode != 0 {
+			done(nil, kerr.ErrorForCode(er.ErrorCode))
+			return
+		}
+		if len(er.ResponseData) < 4 {
+			done(nil, fmt.Errorf("node: the controller's answer to %s is %d bytes", kmsg.NameForKey(req.Key()), len(er.ResponseData)))
+			return
+		}
+		_, body, err := wire.ParseResponse(er.ResponseData[4:], req.Key(), req.GetVersion())
+		if err != nil {
+			done(nil, err)
+			return
+		}
+		inner := req.ResponseKind()
+		if err := inner.ReadFrom(body); err != nil {
+			done(nil, fmt.Errorf("node: decode the controller's %s answer: %w", kmsg.NameForKey(req.Key()), err))
+			return
+		}
+		b.whenApplied(appliedIndexOf(er.UnknownTags), func(error) { done(inner, nil) })
+	})
+}
+
+// servedMax is the highest version this node serves of an API.
+func (b *Broker) servedMax(key int16) int16 {
+	v, _ := b.table.Versions(key)
+	return v.Max
+}
+
+// controllerIDForClients is the controller id Metadata and DescribeCluster
+// report: the active controller when it is a broker clients can reach (a
+// combined node), else, as Kafka's KRaft brokers answer, some live broker
+// (the lowest unfenced id; Kafka picks one at random), -1 when none.
+// Clients send their admin requests there, and any broker forwards them.
+func (b *Broker) controllerIDForClients() int32 {
+	if id := nodeIDOfRaft(b.meta.leader); id >= 0 {
+		if br, ok := b.image.Brokers[id]; ok && !br.Fenced {
+			return id
+		}
+	}
+	for _, id := range b.image.BrokerIDs() {
+		if !b.image.Brokers[id].Fenced {
+			return id
+		}
+	}
+	return -1
+}
