@@ -43,8 +43,21 @@ func (b *Broker) handleBrokerRegistration(r *request) {
 		case reply.Err != nil:
 			resp.ErrorCode = reply.Err.Code
 		default:
+			// A broker that is not a voter follows the log as a learner;
+			// it is answered once it is one, so that it can catch up to
+			// the index the answer names.
 			resp.BrokerEpoch = reply.Epoch
-			setAppliedIndex(&resp.UnknownTags, b.meta.applied)
+			index := b.meta.applied
+			b.ensureLearner(req.BrokerID, func(err error) {
+				if err != nil {
+					b.env.Log.Info("adding a learner failed; the broker registers again", "broker", req.BrokerID, "err", err)
+					resp.ErrorCode, resp.BrokerEpoch = kerr.NotController.Code, 0
+				} else {
+					setAppliedIndex(&resp.UnknownTags, max(index, b.meta.applied))
+				}
+				r.respond(resp)
+			})
+			return
 		}
 		r.respond(resp)
 	})
@@ -140,7 +153,8 @@ func (b *Broker) register(done func(error)) {
 		})
 		return
 	}
-	if leader := nodeIDOfRaft(b.meta.leader); leader < 0 || leader == b.cfg.NodeID {
+	if leader := nodeIDOfRaft(b.meta.leader); leader == b.cfg.NodeID || (leader < 0 && b.cfg.Roles().IsController()) {
+		// This node leads (or will know who does): wait for the quorum.
 		b.meta.leaderWaiters.add(func(error) { b.register(done) })
 		return
 	}

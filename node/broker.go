@@ -81,8 +81,10 @@ type Broker struct {
 	// ctlConnTo), for the requests it forwards.
 	ctlConn   *wire.Client
 	ctlConnTo int32
-	conns     map[uint64]*conn
-	connSeq   uint64
+	// ctlProbe picks the next voter a broker that knows no controller asks.
+	ctlProbe int
+	conns    map[uint64]*conn
+	connSeq  uint64
 	// warnings limits the warnings logged about clients (warnings.go).
 	warnings *warnLimiter
 

@@ -27,13 +27,21 @@ type simCluster struct {
 }
 
 func newSimCluster(t *testing.T, seed uint64, n int, tweak func(int, *Config)) *simCluster {
+	return newSimClusterOf(t, seed, n, 0, tweak)
+}
+
+// newSimClusterOf makes voters nodes n1.. of the quorum (combined nodes, or
+// controller-only ones if tweak says so) and brokers broker-only nodes
+// after them, which follow the log as learners.
+func newSimClusterOf(t *testing.T, seed uint64, voterCount, brokers int, tweak func(int, *Config)) *simCluster {
 	t.Helper()
+	n := voterCount + brokers
 	c := &simCluster{t: t, world: sim.New(seed), brokers: make([]*Broker, n), clients: make([]*wire.Client, n)}
 	if os.Getenv("SLUICE_LOG") != "" {
 		c.world.SetLog(os.Stderr, slog.LevelDebug)
 	}
 	var voters []Voter
-	for i := 0; i < n; i++ {
+	for i := 0; i < voterCount; i++ {
 		voters = append(voters, Voter{ID: int32(i + 1), Host: c.host(i), Port: 9093})
 	}
 	for i := 0; i < n; i++ {
@@ -43,6 +51,10 @@ func newSimCluster(t *testing.T, seed uint64, n int, tweak func(int, *Config)) *
 		cfg.ControllerQuorumVoters = voters
 		cfg.ControllerListenerNames = []string{"CONTROLLER"}
 		cfg.Listeners = []Listener{{Name: "PLAINTEXT", Host: c.host(i), Port: 9092}, {Name: "CONTROLLER", Host: c.host(i), Port: 9093}}
+		if i >= voterCount {
+			cfg.ProcessRoles = Roles{Broker: true}
+			cfg.Listeners = cfg.Listeners[:1]
+		}
 		if tweak != nil {
 			tweak(i, &cfg)
 		}
@@ -386,4 +398,34 @@ func TestClusterDescribeQuorumNamesEveryVoter(t *testing.T) {
 	p = c.doController(other, req).(*kmsg.DescribeQuorumResponse).Topics[0].Partitions[0]
 	require.Equal(t, kerr.NotLeaderForPartition.Code, p.ErrorCode)
 	require.Equal(t, int32(ctl+1), p.LeaderID)
+}
+
+// Three controller-only voters and two broker-only learners: the brokers
+// find the controller through the voters, are added as learners when they
+// register, and serve topics placed on them alone.
+func TestClusterOfControllersAndBrokerOnlyLearners(t *testing.T) {
+	c := newSimClusterOf(t, 8, 3, 2, func(i int, cfg *Config) {
+		if i < 3 {
+			cfg.ProcessRoles = Roles{Controller: true}
+			cfg.Listeners = cfg.Listeners[1:]
+		}
+	})
+	require.Zero(t, c.createTopic(3, "on-brokers", 4))
+	md := c.metadata(4)
+	require.Len(t, md.Brokers, 2, "only broker nodes are brokers")
+	for _, p := range md.Topics[0].Partitions {
+		require.Contains(t, []int32{4, 5}, p.Leader)
+	}
+	st := c.brokers[c.controller()].meta.node.Status()
+	require.ElementsMatch(t, []uint64{raftIDOf(4), raftIDOf(5)}, st.Config.GetLearners())
+	require.ElementsMatch(t, []uint64{raftIDOf(1), raftIDOf(2), raftIDOf(3)}, st.Config.GetVoters())
+
+	// The learners keep following through a controller failover.
+	old := c.controller()
+	c.world.Node(c.host(old)).Kill()
+	c.brokers[old] = nil
+	require.Zero(t, c.createTopic(4, "after-failover", 2))
+	require.ElementsMatch(t, []string{"on-brokers", "after-failover"}, topicNamesOf(c.metadata(4)), "applied where it was answered")
+	require.True(t, c.world.RunUntil(func() bool { return c.brokers[3].image.TopicByName("after-failover") != nil }, time.Minute),
+		"the other learner follows too")
 }

@@ -160,6 +160,16 @@ func (b *Broker) toController(req kmsg.Request, timeout time.Duration, done func
 // CONTROLLER listener, dialing it if need be.
 func (b *Broker) controllerClient(done func(*wire.Client, error)) {
 	leader := nodeIDOfRaft(b.meta.leader)
+	if leader < 0 && !b.cfg.Roles().IsController() {
+		// A broker that is not yet a learner hears nothing of the quorum:
+		// it asks the voters in turn, and those that do not lead answer
+		// NOT_CONTROLLER.
+		voters := b.cfg.Voters()
+		if len(voters) > 0 {
+			b.ctlProbe++
+			leader = voters[b.ctlProbe%len(voters)].ID
+		}
+	}
 	if leader < 0 || leader == b.cfg.NodeID {
 		// No controller known, or this node leads but is not active yet:
 		// wait for the quorum to say more.
