@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -428,4 +429,43 @@ func TestClusterOfControllersAndBrokerOnlyLearners(t *testing.T) {
 	require.ElementsMatch(t, []string{"on-brokers", "after-failover"}, topicNamesOf(c.metadata(4)), "applied where it was answered")
 	require.True(t, c.world.RunUntil(func() bool { return c.brokers[3].image.TopicByName("after-failover") != nil }, time.Minute),
 		"the other learner follows too")
+}
+
+// With snapshots every few KiB of records, the metadata log is compacted
+// behind them; a node restarts from its latest snapshot plus the log after
+// it, and a node that was down while the others moved on catches up.
+func TestClusterRestartsFromSnapshots(t *testing.T) {
+	c := newSimCluster(t, 9, 3, func(_ int, cfg *Config) { cfg.MetadataLogMaxRecordBytesBetweenSnapshots = 4096 })
+	c.world.Node(c.host(2)).Kill()
+	c.brokers[2], c.clients[2] = nil, nil
+	var names []string
+	for i := 0; i < 40; i++ {
+		name := fmt.Sprintf("t%02d", i)
+		require.Zero(t, c.createTopic(i%2, name, 2))
+		names = append(names, name)
+	}
+	for i := 0; i < 2; i++ {
+		files, err := c.world.Node(c.host(i)).Disk().List("__cluster_metadata-0")
+		require.NoError(t, err)
+		snapshots := 0
+		for _, f := range files {
+			if strings.HasSuffix(f, ".checkpoint") {
+				snapshots++
+			}
+		}
+		require.Positive(t, snapshots, "node %d took a snapshot: %v", i+1, files)
+	}
+	c.world.Node(c.host(2)).Restart()
+	c.waitRunning(2)
+	require.True(t, c.world.RunUntil(func() bool { return len(c.brokers[2].image.Topics) == len(names) }, time.Minute))
+	for i := 0; i < 3; i++ {
+		c.world.Node(c.host(i)).Crash()
+		c.brokers[i], c.clients[i] = nil, nil
+		c.world.Node(c.host(i)).Restart()
+	}
+	for i := 0; i < 3; i++ {
+		c.waitRunning(i)
+		require.ElementsMatch(t, names, topicNamesOf(c.metadata(i)), "node %d after a restart of every node", i+1)
+		require.Equal(t, c.brokers[0].image.Digest(), c.brokers[i].image.Digest(), "node %d's image", i+1)
+	}
 }
