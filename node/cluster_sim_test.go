@@ -469,3 +469,31 @@ func TestClusterRestartsFromSnapshots(t *testing.T) {
 		require.Equal(t, c.brokers[0].image.Digest(), c.brokers[i].image.Digest(), "node %d's image", i+1)
 	}
 }
+
+// A node cut off from the controller answers a forwarded request within
+// the request's own timeout, with a retriable error, never a hang; once
+// the partition heals the same request succeeds.
+func TestClusterNodeCutOffFromTheControllerAnswersInTime(t *testing.T) {
+	c := newSimCluster(t, 10, 3, nil)
+	ctl := c.controller()
+	lone := (ctl + 1) % 3
+	for i := 0; i < 3; i++ {
+		if i != lone {
+			c.world.Net().Partition(c.host(lone), c.host(i))
+			c.world.Net().Partition(c.host(i), c.host(lone))
+		}
+	}
+	req := kmsg.NewPtrCreateTopicsRequest()
+	req.TimeoutMillis = 3000
+	rt := kmsg.NewCreateTopicsRequestTopic()
+	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = "cut-off", 1, 1
+	req.Topics = append(req.Topics, rt)
+	start := c.world.Now()
+	resp, err := c.do(lone, req)
+	require.NoError(t, err)
+	code := resp.(*kmsg.CreateTopicsResponse).Topics[0].ErrorCode
+	require.Contains(t, []int16{kerr.RequestTimedOut.Code, kerr.NotController.Code}, code, "a retriable error")
+	require.LessOrEqual(t, c.world.Now()-start, 4*time.Second, "answered within the request's timeout")
+	c.world.Net().HealAll()
+	require.Zero(t, c.createTopic(lone, "cut-off", 1))
+}

@@ -2,6 +2,7 @@ package node
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"time"
 
@@ -79,22 +80,80 @@ func (b *Broker) forControllers(handle func(*request)) func(*request) {
 func (b *Broker) forward(r *request) {
 	env := kmsg.NewPtrEnvelopeRequest()
 	env.RequestData = r.raw
-	b.toController(env, controllerRequestTimeout, func(resp kmsg.Response, err error) {
+	timeout := forwardTimeout(r.body)
+	start := b.mono.now
+	b.toController(env, timeout, func(resp kmsg.Response, err error) {
 		if err == nil {
 			er := resp.(*kmsg.EnvelopeResponse)
 			if er.ErrorCode != 0 {
 				err = kerr.ErrorForCode(er.ErrorCode)
 			} else {
-				b.whenApplied(appliedIndexOf(er.UnknownTags), func(error) {
-					r.respondFrame(er.ResponseData)
-				})
+				b.answerWhenApplied(r, er, timeout-b.mono.now.Sub(start))
 				return
 			}
 		}
 		b.env.Log.Debug("forwarding to the controller failed", "request", r.header.String(), "err", err)
-		r.respond(errorResponse(r.body, kerr.NotController))
+		code := kerr.NotController
+		if errors.Is(err, errControllerTimeout) {
+			code = kerr.RequestTimedOut
+		}
+		r.respond(errorResponse(r.body, code))
 	})
 }
+
+// answerWhenApplied answers a forwarded request with the controller's
+// answer once this node has applied the change, or, if it has not within
+// what is left of the request's timeout (this node cannot hear the quorum),
+// then: the change is committed, and the answer says so, though this
+// node's own image lags.
+func (b *Broker) answerWhenApplied(r *request, er *kmsg.EnvelopeResponse, left time.Duration) {
+	answered := false
+	answer := func(error) {
+		if !answered {
+			answered = true
+			r.respondFrame(er.ResponseData)
+		}
+	}
+	index := appliedIndexOf(er.UnknownTags)
+	if index <= b.meta.applied {
+		answer(nil)
+		return
+	}
+	b.whenApplied(index, answer)
+	{
+		b.env.Clock.AfterFunc(max(left, time.Millisecond), func() {
+			if !answered {
+				b.env.Log.Debug("answering a forwarded request before this node applied it", "request", r.header.String())
+			}
+			answer(nil)
+		})
+	}
+}
+
+// forwardTimeout is how long a forwarded request may wait for the
+// controller: the client's own timeout where the request carries one,
+// controllerRequestTimeout otherwise.
+func forwardTimeout(req kmsg.Request) time.Duration {
+	var ms int32
+	switch req := req.(type) {
+	case *kmsg.CreateTopicsRequest:
+		ms = req.TimeoutMillis
+	case *kmsg.DeleteTopicsRequest:
+		ms = req.TimeoutMillis
+	case *kmsg.CreatePartitionsRequest:
+		ms = req.TimeoutMillis
+	case *kmsg.ElectLeadersRequest:
+		ms = req.TimeoutMillis
+	}
+	if ms <= 0 {
+		return controllerRequestTimeout
+	}
+	return time.Duration(ms) * time.Millisecond
+}
+
+// errControllerTimeout is a request to the controller that got no answer
+// within its timeout: REQUEST_TIMED_OUT for the client, which retries.
+var errControllerTimeout = errors.New("node: no answer from the controller in time")
 
 // handleEnvelope serves, on the active controller, a request another node
 // forwarded: it runs the request's own handler and wraps the answer.
@@ -135,7 +194,7 @@ func (b *Broker) toController(req kmsg.Request, timeout time.Duration, done func
 			b.ctlConn.Close()
 			b.ctlConn = nil
 		}
-		finish(nil, fmt.Errorf("node: no answer from the controller within %v", timeout))
+		finish(nil, fmt.Errorf("%w (%v)", errControllerTimeout, timeout))
 	})
 	b.controllerClient(func(c *wire.Client, err error) {
 		if answered {
