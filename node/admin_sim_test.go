@@ -290,7 +290,12 @@ func TestCreateTopicsRacingForOneNameCreateItOnce(t *testing.T) {
 	first := s.send(s.client, s.createReq(newTopic("race", 1, 1)))
 	s.runUntil("creation in flight", func() bool { return s.broker.creating["race"] })
 	second := s.send(other, s.createReq(newTopic("race", 1, 1)))
-	s.runUntil("both answered", answered(first, second))
+	// The second is held until the first's outcome is known: answering
+	// TOPIC_ALREADY_EXISTS sooner would name a topic the log may never get.
+	s.world.Run(200 * time.Millisecond) // the first's sync takes a second
+	require.Nil(t, *second, "answered while the first creation was in flight")
+	s.runUntil("the first answered", answered(first))
+	s.runUntil("the second answered", answered(second))
 	require.Zero(t, (*first).(*kmsg.CreateTopicsResponse).Topics[0].ErrorCode)
 	require.Equal(t, kerr.TopicAlreadyExists.Code, (*second).(*kmsg.CreateTopicsResponse).Topics[0].ErrorCode)
 	require.Equal(t, []string{"race"}, s.topicNames())

@@ -58,8 +58,12 @@ type Broker struct {
 	// retried, so each reason is logged once.
 	lastRegistrationProblem string
 	// creating holds the topics whose creation is being committed, so a
-	// second request for the same name is refused before it reaches the log.
+	// second request for the same name waits for the first's outcome
+	// (creatingDone) instead of reaching the log.
 	creating map[string]bool
+	// creatingDone holds the requests for a name whose creation is in
+	// flight, waiting for its outcome (topics.go).
+	creatingDone map[string]*waiters
 	// autoCreates rate-limits the logging of failed auto-creations.
 	autoCreates autoCreateFailures
 	// producerIDs hands out idempotent producers' ids.
@@ -120,6 +124,7 @@ func New(e env.Env, cfg Config) (*Broker, error) {
 		cfg:           cfg,
 		conns:         map[uint64]*conn{},
 		creating:      map[string]bool{},
+		creatingDone:  map[string]*waiters{},
 		partitions:    map[partitionKey]*partition{},
 		removing:      map[string]*waiters{},
 		offline:       map[partitionKey]error{},

@@ -104,6 +104,21 @@ func (b *Broker) defaultTopicSpec(name string) topicSpec {
 // be distinct (callers answer duplicates themselves). Runs on the active
 // controller.
 func (b *Broker) createTopics(specs []topicSpec, validateOnly bool, done func([]topicResult)) {
+	for _, spec := range specs {
+		if b.creating[spec.name] {
+			// A creation of that name is in flight: its outcome decides
+			// this one's, so this one waits for it. Answering
+			// TOPIC_ALREADY_EXISTS at once would name a topic that may never
+			// exist, should the creation in flight be lost with a change of
+			// controller (Kafka's QuorumController holds such an answer
+			// until what it read from is committed, too).
+			if b.creatingDone[spec.name] == nil {
+				b.creatingDone[spec.name] = &waiters{}
+			}
+			b.creatingDone[spec.name].add(func(error) { b.createTopics(specs, validateOnly, done) })
+			return
+		}
+	}
 	results := make([]topicResult, len(specs))
 	var wanted []raftmeta.TopicSpec
 	var created []int
@@ -145,6 +160,10 @@ func (b *Broker) createTopics(specs []topicSpec, validateOnly bool, done func([]
 		all := newJoin(func(error) { done(results) })
 		for _, i := range committing {
 			delete(b.creating, specs[i].name)
+			if w := b.creatingDone[specs[i].name]; w != nil {
+				delete(b.creatingDone, specs[i].name)
+				defer w.wake(nil) // after this answer's results are filled in
+			}
 			if err != nil {
 				results[i].err, results[i].msg, results[i].topic = commitErrorCode(err), err.Error(), nil
 				continue
