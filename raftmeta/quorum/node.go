@@ -199,6 +199,9 @@ type Node struct {
 	st  *Storage
 	rn  *raft.RawNode
 	log *slog.Logger
+	// campaigned says this process has started its sole voter's election
+	// (campaignIfSole).
+	campaigned bool
 
 	state  nodeState
 	err    error // why the node failed
@@ -345,6 +348,32 @@ func (n *Node) Start() {
 	})
 }
 
+// campaignIfSole starts an election at once, once per process, on a node
+// that is the only voter of a configuration not changing and has applied
+// what it knows committed (raft refuses to campaign with configuration
+// changes unapplied): a quorum of one need not wait out an election
+// timeout, so a single node serves half a second to a second sooner after
+// every start.
+func (n *Node) campaignIfSole() {
+	if n.campaigned || n.rn.BasicStatus().RaftState != raft.StateFollower || !n.soleVoter() ||
+		n.applied < n.rn.BasicStatus().GetCommit() {
+		return
+	}
+	n.campaigned = true
+	if err := n.rn.Campaign(); err != nil {
+		n.log.Warn("metadata quorum: the sole voter's campaign failed; its election timeout will start one", "err", err)
+	}
+}
+
+// soleVoter says this node is the only voter of a configuration that is not
+// changing.
+func (n *Node) soleVoter() bool {
+	cfg := n.rn.Status().Config
+	ids := cfg.Voters.IDs()
+	_, self := ids[n.cfg.ID]
+	return len(ids) == 1 && self && len(cfg.Voters[1]) == 0
+}
+
 // armTicker arms raft's next tick. No tick counts while a Ready is being
 // made durable: raft's clock stands still while the disk holds it up. A
 // candidate's vote for itself is stepped only once its hard state is
@@ -460,6 +489,7 @@ func (n *Node) afterSave(rd raft.Ready, err error) {
 		return
 	}
 	n.rn.Advance(rd)
+	n.campaignIfSole()
 	n.dropLostProposals()
 	n.maybeActivate()
 	n.flushCompletions()
