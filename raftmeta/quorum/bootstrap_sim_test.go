@@ -102,3 +102,24 @@ func TestSlowDiskVoterElectsItself(t *testing.T) {
 		t.Fatal("a voter with 2 s syncs never elected itself")
 	}
 }
+
+// A quorum of one leads at once, on its first start and on every restart,
+// without waiting out an election timeout (0.5 to 1 s).
+func TestSoleVoterLeadsWithoutAnElectionTimeout(t *testing.T) {
+	w, sm := singleVoter(t, 11)
+	if !w.RunUntil(func() bool { return sm() != nil && sm().activated }, time.Minute) {
+		t.Fatal("never led")
+	}
+	if w.Now() > 100*time.Millisecond {
+		t.Fatalf("led after %v", w.Now())
+	}
+	w.Node("n1").Crash()
+	restarted := w.Now()
+	w.Node("n1").Restart()
+	if !w.RunUntil(func() bool { return sm().activated }, time.Minute) {
+		t.Fatal("never led after a restart")
+	}
+	if d := w.Now() - restarted; d > 100*time.Millisecond {
+		t.Fatalf("led %v after a restart", d)
+	}
+}
