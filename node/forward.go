@@ -189,15 +189,9 @@ func (b *Broker) controllerClient(done func(*wire.Client, error)) {
 	})
 }
 
-// voterAddr is a voter's CONTROLLER address.
-func (b *Broker) voterAddr(id int32) (string, bool) {
-	for _, v := range b.cfg.Voters() {
-		if v.ID == id {
-			return v.Addr(), true
-		}
-	}
-	return "", false
-}
+// voterAddr is a voter's CONTROLLER address: from controller.quorum.voters,
+// or learned from the quorum for a voter added since (AddRaftVoter).
+func (b *Broker) voterAddr(id int32) (string, bool) { return b.voterAddrOf(raftIDOf(id)) }
 
 // errorResponse answers every part of a forwarded kind of request with
 // code.
