@@ -3,6 +3,7 @@ package node
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/sluicemq/sluice/env"
@@ -25,20 +26,25 @@ import (
 //     a voter: DUPLICATE_VOTER. Another voter change in flight (this
 //     node's, or a joint configuration not yet left): REQUEST_TIMED_OUT, as
 //     Kafka answers, and the client retries.
-//   - The change is a raft membership change adding the voter, its Context
-//     the voter's CONTROLLER address host:port (and the other voters', for
-//     the new one), which every node's transport learns when it applies the
-//     change and which snapshots carry (metadata_voters.go). It is answered once committed and applied here,
-//     whatever AckWhenCommitted (v1) says (Kafka may answer once the change
-//     is in its log); by REQUEST_TIMED_OUT when TimeoutMillis passes first
-//     (the change may still be made), and NOT_LEADER_OR_FOLLOWER when this
-//     node stops leading first (its outcome unknown).
-//   - Where Sluice differs: Kafka adds only an observer that has caught up
-//     with the leader (its fetches tell it), and the directory id is the
-//     voter's key. Raft adds the voter at once and catches it up from the
-//     log or a snapshot, so a voter that cannot be reached counts against
-//     the quorum until it is: add one voter at a time, to a quorum that
-//     keeps a majority without it. The directory id is not checked.
+//   - The voter joins in two raft membership changes, as etcd advises and
+//     as Kafka's rule that only a caught-up observer may be added intends:
+//     first as a learner (unless it is one), which the leader catches up
+//     from the log or a snapshot without counting it in the quorum; once it
+//     has every entry committed when it was added, and was heard from
+//     within an election timeout, it is made a voter. A voter that cannot
+//     be reached is never added, so it cannot stall a quorum. Each change's
+//     Context is the voter's CONTROLLER address host:port (and the other
+//     voters', for the new one), which every node's transport learns when
+//     it applies the change and which snapshots carry
+//     (metadata_voters.go).
+//   - Answered once it is a voter here, whatever AckWhenCommitted (v1)
+//     says (Kafka may answer once the change is in its log); by
+//     REQUEST_TIMED_OUT when TimeoutMillis (30 s if not positive) passes
+//     first (the change may still be made; a learner added stays one, and
+//     a retry promotes it), and NOT_LEADER_OR_FOLLOWER when this node stops
+//     leading first (its outcome unknown).
+//   - Where Sluice differs: the directory id, which Kafka makes part of
+//     the voter's key, is not checked.
 func (b *Broker) handleAddRaftVoter(r *request) {
 	req := r.body.(*kmsg.AddRaftVoterRequest)
 	resp := req.ResponseKind().(*kmsg.AddRaftVoterResponse)
@@ -64,9 +70,11 @@ func (b *Broker) handleAddRaftVoter(r *request) {
 			return
 		}
 	}
-	cc := &raftpb.ConfChangeV2{Context: b.voterContext(addr, id)}
-	cc.Changes = append(cc.Changes, &raftpb.ConfChangeSingle{Type: raftpb.ConfChangeType_ConfChangeAddNode.Enum(), NodeId: &id})
-	b.changeVoters(cc, req.TimeoutMillis, answer)
+	timeoutMs := req.TimeoutMillis
+	if timeoutMs <= 0 {
+		timeoutMs = int32(controllerRequestTimeout / time.Millisecond)
+	}
+	b.addVoter(id, b.voterContext(addr, id), timeoutMs, answer)
 }
 
 // newVoterAddr is the CONTROLLER address of the voter req adds.
@@ -105,37 +113,101 @@ func (b *Broker) voterChangeRefused(r *request, clusterID *string) (*kerr.Error,
 	return nil, ""
 }
 
-// changeVoters proposes cc and answers once it is applied here, or on the
-// timeout, or with the error that stopped it.
-func (b *Broker) changeVoters(cc *raftpb.ConfChangeV2, timeoutMs int32, answer func(*kerr.Error, string)) {
-	answered := false
-	once := func(code *kerr.Error, msg string) {
-		if !answered {
-			answered = true
-			answer(code, msg)
-		}
-	}
-	var timer env.Timer
+// voterOp is one AddRaftVoter or RemoveRaftVoter in flight: one at a
+// time (metaPlane.voterChange), answered once.
+type voterOp struct {
+	b        *Broker
+	answer   func(*kerr.Error, string)
+	answered bool
+	timer    env.Timer
+}
+
+// beginVoterChange starts a voter change answered by answer, or by
+// REQUEST_TIMED_OUT once timeoutMs (if positive) has passed.
+func (b *Broker) beginVoterChange(timeoutMs int32, answer func(*kerr.Error, string)) *voterOp {
+	op := &voterOp{b: b, answer: answer}
+	b.meta.voterChange = true
 	if timeoutMs > 0 {
-		timer = b.env.Clock.AfterFunc(time.Duration(timeoutMs)*time.Millisecond, func() {
-			once(kerr.RequestTimedOut, fmt.Sprintf("the voter change was not committed within %d ms; it may still be", timeoutMs))
+		op.timer = b.env.Clock.AfterFunc(time.Duration(timeoutMs)*time.Millisecond, func() {
+			op.finish(kerr.RequestTimedOut, fmt.Sprintf("the voter change was not done within %d ms; it may still be", timeoutMs))
 		})
 	}
-	b.meta.voterChange = true
-	b.meta.node.ChangeMembership(cc, func(err error) {
-		b.meta.voterChange = false
-		if timer != nil {
-			timer.Stop()
+	return op
+}
+
+// finish answers, once, and lets the next voter change start.
+func (op *voterOp) finish(code *kerr.Error, msg string) {
+	if op.answered {
+		return
+	}
+	op.answered = true
+	op.b.meta.voterChange = false
+	if op.timer != nil {
+		op.timer.Stop()
+	}
+	op.answer(code, msg)
+}
+
+// propose proposes cc, then calls next once it is applied here, or
+// answers the error that stopped it.
+func (op *voterOp) propose(cc *raftpb.ConfChangeV2, next func()) {
+	op.b.meta.node.ChangeMembership(cc, func(err error) {
+		if op.answered {
+			return
 		}
 		switch {
 		case err == nil:
-			once(nil, "")
+			next()
 		case errors.Is(err, quorum.ErrNotLeader), errors.Is(err, quorum.ErrLeadershipLost), errors.Is(err, quorum.ErrClosed):
-			once(kerr.NotLeaderForPartition, err.Error())
+			op.finish(kerr.NotLeaderForPartition, err.Error())
 		case errors.Is(err, quorum.ErrMembershipChangePending), errors.Is(err, quorum.ErrMembershipChangeRefused):
-			once(kerr.RequestTimedOut, err.Error())
+			op.finish(kerr.RequestTimedOut, err.Error())
 		default:
-			once(kerr.InvalidRequest, err.Error())
+			op.finish(kerr.InvalidRequest, err.Error())
 		}
 	})
+}
+
+// done answers success.
+func (op *voterOp) done() { op.finish(nil, "") }
+
+// addVoter adds raft id as a learner (unless it is one), waits for it to
+// catch up with the log as it was committed when it started to, then
+// makes it a voter.
+func (b *Broker) addVoter(id uint64, ctx []byte, timeoutMs int32, answer func(*kerr.Error, string)) {
+	op := b.beginVoterChange(timeoutMs, answer)
+	change := func(t raftpb.ConfChangeType) *raftpb.ConfChangeV2 {
+		cc := &raftpb.ConfChangeV2{Context: ctx}
+		cc.Changes = append(cc.Changes, &raftpb.ConfChangeSingle{Type: t.Enum(), NodeId: &id})
+		return cc
+	}
+	promote := func() { op.propose(change(raftpb.ConfChangeType_ConfChangeAddNode), op.done) }
+	catchUp := func() { b.whenCaughtUp(op, id, b.meta.node.Status().Commit, promote) }
+	if slices.Contains(b.meta.node.Status().Config.GetLearners(), id) {
+		catchUp()
+		return
+	}
+	op.propose(change(raftpb.ConfChangeType_ConfChangeAddLearnerNode), catchUp)
+}
+
+// whenCaughtUp calls next once the learner id, heard from recently, has
+// every entry up to target, checking every quorum tick; it stops when op
+// is answered (timed out) and answers NOT_LEADER_OR_FOLLOWER when this
+// node stops leading.
+func (b *Broker) whenCaughtUp(op *voterOp, id, target uint64, next func()) {
+	if op.answered {
+		return
+	}
+	st := b.meta.node.Status()
+	if st.Role != "leader" || b.meta.activeTerm == 0 {
+		op.finish(kerr.NotLeaderForPartition, "this node stopped leading the quorum while the new voter caught up; its outcome is unknown")
+		return
+	}
+	for _, pr := range st.Progress {
+		if pr.ID == id && pr.Match >= target && pr.RecentActive {
+			next()
+			return
+		}
+	}
+	b.env.Clock.AfterFunc(quorumTick, func() { b.whenCaughtUp(op, id, target, next) })
 }

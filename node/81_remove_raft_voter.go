@@ -52,5 +52,6 @@ func (b *Broker) handleRemoveRaftVoter(r *request) {
 	}
 	cc := &raftpb.ConfChangeV2{}
 	cc.Changes = append(cc.Changes, &raftpb.ConfChangeSingle{Type: raftpb.ConfChangeType_ConfChangeRemoveNode.Enum(), NodeId: &id})
-	b.changeVoters(cc, 0, answer)
+	op := b.beginVoterChange(0, answer)
+	op.propose(cc, op.done)
 }

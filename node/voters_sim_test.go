@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sluicemq/sluice/env"
+	"github.com/sluicemq/sluice/wire"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -206,4 +207,52 @@ func testVotersAddedAndRemoved(t *testing.T, seed uint64) {
 	c.brokers[down], c.clients[down] = nil, nil
 	require.Zero(t, c.createTopic(up, "two-of-three", 1))
 	require.True(t, c.world.RunUntil(func() bool { return c.brokers[n4].image.TopicByName("two-of-three") != nil }, time.Minute))
+}
+
+// sendController sends req to node i's CONTROLLER listener without
+// waiting; the answer lands in *resp.
+func (c *simCluster) sendController(i int, req kmsg.Request, resp *kmsg.Response) {
+	client := c.world.Node("c1")
+	client.Post(func() {
+		wire.Dial(client.Env().Net, c.host(i)+":9093", "test", func(cl *wire.Client, derr error) {
+			require.NoError(c.t, derr)
+			cl.Request(req, func(r kmsg.Response, e error) {
+				require.NoError(c.t, e)
+				*resp = r
+				cl.Close()
+			})
+		})
+	})
+}
+
+// TestAddRaftVoterOfAnUnreachableNodeTimesOutAndLeavesTheQuorumCommitting:
+// the node is added as a learner, never catches up, and is not made a
+// voter (a one-voter quorum would need it for every commit after);
+// another change meanwhile is refused as Kafka refuses it.
+func TestAddRaftVoterOfAnUnreachableNodeTimesOutAndLeavesTheQuorumCommitting(t *testing.T) {
+	c := newSimCluster(t, 31, 1, nil)
+	require.Zero(t, c.createTopic(0, "before", 1))
+	ctl := c.controller()
+	var first kmsg.Response
+	req := addVoterRequest(c, 7, "n7")
+	req.TimeoutMillis = 5000
+	c.sendController(ctl, req, &first)
+	c.world.Run(time.Second)
+	require.Nil(t, first)
+	require.Equal(t, kerr.RequestTimedOut.Code, errorCodeOf(c.doController(ctl, addVoterRequest(c, 8, "n8"))),
+		"a second change while the first is in flight")
+	require.Equal(t, kerr.RequestTimedOut.Code, errorCodeOf(c.doController(ctl, removeVoterRequest(c, 1))))
+	require.True(t, c.world.RunUntil(func() bool { return first != nil }, time.Minute))
+	require.Equal(t, kerr.RequestTimedOut.Code, errorCodeOf(first))
+	require.Contains(t, c.brokers[ctl].meta.node.Status().Config.GetLearners(), raftIDOf(7))
+	require.Equal(t, map[int32]string{1: "n1:9093"}, c.quorumVoters())
+	require.Zero(t, c.createTopic(0, "after", 1))
+	require.Equal(t, kerr.VoterNotFound.Code, errorCodeOf(c.doController(ctl, removeVoterRequest(c, 7))), "a learner is no voter")
+}
+
+func TestRemoveRaftVoterRefusesTheLastVoter(t *testing.T) {
+	c := newSimCluster(t, 32, 1, nil)
+	require.Zero(t, c.createTopic(0, "t", 1))
+	require.Equal(t, kerr.InvalidRequest.Code, errorCodeOf(c.doController(0, removeVoterRequest(c, 1))))
+	require.Equal(t, map[int32]string{1: "n1:9093"}, c.quorumVoters())
 }
