@@ -163,7 +163,7 @@ func decodeVoterSnapshot(p []byte) (map[uint64]string, []byte, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	if count > uint64(len(body)) {
+	if count == 0 || count > uint64(len(body)) {
 		return nil, nil, fmt.Errorf("voters' addresses: bad count %d", count)
 	}
 	addrs := make(map[uint64]string, count)
@@ -176,8 +176,8 @@ func decodeVoterSnapshot(p []byte) (map[uint64]string, []byte, error) {
 		if err != nil {
 			return nil, nil, err
 		}
-		if id == 0 || len(addr) == 0 {
-			return nil, nil, fmt.Errorf("voters' addresses: entry %d (raft id %d, address %q) is not a voter's", i, id, addr)
+		if _, dup := addrs[id]; dup || id == 0 || len(addr) == 0 {
+			return nil, nil, fmt.Errorf("voters' addresses: entry %d (raft id %d, address %q) is not a voter's, or a second one", i, id, addr)
 		}
 		addrs[id] = string(addr)
 	}
