@@ -13,25 +13,30 @@ import (
 // --describe). Answered from this node's image, as Metadata is.
 //
 //   - Which topics: every topic when the request lists none, else the
-//     listed ones (each once); either way sorted by name, starting at the
-//     cursor's topic. A listed topic that does not exist (or whose name is
-//     invalid) gets UNKNOWN_TOPIC_OR_PARTITION, with no id and no
-//     partitions, as Kafka answers; it takes no room in the page.
+//     listed ones (each once); either way sorted by name, from the cursor's
+//     topic on. A listed topic that does not exist gets
+//     UNKNOWN_TOPIC_OR_PARTITION (INVALID_TOPIC_EXCEPTION for an invalid
+//     name), with no id and no partitions, as Kafka answers; it takes no
+//     room in the page.
 //   - Paging: at most ResponsePartitionLimit partitions (capped at
 //     describeTopicPartitionsMax, Kafka's max.request.partition.size.limit
-//     default; 0 or less means the cap) from the cursor's partition of its
-//     topic on. When partitions are left, NextCursor names the first one not
-//     sent: the next partition of the topic cut short, or partition 0 of
-//     the next topic when the page ended with a topic. A cursor past the
-//     end of its topic gives that topic with no partitions.
-//   - A cursor with a negative partition, or naming a topic the request
-//     does not list, is INVALID_REQUEST for every listed topic (Kafka
-//     fails the whole request with an InvalidRequestException; the response
-//     has no top-level error code, so the code goes on each topic).
-//   - Each partition: leader, leader epoch, replicas, ISR, offline replicas
-//     as Metadata gives them (LEADER_NOT_AVAILABLE for a partition whose
-//     log is offline here or whose leader is not registered); eligible
-//     leader replicas and last known ELR are empty (no KIP-966 ELR).
+//     default) from the cursor's partition of its topic on. When topics or
+//     partitions are left, NextCursor names where to go on: the next
+//     partition of the topic cut short, or partition 0 of the next topic
+//     (which may not exist) when the page ended with a topic, as Kafka
+//     does. A cursor past the end of its topic gives that topic with no
+//     partitions. A limit of 0 or less means the cap (Kafka's would answer
+//     nothing and point the cursor at the first topic, forever).
+//   - A cursor naming a topic the request does not list is INVALID_REQUEST
+//     for every listed topic (Kafka fails the whole request with an
+//     InvalidRequestException; the response has no top-level error code).
+//     So is a negative cursor partition (Kafka skips the indexes that do
+//     not exist).
+//   - Each partition, as Kafka's: leader (-1 when it is not a registered
+//     broker), leader epoch, replicas, ISR, and offline replicas: those not
+//     registered or fenced, and this node when the partition's log is
+//     offline here; no partition error codes. Eligible leader replicas and
+//     last known ELR are empty (no KIP-966 ELR).
 //   - Authorized operations: every operation (no ACLs yet). No topic is
 //     internal.
 func (b *Broker) handleDescribeTopicPartitions(r *request) {
@@ -69,14 +74,18 @@ func (b *Broker) handleDescribeTopicPartitions(r *request) {
 		if name == from {
 			first = part
 		}
-		t := b.image.TopicByName(name)
-		if t == nil {
-			resp.Topics = append(resp.Topics, describeTopicPartitionsError(name, kerr.UnknownTopicOrPartition))
-			continue
-		}
 		if limit == 0 {
 			resp.NextCursor = &kmsg.DescribeTopicPartitionsResponseNextCursor{Topic: name, Partition: first}
 			break
+		}
+		t := b.image.TopicByName(name)
+		if t == nil {
+			code := kerr.UnknownTopicOrPartition
+			if validateTopicName(name) != nil {
+				code = kerr.InvalidTopicException
+			}
+			resp.Topics = append(resp.Topics, describeTopicPartitionsError(name, code))
+			continue
 		}
 		rt, next := b.describeTopicPartitions(t, first, limit)
 		resp.Topics = append(resp.Topics, rt)
@@ -113,11 +122,15 @@ func (b *Broker) describeTopicPartitions(t *raftmeta.Topic, first int32, limit i
 		rp.Replicas = append([]int32{}, p.Replicas...)
 		rp.ISR = append([]int32{}, p.ISR...)
 		rp.EligibleLeaderReplicas, rp.LastKnownELR, rp.OfflineReplicas = []int32{}, []int32{}, []int32{}
-		if b.offline[partitionKey{t.ID, p.Index}] != nil {
-			rp.ErrorCode = kerr.LeaderNotAvailable.Code
-			rp.OfflineReplicas = append(rp.OfflineReplicas, b.cfg.NodeID)
-		} else if _, ok := b.image.Brokers[p.Leader]; !ok {
-			rp.ErrorCode = kerr.LeaderNotAvailable.Code
+		if _, ok := b.image.Brokers[p.Leader]; !ok {
+			rp.LeaderID = -1
+		}
+		for _, id := range p.Replicas {
+			br, ok := b.image.Brokers[id]
+			here := id == b.cfg.NodeID && b.offline[partitionKey{t.ID, p.Index}] != nil
+			if !ok || br.Fenced || here {
+				rp.OfflineReplicas = append(rp.OfflineReplicas, id)
+			}
 		}
 		rt.Partitions = append(rt.Partitions, rp)
 	}

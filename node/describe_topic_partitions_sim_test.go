@@ -2,6 +2,7 @@ package node
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -50,7 +51,7 @@ func TestDescribeTopicPartitionsPagesEveryTopicInNameOrder(t *testing.T) {
 	require.Zero(t, c.createTopic(0, "b", 3))
 	require.Zero(t, c.createTopic(1, "a", 2))
 	require.Zero(t, c.createTopic(2, "c", 1))
-	c.world.Run(2e9)
+	c.world.Run(2 * time.Second)
 
 	// Every node answers from its own image, the same way.
 	for i := 0; i < 3; i++ {
@@ -91,7 +92,7 @@ func TestDescribeTopicPartitionsListedTopicsUnknownAndBadCursor(t *testing.T) {
 	c := newSimCluster(t, 12, 3, nil)
 	require.Zero(t, c.createTopic(0, "x", 2))
 	require.Zero(t, c.createTopic(0, "y", 2))
-	c.world.Run(2e9)
+	c.world.Run(2 * time.Second)
 
 	resp := c.describeTopicPartitions(1, []string{"y", "nope", "x", "y"}, 3, nil)
 	require.Len(t, resp.Topics, 3)
@@ -123,4 +124,47 @@ func TestDescribeTopicPartitionsListedTopicsUnknownAndBadCursor(t *testing.T) {
 	require.Empty(t, resp.Topics[0].Partitions)
 	require.Len(t, resp.Topics[1].Partitions, 2)
 	require.Nil(t, resp.NextCursor)
+}
+
+func TestDescribeTopicPartitionsCursorMayPointAtAnUnknownTopic(t *testing.T) {
+	c := newSimCluster(t, 13, 1, nil)
+	require.Zero(t, c.createTopic(0, "a", 2))
+	resp := c.describeTopicPartitions(0, []string{"a", "b", "bad/name"}, 2, nil)
+	require.Len(t, resp.Topics, 1)
+	require.Equal(t, &kmsg.DescribeTopicPartitionsResponseNextCursor{Topic: "b", Partition: 0}, resp.NextCursor,
+		"the page ended with a, and b is next, known or not")
+	resp = c.describeTopicPartitions(0, []string{"a", "b", "bad/name"}, 2, &kmsg.DescribeTopicPartitionsRequestCursor{Topic: "b"})
+	require.Nil(t, resp.NextCursor)
+	require.Len(t, resp.Topics, 2)
+	require.Equal(t, "b", *resp.Topics[0].Topic)
+	require.Equal(t, kerr.UnknownTopicOrPartition.Code, resp.Topics[0].ErrorCode)
+	require.Equal(t, "bad/name", *resp.Topics[1].Topic)
+	require.Equal(t, kerr.InvalidTopicException.Code, resp.Topics[1].ErrorCode)
+}
+
+// A fenced broker's replicas are offline; a partition whose only replica
+// it is has no leader.
+func TestDescribeTopicPartitionsNamesTheReplicasOfAFencedBrokerOffline(t *testing.T) {
+	c := newSimCluster(t, 14, 3, nil)
+	require.Zero(t, c.createTopic(0, "spread", 6))
+	ctl := c.controller()
+	victim := (ctl + 1) % 3
+	observer := (ctl + 2) % 3
+	id := int32(victim + 1)
+	c.world.Node(c.host(victim)).Kill()
+	c.brokers[victim], c.clients[victim] = nil, nil
+	c.world.Run(15 * time.Second) // past broker.session.timeout.ms
+	require.True(t, c.brokers[observer].image.Brokers[id].Fenced)
+	resp := c.describeTopicPartitions(observer, []string{"spread"}, 0, nil)
+	offline := 0
+	for _, p := range resp.Topics[0].Partitions {
+		require.Zero(t, p.ErrorCode)
+		if p.Replicas[0] == id {
+			offline++
+			require.Equal(t, []int32{id}, p.OfflineReplicas, "partition %d", p.Partition)
+		} else {
+			require.Empty(t, p.OfflineReplicas, "partition %d", p.Partition)
+		}
+	}
+	require.Positive(t, offline)
 }
