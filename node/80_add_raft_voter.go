@@ -16,10 +16,13 @@ import (
 // AddRaftVoter, versions 0-1 (KIP-853): make a node a voter of the
 // metadata quorum (kafka-metadata-quorum add-controller).
 //
-//   - Served on the active controller's CONTROLLER listener. Another
-//     controller answers NOT_LEADER_OR_FOLLOWER (the admin client finds the
-//     leader with DescribeQuorum and retries there), and a broker listener
-//     NOT_CONTROLLER, as Kafka answers.
+//   - Served by the active controller. Another controller's CONTROLLER
+//     listener answers NOT_LEADER_OR_FOLLOWER, as Kafka's raft client does
+//     (kafka-metadata-quorum --bootstrap-controller finds the leader with
+//     DescribeQuorum and retries there); a broker listener forwards the
+//     request to the active controller in an Envelope, as Kafka's brokers
+//     do (--bootstrap-server), answering NOT_CONTROLLER when it cannot
+//     (forward.go).
 //   - A ClusterId that is not the cluster's: INCONSISTENT_CLUSTER_ID. A
 //     negative voter id, or no listener named as controller.listener.names'
 //     first, or one without host and port: INVALID_REQUEST. A node already
@@ -95,13 +98,25 @@ func (b *Broker) newVoterAddr(req *kmsg.AddRaftVoterRequest) (string, error) {
 	return "", fmt.Errorf("the voter has no listener named %s (controller.listener.names), which the quorum reaches it on", name)
 }
 
+// forVoterChanges wraps the handler of a voter change: the active
+// controller runs it; another controller's CONTROLLER listener answers
+// NOT_LEADER_OR_FOLLOWER; a broker listener forwards it.
+func (b *Broker) forVoterChanges(handle func(*request)) func(*request) {
+	forward := b.forControllers(handle)
+	return func(r *request) {
+		if b.meta.activeTerm == 0 && r.forwarded == nil && r.c != nil && r.c.controller {
+			r.respond(errorResponse(r.body, kerr.NotLeaderForPartition))
+			return
+		}
+		forward(r)
+	}
+}
+
 // voterChangeRefused says why this node cannot take a voter change now, or
-// nil: it is not the active controller, or the cluster id is not its, or
-// another change is in flight.
+// nil: it is not the active controller (any more), or the cluster id is
+// not its, or another change is in flight.
 func (b *Broker) voterChangeRefused(r *request, clusterID *string) (*kerr.Error, string) {
 	switch {
-	case r.c == nil || !r.c.controller:
-		return kerr.NotController, "voter changes are served on the active controller's controller listener"
 	case b.meta.activeTerm == 0:
 		return kerr.NotLeaderForPartition, fmt.Sprintf("node %d is not the active controller; the quorum's leader is %d",
 			b.cfg.NodeID, nodeIDOfRaft(b.meta.leader))

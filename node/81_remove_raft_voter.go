@@ -11,8 +11,9 @@ import (
 // RemoveRaftVoter, version 0 (KIP-853): take a voter out of the metadata
 // quorum (kafka-metadata-quorum remove-controller).
 //
-//   - Served where AddRaftVoter is (80_add_raft_voter.go), with its answers
-//     for another node, another cluster id and a change in flight.
+//   - Served as AddRaftVoter is (80_add_raft_voter.go): by the active
+//     controller, forwarded there from a broker listener, with its answers
+//     for another controller, another cluster id and a change in flight.
 //   - A node that is not a voter: VOTER_NOT_FOUND. The last voter:
 //     INVALID_REQUEST, as Kafka answers (a quorum of none commits nothing).
 //   - The change is a raft membership change removing the voter, answered

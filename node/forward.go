@@ -51,6 +51,8 @@ var forwardedKeys = map[int16]bool{
 	37: true, // CreatePartitions
 	43: true, // ElectLeaders
 	44: true, // IncrementalAlterConfigs
+	80: true, // AddRaftVoter
+	81: true, // RemoveRaftVoter
 }
 
 // controllerRequestTimeout bounds a wait for the controller: the client's
@@ -241,6 +243,14 @@ func errorResponse(req kmsg.Request, code *kerr.Error) kmsg.Response {
 	case *kmsg.ElectLeadersRequest:
 		resp := req.ResponseKind().(*kmsg.ElectLeadersResponse)
 		resp.ErrorCode = code.Code
+		return resp
+	case *kmsg.AddRaftVoterRequest:
+		resp := req.ResponseKind().(*kmsg.AddRaftVoterResponse)
+		resp.ErrorCode, resp.ErrorMessage = code.Code, &msg
+		return resp
+	case *kmsg.RemoveRaftVoterRequest:
+		resp := req.ResponseKind().(*kmsg.RemoveRaftVoterResponse)
+		resp.ErrorCode, resp.ErrorMessage = code.Code, &msg
 		return resp
 	}
 	panic(fmt.Sprintf("node: no error response for %T", req))
