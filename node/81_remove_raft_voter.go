@@ -16,12 +16,15 @@ import (
 //     for another controller, another cluster id and a change in flight.
 //   - A node that is not a voter: VOTER_NOT_FOUND. The last voter:
 //     INVALID_REQUEST, as Kafka answers (a quorum of none commits nothing).
-//   - The change is a raft membership change removing the voter, answered
-//     once committed and applied here; every node's transport forgets the
-//     removed voter's address. The active controller may remove itself: it
-//     steps down once the change is applied (raft's StepDownOnRemoval) and
-//     the remaining voters elect a new controller; the answer is still
-//     sent. The request carries no timeout: a change that does not commit
+//   - The change is a raft membership change, answered once committed and
+//     applied here. A voter that is also a registered broker (a combined
+//     node) is demoted to a learner, so that its broker goes on following
+//     the metadata log, as a removed Kafka voter that still runs goes on
+//     as an observer; a controller-only node is removed, and every node's
+//     transport forgets its address. The active controller may remove
+//     itself: it steps down once the change is applied (raft's
+//     StepDownOnRemoval, which covers a demotion too) and the remaining
+//     voters elect a new controller; the answer is still sent. The request carries no timeout: a change that does not commit
 //     is answered when this node stops leading (NOT_LEADER_OR_FOLLOWER).
 //   - Where Sluice differs: the directory id is not checked (Kafka's voter
 //     key is the id and the directory id).
@@ -51,8 +54,14 @@ func (b *Broker) handleRemoveRaftVoter(r *request) {
 		answer(kerr.InvalidRequest, fmt.Sprintf("node %d is the only voter: a quorum needs one", req.VoterID))
 		return
 	}
+	// A broker goes on following the log as a learner (Kafka's removed
+	// voter, still running, is an observer); a controller-only node leaves.
+	typ := raftpb.ConfChangeType_ConfChangeRemoveNode
+	if _, broker := b.image.Brokers[req.VoterID]; broker {
+		typ = raftpb.ConfChangeType_ConfChangeAddLearnerNode
+	}
 	cc := &raftpb.ConfChangeV2{}
-	cc.Changes = append(cc.Changes, &raftpb.ConfChangeSingle{Type: raftpb.ConfChangeType_ConfChangeRemoveNode.Enum(), NodeId: &id})
+	cc.Changes = append(cc.Changes, &raftpb.ConfChangeSingle{Type: typ.Enum(), NodeId: &id})
 	op := b.beginVoterChange(0, answer)
 	op.propose(cc, op.done)
 }

@@ -102,8 +102,9 @@ func errorCodeOf(resp kmsg.Response) int16 {
 }
 
 // TestVotersAddedAndRemovedSurviveARestartOfEveryNode: a controller in no
-// static configuration joins with AddRaftVoter, a static voter leaves with
-// RemoveRaftVoter, the quorum commits throughout, and after every node
+// static configuration joins with AddRaftVoter (sent to a broker, which
+// forwards it), a static voter leaves with RemoveRaftVoter (and follows the
+// log as a learner), the quorum commits throughout, and after every node
 // restarts (snapshots taken after every entry, so the membership changes
 // are no longer in the log) the new voter is still reached: the quorum
 // commits without one of the remaining static voters.
@@ -149,8 +150,8 @@ func testVotersAddedAndRemoved(t *testing.T, seed uint64) {
 	require.Zero(t, c.createTopic(0, "with-four", 1))
 	require.True(t, c.world.RunUntil(func() bool { return c.brokers[n4].image.TopicByName("with-four") != nil }, time.Minute))
 
-	// Remove a static voter that is not the controller; then it is gone
-	// for good.
+	// Remove a static voter that is not the controller: a combined node,
+	// it goes on following the log as a learner.
 	ctl = c.controller()
 	victim := (ctl + 1) % 3
 	if victim == n4 {
@@ -162,8 +163,7 @@ func testVotersAddedAndRemoved(t *testing.T, seed uint64) {
 	want := map[int32]string{1: "n1:9093", 2: "n2:9093", 3: "n3:9093", 4: "n4:9093"}
 	delete(want, int32(victim+1))
 	require.Equal(t, want, c.quorumVoters())
-	c.world.Node(c.host(victim)).Kill()
-	c.brokers[victim], c.clients[victim] = nil, nil
+	require.Contains(t, c.brokers[c.controller()].meta.node.Status().Config.GetLearners(), raftIDOf(int32(victim+1)))
 	live := []int{}
 	for i := 0; i < 3; i++ {
 		if i != victim {
@@ -171,22 +171,25 @@ func testVotersAddedAndRemoved(t *testing.T, seed uint64) {
 		}
 	}
 	require.Zero(t, c.createTopic(live[0], "with-three", 1))
+	require.True(t, c.world.RunUntil(func() bool { return c.brokers[victim].image.TopicByName("with-three") != nil }, time.Minute),
+		"the demoted voter follows the log")
 	c.world.Run(2 * time.Second)
 	addIndex := c.brokers[c.controller()].meta.applied
-	for _, i := range append(live, n4) {
+	for _, i := range []int{0, 1, 2, n4} {
 		require.True(t, c.world.RunUntil(func() bool { return c.brokers[i].meta.node.Status().Snapshot >= addIndex }, time.Minute),
 			"node %d snapshots past the membership changes", i+1)
 	}
 
-	// Restart every remaining node.
-	for _, i := range append(live, n4) {
+	// Restart every node.
+	all := []int{0, 1, 2, n4}
+	for _, i := range all {
 		c.world.Node(c.host(i)).Kill()
 		c.brokers[i], c.clients[i] = nil, nil
 	}
-	for _, i := range append(live, n4) {
+	for _, i := range all {
 		c.world.Node(c.host(i)).Restart()
 	}
-	for _, i := range append(live, n4) {
+	for _, i := range all {
 		c.waitRunning(i)
 	}
 	require.Equal(t, want, c.quorumVoters())
@@ -196,6 +199,10 @@ func testVotersAddedAndRemoved(t *testing.T, seed uint64) {
 		require.Equal(t, "n4:9093", addr)
 	}
 	require.Zero(t, c.createTopic(live[0], "after-restart", 1))
+	require.True(t, c.world.RunUntil(func() bool { return c.brokers[victim].image.TopicByName("after-restart") != nil }, time.Minute),
+		"the demoted voter follows the log after its restart")
+	c.world.Node(c.host(victim)).Kill()
+	c.brokers[victim], c.clients[victim] = nil, nil
 
 	// Without one of the static voters left, the quorum of {static, n4}
 	// still commits: the added voter is reached and votes.
