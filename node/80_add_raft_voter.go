@@ -33,9 +33,12 @@ import (
 //     as Kafka's rule that only a caught-up observer may be added intends:
 //     first as a learner (unless it is one), which the leader catches up
 //     from the log or a snapshot without counting it in the quorum; once it
-//     has every entry committed when it was added, and was heard from
-//     within an election timeout, it is made a voter. A voter that cannot
-//     be reached is never added, so it cannot stall a quorum. Each change's
+//     has every entry committed when it was added, was heard from within
+//     an election timeout, and this node's transport has dialed it at the
+//     given address and been answered by that raft id, it is made a
+//     voter. A node that cannot be reached there (a broker-only learner
+//     has no CONTROLLER listener) is never made a voter, so it cannot
+//     stall a quorum. Each change's
 //     Context is the voter's CONTROLLER address host:port (and the other
 //     voters', for the new one), which every node's transport learns when
 //     it applies the change and which snapshots carry
@@ -205,8 +208,9 @@ func (b *Broker) addVoter(id uint64, ctx []byte, timeoutMs int32, answer func(*k
 	op.propose(change(raftpb.ConfChangeType_ConfChangeAddLearnerNode), catchUp)
 }
 
-// whenCaughtUp calls next once the learner id, heard from recently, has
-// every entry up to target, checking every quorum tick; it stops when op
+// whenCaughtUp calls next once the learner id, heard from recently and
+// answering as itself at its CONTROLLER address, has every entry up to
+// target, checking every quorum tick; it stops when op
 // is answered (timed out) and answers NOT_LEADER_OR_FOLLOWER when this
 // node stops leading.
 func (b *Broker) whenCaughtUp(op *voterOp, id, target uint64, next func()) {
@@ -219,7 +223,7 @@ func (b *Broker) whenCaughtUp(op *voterOp, id, target uint64, next func()) {
 		return
 	}
 	for _, pr := range st.Progress {
-		if pr.ID == id && pr.Match >= target && pr.RecentActive {
+		if pr.ID == id && pr.Match >= target && pr.RecentActive && b.meta.transport.Reached(id) {
 			next()
 			return
 		}
