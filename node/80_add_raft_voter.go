@@ -38,11 +38,10 @@ import (
 //     given address and been answered by that raft id, it is made a
 //     voter. A node that cannot be reached there (a broker-only learner
 //     has no CONTROLLER listener) is never made a voter, so it cannot
-//     stall a quorum. Each change's
-//     Context is the voter's CONTROLLER address host:port (and the other
-//     voters', for the new one), which every node's transport learns when
-//     it applies the change and which snapshots carry
-//     (metadata_voters.go).
+//     stall a quorum. Each change's Context is the voter's CONTROLLER
+//     address host:port (and the other voters', for the new one), which
+//     every node's transport learns when it applies the change and which
+//     snapshots carry (metadata_voters.go).
 //   - Answered once it is a voter here, whatever AckWhenCommitted (v1)
 //     says (Kafka may answer once the change is in its log); by
 //     REQUEST_TIMED_OUT when TimeoutMillis (30 s if not positive) passes

@@ -24,8 +24,9 @@ import (
 //     transport forgets its address. The active controller may remove
 //     itself: it steps down once the change is applied (raft's
 //     StepDownOnRemoval, which covers a demotion too) and the remaining
-//     voters elect a new controller; the answer is still sent. The request carries no timeout: a change that does not commit
-//     is answered when this node stops leading (NOT_LEADER_OR_FOLLOWER).
+//     voters elect a new controller; the answer is still sent. The
+//     request carries no timeout: a change that does not commit is
+//     answered when this node stops leading (NOT_LEADER_OR_FOLLOWER).
 //   - Where Sluice differs: the directory id is not checked (Kafka's voter
 //     key is the id and the directory id).
 func (b *Broker) handleRemoveRaftVoter(r *request) {
