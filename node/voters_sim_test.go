@@ -264,3 +264,30 @@ func TestRemoveRaftVoterRefusesTheLastVoter(t *testing.T) {
 	require.Equal(t, kerr.InvalidRequest.Code, errorCodeOf(c.doController(0, removeVoterRequest(c, 1))))
 	require.Equal(t, map[int32]string{1: "n1:9093"}, c.quorumVoters())
 }
+
+// TestAddRaftVoterAnswersNotLeaderWhenTheControllerLosesTheQuorum: cut off
+// from the other voters while the new voter catches up, the controller
+// steps down and says so; the next change goes to the new controller.
+func TestAddRaftVoterAnswersNotLeaderWhenTheControllerLosesTheQuorum(t *testing.T) {
+	c := newSimCluster(t, 33, 3, nil)
+	require.Zero(t, c.createTopic(0, "before", 1))
+	ctl := c.controller()
+	var resp kmsg.Response
+	req := addVoterRequest(c, 7, "n7")
+	req.TimeoutMillis = 120000
+	c.sendController(ctl, req, &resp)
+	c.world.Run(time.Second)
+	require.Nil(t, resp)
+	for i := 0; i < 3; i++ {
+		if i != ctl {
+			c.world.Net().Partition(c.host(ctl), c.host(i))
+			c.world.Net().Partition(c.host(i), c.host(ctl))
+		}
+	}
+	require.True(t, c.world.RunUntil(func() bool { return resp != nil }, time.Minute), "no answer")
+	require.Equal(t, kerr.NotLeaderForPartition.Code, errorCodeOf(resp))
+	c.world.Net().HealAll()
+	next := c.controller()
+	require.Equal(t, kerr.VoterNotFound.Code, errorCodeOf(c.doController(next, removeVoterRequest(c, 7))),
+		"the new controller takes the next change")
+}
