@@ -20,7 +20,11 @@ import (
 //     (broker-only nodes) Observers, in id order. Fetch timestamps are not
 //     tracked: -1. A voter being added by a joint configuration change is
 //     among the voters as soon as the leader tracks it.
-//   - v2 adds the voters' CONTROLLER endpoints in Nodes.
+//   - v2 adds the voters' CONTROLLER endpoints in Nodes: every voter of the
+//     configuration applied here, in id order, with its address from
+//     controller.quorum.voters or, for a voter added since (AddRaftVoter),
+//     from the membership change that added it (metadata_voters.go). A
+//     voter whose address this node does not know is left out.
 func (b *Broker) handleDescribeQuorum(r *request) {
 	req := r.body.(*kmsg.DescribeQuorumRequest)
 	resp := req.ResponseKind().(*kmsg.DescribeQuorumResponse)
@@ -33,14 +37,7 @@ func (b *Broker) handleDescribeQuorum(r *request) {
 		resp.Topics = append(resp.Topics, t)
 	}
 	if req.Version >= 2 {
-		for _, v := range b.cfg.Voters() {
-			n := kmsg.NewDescribeQuorumResponseNode()
-			n.NodeID = v.ID
-			l := kmsg.NewDescribeQuorumResponseNodeListener()
-			l.Name, l.Host, l.Port = b.cfg.ControllerListenerName(), v.Host, uint16(v.Port)
-			n.Listeners = append(n.Listeners, l)
-			resp.Nodes = append(resp.Nodes, n)
-		}
+		resp.Nodes = b.describeQuorumNodes()
 	}
 	r.respond(resp)
 }
@@ -73,4 +70,26 @@ func (b *Broker) describeQuorumPartition(topic string, partition int32) kmsg.Des
 		}
 	}
 	return p
+}
+
+// describeQuorumNodes lists the current voters' CONTROLLER endpoints.
+func (b *Broker) describeQuorumNodes() []kmsg.DescribeQuorumResponseNode {
+	var nodes []kmsg.DescribeQuorumResponseNode
+	for _, id := range currentVoters(b.meta.node.Status().Config) {
+		addr, ok := b.voterAddrOf(id)
+		if !ok {
+			continue
+		}
+		host, port, err := splitHostPort(addr)
+		if err != nil {
+			continue
+		}
+		n := kmsg.NewDescribeQuorumResponseNode()
+		n.NodeID = nodeIDOfRaft(id)
+		l := kmsg.NewDescribeQuorumResponseNodeListener()
+		l.Name, l.Host, l.Port = b.cfg.ControllerListenerName(), host, uint16(port)
+		n.Listeners = append(n.Listeners, l)
+		nodes = append(nodes, n)
+	}
+	return nodes
 }

@@ -52,6 +52,8 @@ var forwardedKeys = map[int16]bool{
 	37: true, // CreatePartitions
 	43: true, // ElectLeaders
 	44: true, // IncrementalAlterConfigs
+	80: true, // AddRaftVoter
+	81: true, // RemoveRaftVoter
 }
 
 // controllerRequestTimeout bounds a wait for the controller: the client's
@@ -258,15 +260,9 @@ func (b *Broker) controllerClient(done func(*wire.Client, error)) {
 	})
 }
 
-// voterAddr is a voter's CONTROLLER address.
-func (b *Broker) voterAddr(id int32) (string, bool) {
-	for _, v := range b.cfg.Voters() {
-		if v.ID == id {
-			return v.Addr(), true
-		}
-	}
-	return "", false
-}
+// voterAddr is a voter's CONTROLLER address: from controller.quorum.voters,
+// or learned from the quorum for a voter added since (AddRaftVoter).
+func (b *Broker) voterAddr(id int32) (string, bool) { return b.voterAddrOf(raftIDOf(id)) }
 
 // errorResponse answers every part of a forwarded kind of request with
 // code.
@@ -316,6 +312,14 @@ func errorResponse(req kmsg.Request, code *kerr.Error) kmsg.Response {
 	case *kmsg.ElectLeadersRequest:
 		resp := req.ResponseKind().(*kmsg.ElectLeadersResponse)
 		resp.ErrorCode = code.Code
+		return resp
+	case *kmsg.AddRaftVoterRequest:
+		resp := req.ResponseKind().(*kmsg.AddRaftVoterResponse)
+		resp.ErrorCode, resp.ErrorMessage = code.Code, &msg
+		return resp
+	case *kmsg.RemoveRaftVoterRequest:
+		resp := req.ResponseKind().(*kmsg.RemoveRaftVoterResponse)
+		resp.ErrorCode, resp.ErrorMessage = code.Code, &msg
 		return resp
 	}
 	panic(fmt.Sprintf("node: no error response for %T", req))

@@ -52,18 +52,21 @@ func (m metaState) Apply(e quorum.Applied) error {
 	return nil
 }
 
-// Snapshot is the image, for the quorum to write at the applied index.
-func (m metaState) Snapshot() ([]byte, error) { return m.b.image.EncodeSnapshot(), nil }
+// Snapshot is the image, and the voters' addresses learned from the
+// quorum (metadata_voters.go), for the quorum to write at the applied
+// index.
+func (m metaState) Snapshot() ([]byte, error) { return m.b.snapshotWithVoters(), nil }
 
 // Restore replaces the image by a snapshot's, then brings the partitions
 // this node serves in line with it.
 func (m metaState) Restore(index uint64, data []byte) error {
 	b := m.b
-	im, err := raftmeta.DecodeSnapshot(data)
+	im, addrs, err := decodeSnapshotWithVoters(data)
 	if err != nil {
 		return fmt.Errorf("node: metadata snapshot at %d: %w", index, err)
 	}
 	b.image = im
+	b.restoreVoterAddrs(addrs)
 	b.setApplied(index)
 	b.controllerApplied()
 	if b.state == stateRunning {
@@ -104,6 +107,14 @@ type metaPlane struct {
 	activeTerm uint64
 	// leaderWaiters are requests waiting for a controller to be known.
 	leaderWaiters waiters
+	// voterAddrs are the CONTROLLER addresses of voters learned from
+	// committed membership changes (AddRaftVoter) and snapshots, by raft
+	// id: where a voter named in no configuration listens
+	// (metadata_voters.go).
+	voterAddrs map[uint64]string
+	// voterChange is set while an AddRaftVoter or RemoveRaftVoter of this
+	// node's is in flight: one change at a time, as in Kafka.
+	voterChange bool
 	// journal is a single-node journal of an older Sluice, read at start
 	// and awaiting migration into the log (metadata_start.go).
 	journal *oldJournal
@@ -228,19 +239,25 @@ func decodeEntry(p []byte) ([]raftmeta.Record, error) {
 }
 
 // applyMembership follows a committed change of the quorum's members: the
-// transport learns the addresses of new voters.
+// transport learns the addresses of new voters (the change's Context, and
+// the other voters' an AddRaftVoter context carries), and so does
+// voterAddrs, which snapshots carry (metadata_voters.go).
 func (b *Broker) applyMembership(e quorum.Applied) {
 	for _, c := range e.ConfChange.Changes {
 		id := c.GetNodeId()
 		switch c.GetType() {
 		case raftpb.ConfChangeType_ConfChangeAddNode, raftpb.ConfChangeType_ConfChangeAddLearnerNode:
-			if addr := string(e.ConfChange.Context); addr != "" && id != b.meta.self {
-				b.meta.transport.SetPeer(id, addr)
+			addr, others := parseVoterContext(e.ConfChange.Context)
+			if addr != "" {
+				b.learnVoterAddr(id, addr)
+			}
+			for _, v := range others {
+				if oid := raftIDOf(v.ID); oid != id {
+					b.learnVoterAddr(oid, v.Addr())
+				}
 			}
 		case raftpb.ConfChangeType_ConfChangeRemoveNode:
-			if id != b.meta.self {
-				b.meta.transport.SetPeer(id, "")
-			}
+			b.forgetVoterAddr(id)
 		}
 	}
 }

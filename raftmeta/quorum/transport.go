@@ -253,6 +253,16 @@ func (t *Transport) SetPeer(id uint64, addr string) {
 	}
 }
 
+// Reached reports whether the transport holds a connection it dialed to
+// peer id at the address SetPeer gave, whose hello named id: the peer
+// listens there, as that raft id. Messages a peer sends on its own
+// connections prove nothing of the kind (a learner without a listener
+// dials the voters).
+func (t *Transport) Reached(id uint64) bool {
+	p := t.peers[id]
+	return p != nil && p.conn != nil && p.conn.helloDone
+}
+
 // Send sends msgs, the messages of one raft Ready, to their peers. It never
 // blocks and never calls the Receiver: reports follow on the loop.
 func (t *Transport) Send(msgs []*raftpb.Message) {

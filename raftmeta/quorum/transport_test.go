@@ -541,3 +541,26 @@ func TestSameSeedSameRun(t *testing.T) {
 	require.Equal(t, trace1, trace2)
 	require.Equal(t, steps1, steps2)
 }
+
+// TestReachedOnlyThroughAnAddressThatAnswersAsThePeer: a learner without a
+// listener, whose own connections carry its messages, is not reached; a
+// voter is once its hello came back, and no longer when its address is
+// removed.
+func TestReachedOnlyThroughAnAddressThatAnswersAsThePeer(t *testing.T) {
+	c := newCluster(t, 19, []bool{true, true, false})
+	n1, learner := c.node(1), c.node(3)
+	c.w.Run(time.Second)
+	c.do(n1, func() { n1.tr.SetPeer(3, "n3:9093") })
+	c.send(learner, msg(3, 1, raftpb.MsgAppResp, 1))
+	c.until(time.Second, func() bool { return len(n1.rec.from(3)) == 1 }, "the learner's message did not arrive")
+	c.w.Run(time.Second)
+	reached := func(id uint64) (ok bool) {
+		c.do(n1, func() { ok = n1.tr.Reached(id) })
+		return ok
+	}
+	require.True(t, reached(2))
+	require.False(t, reached(3), "the learner has no listener")
+	require.False(t, reached(4), "no such peer")
+	c.do(n1, func() { n1.tr.SetPeer(2, "") })
+	require.False(t, reached(2))
+}
