@@ -146,6 +146,8 @@ func forwardTimeout(req kmsg.Request) time.Duration {
 		ms = req.TimeoutMillis
 	case *kmsg.ElectLeadersRequest:
 		ms = req.TimeoutMillis
+	case *kmsg.AddRaftVoterRequest:
+		ms = req.TimeoutMillis
 	}
 	if ms <= 0 {
 		return controllerRequestTimeout
