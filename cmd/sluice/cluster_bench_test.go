@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -203,4 +204,198 @@ func rssMiB(b *testing.B, nd *clusterNode) float64 {
 		}
 	}
 	return 0
+}
+
+// envInt reads a positive integer from the environment, def if unset.
+func envInt(b *testing.B, key string, def int) int {
+	v := os.Getenv(key)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		b.Fatalf("%s=%q: want a positive number", key, v)
+	}
+	return n
+}
+
+// fdCount is how many file descriptors nd's process holds.
+func fdCount(nd *clusterNode) int {
+	fds, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", nd.cmd.Process.Pid))
+	return len(fds)
+}
+
+// BenchmarkClusterMetadataScale builds a metadata image of 100,000
+// partitions (SLUICE_BENCH_TOPICS topics, default 100, of
+// SLUICE_BENCH_TOPIC_PARTITIONS partitions, default 1,000) in a
+// three-node cluster, one topic per CreateTopics, while one node (not the
+// controller) is down, with metadata.log.max.record.bytes.between.snapshots
+// at 1 MiB so that snapshots are taken. It reports:
+//
+//   - records applied per second: the topics' records (one TopicRecord and
+//     one PartitionRecord per partition) over the time from the first
+//     CreateTopics to the last acknowledgement (each is committed by the
+//     quorum and applied on the controller before it is acknowledged);
+//   - the newest snapshot's size on disk (__cluster_metadata-0/*.checkpoint);
+//   - catch-up: the time from restarting the node that was down until its
+//     Metadata lists every partition;
+//   - restart: the time from restarting a node that had it all (kill -9,
+//     then start) until it serves and its Metadata lists every partition;
+//     it loads the snapshot, replays the log after it and opens its
+//     partitions;
+//   - RSS growth per partition on the controller (the image, the broker's
+//     own partition state and its open logs; the image alone is measured by
+//     raftmeta's TestImageMemoryPerPartition).
+//
+// Targets: at least 200,000 records/s, a restart that loads the snapshot
+// in under 1 s.
+//
+//	go test -run '^$' -bench ClusterMetadataScale -benchtime 1x ./cmd/sluice
+func BenchmarkClusterMetadataScale(b *testing.B) {
+	if testing.Short() {
+		b.Skip("starts real processes")
+	}
+	topics := envInt(b, "SLUICE_BENCH_TOPICS", 10)
+	perTopic := envInt(b, "SLUICE_BENCH_TOPIC_PARTITIONS", 1000)
+	partitions := topics * perTopic
+	// Every partition a broker leads holds about three descriptors open
+	// (segment, offset and time indexes); the three nodes share them.
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		b.Fatal(err)
+	}
+	if need := uint64(partitions/3*3*3/2 + 1000); need > lim.Max {
+		b.Fatalf("%d partitions over 3 nodes need about %d open files per node (3 a partition, with a margin for placement), "+
+			"above this machine's limit of %d: raise ulimit -Hn, or lower SLUICE_BENCH_TOPICS or SLUICE_BENCH_TOPIC_PARTITIONS",
+			partitions, need, lim.Max)
+	}
+	for range b.N {
+		c := newCluster(b, 3, "metadata.log.max.record.bytes.between.snapshots=1048576")
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+		ctl := c.activeController(ctx)
+		var down, other *clusterNode
+		for _, nd := range c.nodes {
+			switch {
+			case nd == ctl:
+			case down == nil:
+				down = nd
+			default:
+				other = nd
+			}
+		}
+		c.kill(down)
+		rssBefore := rssMiB(b, ctl)
+
+		want := map[string]int{}
+		start := time.Now()
+		for i := range topics {
+			name := fmt.Sprintf("scale-%03d", i)
+			if _, err := c.createUntilAcked(ctx, name, int32(perTopic)); err != nil {
+				b.Fatalf("create %s: %v", name, err)
+			}
+			want[name] = perTopic
+		}
+		createTime := time.Since(start)
+		records := topics * (1 + perTopic)
+		rssAfter := rssMiB(b, ctl)
+		fdsCtl := fdCount(ctl)
+
+		// Every running node has it all; then the snapshot.
+		for _, nd := range c.running() {
+			c.waitTopics(ctx, nd, want)
+		}
+
+		restart := time.Now()
+		c.start(down)
+		c.waitListening(down, 5*time.Minute)
+		catchUpListen := time.Since(restart)
+		c.waitTopics(ctx, down, want)
+		catchUp := time.Since(restart)
+
+		// The node restarted next must have a snapshot to load.
+		snapBytes, snapName := checkpointSize(b, other)
+		for deadline := time.Now().Add(time.Minute); snapBytes == 0; {
+			if time.Now().After(deadline) {
+				b.Fatalf("node %d took no snapshot", other.id)
+			}
+			time.Sleep(100 * time.Millisecond)
+			snapBytes, snapName = checkpointSize(b, other)
+		}
+		c.kill(other)
+		restart = time.Now()
+		c.start(other)
+		c.waitListening(other, 5*time.Minute)
+		restartListen := time.Since(restart)
+		c.waitTopics(ctx, other, want)
+		restartAll := time.Since(restart)
+		cancel()
+		// From the restarted node's own log: the snapshot is decoded into
+		// the image between these two lines.
+		recovered := logTime(b, other, "metadata quorum storage recovered")
+		opened := logTime(b, other, "newRaft ")
+		unfenced := logTime(b, other, "broker fencing changed")
+		serving := logTime(b, other, "broker started")
+		startLine := logTime(b, other, "=== start")
+
+		rate := float64(records) / createTime.Seconds()
+		perPartition := (rssAfter - rssBefore) * (1 << 20) / float64(partitions)
+		s := func(d time.Duration) float64 { return d.Seconds() }
+		w := os.Stdout
+		fmt.Fprintf(w, "\nBenchmarkClusterMetadataScale: %d topics of %d partitions (%d), one CreateTopics each, 3 combined nodes, node %d down meanwhile\n",
+			topics, perTopic, partitions, down.id)
+		fmt.Fprintf(w, "  %-52s %12.0f (target >= 200000)\n", "records applied per second (create to ack)", rate)
+		fmt.Fprintf(w, "  %-52s %12.2f\n", "seconds to create them all", s(createTime))
+		fmt.Fprintf(w, "  %-52s %12d %s of node %d\n", "newest snapshot, bytes", snapBytes, snapName, other.id)
+		fmt.Fprintf(w, "  %-52s %12.1f\n", "snapshot bytes per partition", float64(snapBytes)/float64(partitions))
+		fmt.Fprintf(w, "  %-52s %12.2f\n", "node that was down: s to listening", s(catchUpListen))
+		fmt.Fprintf(w, "  %-52s %12.2f\n", "node that was down: s to every partition listed", s(catchUp))
+		fmt.Fprintf(w, "  %-52s %12.2f (target < 1)\n", "restarted node (kill -9): s to listening", s(restartListen))
+		fmt.Fprintf(w, "  %-52s %12.2f\n", "restarted node: s to every partition listed", s(restartAll))
+		fmt.Fprintf(w, "  %-52s %12.3f (target < 1)\n", "  its log: snapshot decoded into the image, s", s(opened.Sub(recovered)))
+		fmt.Fprintf(w, "  %-52s %12.3f\n", "  its log: process start to metadata open, s", s(opened.Sub(startLine)))
+		fmt.Fprintf(w, "  %-52s %12.3f\n", "  its log: process start to unfenced, s", s(unfenced.Sub(startLine)))
+		fmt.Fprintf(w, "  %-52s %12.3f\n", "  its log: unfenced to serving (partitions opened), s", s(serving.Sub(unfenced)))
+		fmt.Fprintf(w, "  %-52s %12.0f (%.0f -> %.0f MiB)\n", "controller RSS growth, bytes per partition", perPartition, rssBefore, rssAfter)
+		fmt.Fprintf(w, "  %-52s %12d\n", "controller's open file descriptors", fdsCtl)
+		b.ReportMetric(rate, "records/s")
+		b.ReportMetric(float64(snapBytes), "snapshot-bytes")
+		b.ReportMetric(s(catchUp), "catchup-s")
+		b.ReportMetric(s(restartListen), "restart-listen-s")
+		b.ReportMetric(s(restartAll), "restart-all-s")
+		b.ReportMetric(perPartition, "rss-B/partition")
+		b.ReportMetric(s(opened.Sub(recovered)), "snapshot-load-s")
+	}
+}
+
+// logTime is the time of the first line containing what in the log of nd's
+// latest incarnation (the node's own clock; "=== start" is the test's line
+// before it started the process).
+func logTime(b *testing.B, nd *clusterNode, what string) time.Time {
+	data, err := os.ReadFile(nd.logPath)
+	if err != nil {
+		b.Fatal(err)
+	}
+	text := string(data)
+	text = text[strings.LastIndex(text, "=== start "):]
+	for _, line := range strings.Split(text, "\n") {
+		if !strings.Contains(line, what) {
+			continue
+		}
+		if v, ok := strings.CutPrefix(line, "=== start "); ok {
+			t, err := time.Parse(time.RFC3339Nano, v)
+			if err != nil {
+				b.Fatalf("node %d's log: %q: %v", nd.id, line, err)
+			}
+			return t
+		}
+		if v, ok := strings.CutPrefix(line, "time="); ok {
+			t, err := time.Parse(time.RFC3339Nano, strings.Fields(v)[0])
+			if err != nil {
+				b.Fatalf("node %d's log: %q: %v", nd.id, line, err)
+			}
+			return t
+		}
+	}
+	b.Fatalf("node %d's log has no line with %q since its last start", nd.id, what)
+	return time.Time{}
 }

@@ -76,6 +76,13 @@ func newCluster(tb testing.TB, n int, extra ...string) *testCluster {
 	c := &testCluster{tb: tb}
 	addrs := freeAddrs(tb, 2*n)
 	root := tb.TempDir()
+	if keep := os.Getenv("SLUICE_CLUSTER_DIR"); keep != "" {
+		// Kept after the run, to read the nodes' logs and directories.
+		var err error
+		root, err = os.MkdirTemp(keep, "cluster-")
+		require.NoError(tb, err)
+		tb.Logf("cluster in %s", root)
+	}
 	var voters []string
 	for i := range n {
 		nd := &clusterNode{id: int32(i + 1), addr: addrs[2*i], ctrlAddr: addrs[2*i+1]}
