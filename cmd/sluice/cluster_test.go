@@ -211,15 +211,6 @@ func (c *testCluster) running() []*clusterNode {
 	return out
 }
 
-func (c *testCluster) node(id int32) *clusterNode {
-	for _, nd := range c.nodes {
-		if nd.id == id {
-			return nd
-		}
-	}
-	return nil
-}
-
 func (c *testCluster) addrs() []string {
 	var out []string
 	for _, nd := range c.nodes {
