@@ -230,8 +230,8 @@ func rawRequest(ctx context.Context, addr string, req kmsg.Request) (kmsg.Respon
 	}
 	defer conn.Close()
 	deadline, ok := ctx.Deadline()
-	if !ok || time.Until(deadline) > 15*time.Second {
-		deadline = time.Now().Add(15 * time.Second)
+	if !ok || time.Until(deadline) > 60*time.Second {
+		deadline = time.Now().Add(60 * time.Second)
 	}
 	conn.SetDeadline(deadline)
 	const correlationID = 7
