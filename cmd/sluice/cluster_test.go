@@ -178,6 +178,19 @@ func (c *testCluster) kill(nd *clusterNode) {
 	<-nd.done
 }
 
+// stop sends nd SIGTERM and waits for it to exit, cleanly.
+func (c *testCluster) stop(nd *clusterNode) {
+	c.tb.Helper()
+	require.True(c.tb, nd.running(), "node %d is not running", nd.id)
+	require.NoError(c.tb, nd.cmd.Process.Signal(syscall.SIGTERM))
+	select {
+	case <-nd.done:
+		require.NoError(c.tb, nd.err, "node %d's exit after SIGTERM", nd.id)
+	case <-time.After(60 * time.Second):
+		c.tb.Fatalf("node %d did not exit within 60 s of SIGTERM", nd.id)
+	}
+}
+
 // waitListening waits until nd accepts connections on its PLAINTEXT
 // listener, which a broker opens only once the controller has unfenced it.
 func (c *testCluster) waitListening(nd *clusterNode, timeout time.Duration) {
