@@ -94,6 +94,10 @@ func (b *Broker) forward(r *request) {
 				return
 			}
 		}
+		if errors.Is(err, errBecameController) {
+			b.dispatch(r) // forControllers now serves it here
+			return
+		}
 		b.env.Log.Debug("forwarding to the controller failed", "request", r.header.String(), "err", err)
 		code := kerr.NotController
 		if errors.Is(err, errControllerTimeout) {
@@ -154,6 +158,10 @@ func forwardTimeout(req kmsg.Request) time.Duration {
 	}
 	return time.Duration(ms) * time.Millisecond
 }
+
+// errBecameController is a request for the controller that waited for one
+// while this node became it.
+var errBecameController = errors.New("node: this node became the active controller")
 
 // errControllerTimeout is a request to the controller that got no answer
 // within its timeout: REQUEST_TIMED_OUT for the client, which retries.
@@ -235,8 +243,17 @@ func (b *Broker) controllerClient(done func(*wire.Client, error)) {
 	}
 	if leader < 0 || leader == b.cfg.NodeID {
 		// No controller known, or this node leads but is not active yet:
-		// wait for the quorum to say more.
-		b.meta.leaderWaiters.add(func(error) { b.controllerClient(done) })
+		// wait for the quorum to say more. Should this node become the
+		// active controller meanwhile, the caller serves the request
+		// itself (errBecameController): waiting again for a leader other
+		// than itself held such a request until its timeout.
+		b.meta.leaderWaiters.add(func(error) {
+			if b.meta.activeTerm != 0 {
+				done(nil, errBecameController)
+				return
+			}
+			b.controllerClient(done)
+		})
 		return
 	}
 	if c := b.ctlConn; c != nil && b.ctlConnTo == leader {
