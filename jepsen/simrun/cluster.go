@@ -382,6 +382,8 @@ func (r *clusterRun) summarize() Summary {
 		}
 		quorum = append(quorum, vs...)
 	}
+	r.probes.addN("observe.raft_samples", len(r.raftSamples))
+	r.probes.addN("observe.applied_samples", len(r.appliedSamples))
 	if len(quorum) > 0 {
 		meta.Violations = append(meta.Violations, quorum...)
 		meta.Verdict = jepsen.Invalid

@@ -31,3 +31,46 @@ func TestClusterSimSweep(t *testing.T) {
 		}
 	}
 }
+
+func TestClusterDeterminism(t *testing.T) {
+	for _, seed := range []uint64{3, 7} {
+		a := Run(Config{Seed: seed, Nodes: 3, Duration: 5 * time.Second})
+		b := Run(Config{Seed: seed, Nodes: 3, Duration: 5 * time.Second})
+		require.Equal(t, a.Line(), b.Line(), "seed %d", seed)
+		require.Equal(t, a.MetaHistory, b.MetaHistory, "seed %d", seed)
+	}
+	// A cluster run is not the single broker's run of the seed.
+	require.NotEqual(t, Run(Config{Seed: 3, Nodes: 3, Duration: 5 * time.Second}).Trace, Run(Config{Seed: 3, Duration: 5 * time.Second}).Trace)
+}
+
+func TestClusterRefusesTwoNodes(t *testing.T) {
+	s := Run(Config{Seed: 1, Nodes: 2})
+	require.False(t, s.OK())
+	require.Contains(t, s.Details(), "at least 3 nodes")
+}
+
+// A broken cluster is caught by some seed: a node whose applied log
+// diverges (its image digest off at one index), and a describe that lost
+// its topic.
+func TestClusterSabotageIsCaught(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		sabotage Sabotage
+		want     string
+	}{
+		{"skipped record", SabotageImageDigest, "applied-diverged"},
+		{"lost topic", SabotageDescribeAbsent, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			caught := 0
+			for seed := uint64(1); seed <= 4; seed++ {
+				s := Run(Config{Seed: seed, Nodes: 3, Duration: 10 * time.Second, Sabotage: tc.sabotage})
+				if !s.OK() {
+					caught++
+					require.Contains(t, s.Details(), tc.want)
+				}
+			}
+			require.Positive(t, caught, "no seed caught the sabotage")
+		})
+	}
+}
