@@ -27,8 +27,9 @@ import (
 // CheckAppliedLogs over the samples, CheckConverged over the images of
 // every node once the liveness phase has brought them together.
 //
-// The data workload does not run on a cluster yet: its producers and
-// consumers speak to the single broker only.
+// The data workload runs too, simpler than a single broker's
+// (cluster_data.go): one-record produces and one-partition fetches, each
+// sent to the partition's leader, judged by jepsen.Check.
 
 // ClusterOptions is what a seed chooses for a cluster run.
 type ClusterOptions struct {
@@ -39,6 +40,9 @@ type ClusterOptions struct {
 	// node loses power at once, now and then).
 	Faults     []Fault
 	FaultEvery time.Duration
+	// The data workload: the topic's partitions, its producers and
+	// consumers (cluster_data.go).
+	Partitions, Producers, Consumers int
 }
 
 func (o ClusterOptions) String() string {
@@ -46,7 +50,8 @@ func (o ClusterOptions) String() string {
 	for i, f := range o.Faults {
 		names[i] = string(f)
 	}
-	return fmt.Sprintf("nodes=%d clients=%d faults=%s every=%s", o.Nodes, o.Clients, strings.Join(names, ","), o.FaultEvery)
+	return fmt.Sprintf("nodes=%d clients=%d partitions=%d producers=%d consumers=%d faults=%s every=%s",
+		o.Nodes, o.Clients, o.Partitions, o.Producers, o.Consumers, strings.Join(names, ","), o.FaultEvery)
 }
 
 // clusterFaults are the faults a cluster run may mix; FaultPowerLoss only
@@ -66,6 +71,7 @@ func ChooseClusterOptions(seed uint64, nodes int) ClusterOptions {
 		o.Faults = append(o.Faults, FaultPowerLoss)
 	}
 	o.FaultEvery = time.Duration(300+r.Intn(2000)) * time.Millisecond
+	o.Partitions, o.Producers, o.Consumers = 1+r.Intn(4), 1+r.Intn(2), 1+r.Intn(2)
 	return o
 }
 
@@ -75,8 +81,13 @@ type clusterRun struct {
 	opts    ClusterOptions
 	w       *sim.World
 	mh      *jepsen.MetaHistory
+	h       *jepsen.History
 	nodes   []*clusterNode
 	clients []*metaClient
+	data    []*dataClient
+	// partitions and topicID are the data topic's.
+	partitions int
+	topicID    [16]byte
 	nemesis *clusterNemesis
 
 	raftSamples    []jepsen.RaftSample
@@ -130,7 +141,8 @@ func runCluster(cfg Config) Summary {
 	if cfg.CheckTimeout <= 0 {
 		cfg.CheckTimeout = DefaultCheckTimeout
 	}
-	r := &clusterRun{cfg: cfg, opts: ChooseClusterOptions(cfg.Seed, cfg.Nodes), w: sim.New(cfg.Seed), mh: jepsen.NewMetaHistory()}
+	r := &clusterRun{cfg: cfg, opts: ChooseClusterOptions(cfg.Seed, cfg.Nodes), w: sim.New(cfg.Seed), mh: jepsen.NewMetaHistory(), h: jepsen.NewHistory()}
+	r.partitions = r.opts.Partitions
 	if cfg.Nodes < 3 {
 		r.fail("a cluster run needs at least 3 nodes, not %d", cfg.Nodes)
 		return r.summarize()
@@ -150,6 +162,10 @@ func (r *clusterRun) execute() {
 	}()
 	r.setup()
 	r.observe()
+	if !r.makeTopic() {
+		return
+	}
+	r.addClients()
 	r.nemesis.start()
 	r.w.Run(r.cfg.Duration)
 	r.liveness()
@@ -181,10 +197,25 @@ func (r *clusterRun) setup() {
 		n.node = w.AddNode(n.name, func(e env.Env) { r.bootNode(n, e) })
 		n.node.Disk().SetSabotage(r.cfg.DiskSabotage)
 	}
+}
+
+// addClients adds the client nodes, which start at once.
+func (r *clusterRun) addClients() {
+	w := r.w
 	for i := range r.opts.Clients {
 		c := newMetaClient(r, i)
 		r.clients = append(r.clients, c)
 		c.node = w.AddNode(c.name, c.boot)
+	}
+	for i := range r.opts.Producers {
+		d := r.newDataClient(1+i, fmt.Sprintf("p%d", 1+i), true)
+		r.data = append(r.data, d)
+		d.node = w.AddNode(d.name, d.boot)
+	}
+	for i := range r.opts.Consumers {
+		d := r.newDataClient(101+i, fmt.Sprintf("c%d", 1+i), false)
+		r.data = append(r.data, d)
+		d.node = w.AddNode(d.name, d.boot)
 	}
 }
 
@@ -270,6 +301,9 @@ func (r *clusterRun) liveness() {
 	for _, c := range r.clients {
 		c.node.Post(c.startLiveness)
 	}
+	for _, d := range r.data {
+		d.node.Post(d.startLiveness)
+	}
 	if !w.RunUntil(r.clientsDone, livenessLimit) {
 		r.fail("liveness: metadata operations still pending %s after healing: %s", livenessLimit, r.describeBusy())
 		return
@@ -284,6 +318,7 @@ func (r *clusterRun) liveness() {
 		r.finals = append(r.finals, f)
 		r.mh.FinalImage(finalClient, f)
 	}
+	r.finalReads()
 }
 
 // finalClient is the client id of the final describes.
@@ -316,6 +351,11 @@ func (r *clusterRun) clientsDone() bool {
 			return false
 		}
 	}
+	for _, d := range r.data {
+		if !d.done() {
+			return false
+		}
+	}
 	return true
 }
 
@@ -344,6 +384,11 @@ func (r *clusterRun) describeBusy() string {
 	for _, c := range r.clients {
 		if !c.done() {
 			parts = append(parts, c.name+" busy")
+		}
+	}
+	for _, d := range r.data {
+		if !d.done() {
+			parts = append(parts, fmt.Sprintf("%s busy (in flight %v, partitions to produce to %v)", d.name, d.flying, d.pending))
 		}
 	}
 	for _, n := range r.nodes {
@@ -393,8 +438,14 @@ func (r *clusterRun) summarize() Summary {
 		r.probes.addN("disk.eio", st.InjectedIO)
 		r.probes.addN("disk.sync_failed", st.SyncsFailed)
 	}
+	check := jepsen.Check(r.h, jepsen.Config{Timeout: r.cfg.CheckTimeout})
 	ops := 0
 	for _, e := range r.mh.Events() {
+		if e.Kind == jepsen.KindInvoke {
+			ops++
+		}
+	}
+	for _, e := range r.h.Events() {
 		if e.Kind == jepsen.KindInvoke {
 			ops++
 		}
@@ -402,10 +453,10 @@ func (r *clusterRun) summarize() Summary {
 	s := Summary{
 		Seed: r.cfg.Seed, Duration: r.cfg.Duration, Nodes: r.cfg.Nodes, Cluster: r.opts,
 		Time: w.Now(), Events: w.Events(), Ops: ops,
-		Check: jepsen.Result{Verdict: jepsen.Valid}, Meta: meta, Failures: r.failures, Probes: r.probes.sorted(),
-		MetaHistory: r.mh.Events(),
+		Check: check, Meta: meta, Failures: r.failures, Probes: r.probes.sorted(),
+		History: r.h.Events(), MetaHistory: r.mh.Events(),
 	}
-	w.Scheduler().Fold("check.verdict", hashString(s.Result()+string(meta.Verdict)))
+	w.Scheduler().Fold("check.verdict", hashString(s.Result()+string(meta.Verdict)+string(check.Verdict)))
 	w.Scheduler().Fold("check.ops", uint64(ops))
 	s.Trace = w.Trace()
 	return s
