@@ -88,7 +88,7 @@ type clusterRun struct {
 	// partitions and topicID are the data topic's.
 	partitions int
 	topicID    [16]byte
-	nemesis *clusterNemesis
+	nemesis    *clusterNemesis
 
 	raftSamples    []jepsen.RaftSample
 	appliedSamples []jepsen.AppliedSample
