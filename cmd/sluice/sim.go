@@ -45,6 +45,7 @@ func newSimRunCommand() *cobra.Command {
 		out      string
 		logNodes bool
 		nodes    int
+		metaOnly bool
 	)
 	cmd := &cobra.Command{
 		Use:   "run --seed N [--nodes N] [--duration D] [--out DIR]",
@@ -60,7 +61,7 @@ func newSimRunCommand() *cobra.Command {
 			if err := checkWritable(out); err != nil {
 				return err
 			}
-			cfg := simrun.Config{Seed: seed, Duration: duration, Nodes: nodes}
+			cfg := simrun.Config{Seed: seed, Duration: duration, Nodes: nodes, MetaOnly: metaOnly}
 			if logNodes {
 				cfg.Log, cfg.LogLevel = cmd.ErrOrStderr(), slog.LevelDebug
 			}
@@ -82,6 +83,7 @@ func newSimRunCommand() *cobra.Command {
 	cmd.Flags().DurationVar(&duration, "duration", simrun.DefaultDuration, "virtual time of the safety phase (the liveness phase follows)")
 	cmd.Flags().StringVar(&out, "out", "", "write the history, porcupine's visualization and the summary to this directory")
 	cmd.Flags().IntVar(&nodes, "nodes", 1, "1 runs one broker with the data workload; 3 or more a KRaft cluster with the metadata workload")
+	cmd.Flags().BoolVar(&metaOnly, "meta-only", false, "with --nodes 3 or more: the metadata clients alone, no producers or consumers")
 	cmd.Flags().BoolVar(&logNodes, "log", false, "write every node's logs and the faults injected, in virtual time, to stderr")
 	_ = cmd.MarkFlagRequired("seed")
 	return cmd
@@ -94,6 +96,7 @@ func newSimSweepCommand() *cobra.Command {
 		out      string
 		verbose  bool
 		nodes    int
+		metaOnly bool
 	)
 	cmd := &cobra.Command{
 		Use:   "sweep --seeds A-B [--nodes N] [--duration D] [--out DIR]",
@@ -113,13 +116,14 @@ func newSimSweepCommand() *cobra.Command {
 			if err := checkWritable(out); err != nil {
 				return err
 			}
-			return sweep(cmd.OutOrStdout(), first, last, nodes, duration, out, verbose)
+			return sweep(cmd.OutOrStdout(), simrun.Config{Nodes: nodes, Duration: duration, MetaOnly: metaOnly}, first, last, out, verbose)
 		},
 	}
 	cmd.Flags().StringVar(&seeds, "seeds", "", "the seeds to run, A-B inclusive (or one seed)")
 	cmd.Flags().DurationVar(&duration, "duration", simrun.DefaultDuration, "virtual time of each run's safety phase")
 	cmd.Flags().StringVar(&out, "out", "", "write each failed seed's artifacts to DIR/seed-N")
 	cmd.Flags().IntVar(&nodes, "nodes", 1, "the node count of every run (see sim run --nodes)")
+	cmd.Flags().BoolVar(&metaOnly, "meta-only", false, "with --nodes 3 or more: the metadata clients alone")
 	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "print every seed's summary line, not only the failures'")
 	_ = cmd.MarkFlagRequired("seeds")
 	return cmd
@@ -127,11 +131,14 @@ func newSimSweepCommand() *cobra.Command {
 
 // sweep runs the seeds one at a time: each run swaps crypto/rand's reader,
 // so two worlds never run at once in a process.
-func sweep(w io.Writer, first, last uint64, nodes int, duration time.Duration, out string, verbose bool) error {
+func sweep(w io.Writer, base simrun.Config, first, last uint64, out string, verbose bool) error {
+	nodes, duration := base.Nodes, base.Duration
 	passed, failed := 0, 0
 	fired := make(map[string]int) // probe -> seeds it fired in
 	for seed := first; ; seed++ {
-		s := simrun.Run(simrun.Config{Seed: seed, Duration: duration, Nodes: nodes})
+		cfg := base
+		cfg.Seed = seed
+		s := simrun.Run(cfg)
 		for _, c := range s.Probes {
 			fired[c.Name]++
 		}
@@ -144,7 +151,11 @@ func sweep(w io.Writer, first, last uint64, nodes int, duration time.Duration, o
 			failed++
 			fmt.Fprintln(w, s.Line())
 			if nodes > 1 {
-				fmt.Fprintf(w, "  replay: sluice sim run --nodes %d --seed %d --duration %s\n", nodes, seed, duration)
+				flag := ""
+				if base.MetaOnly {
+					flag = " --meta-only"
+				}
+				fmt.Fprintf(w, "  replay: sluice sim run%s --nodes %d --seed %d --duration %s\n", flag, nodes, seed, duration)
 			} else {
 				fmt.Fprintf(w, "  replay: sluice sim run --seed %d --duration %s\n", seed, duration)
 			}

@@ -111,7 +111,7 @@ var clusterLine = regexp.MustCompile(`^seed=(\d+) time=\S+ events=\d+ ops=\d+ re
 func TestSimRunClusterDeterminism(t *testing.T) {
 	var lines []string
 	for range 2 {
-		out, _, err := runSluice("sim", "run", "--nodes", "3", "--seed", "5", "--duration", "3s")
+		out, _, err := runSluice("sim", "run", "--nodes", "3", "--meta-only", "--seed", "5", "--duration", "3s")
 		require.NoError(t, err)
 		line := strings.TrimSuffix(out, "\n")
 		require.Regexp(t, clusterLine, line)
@@ -122,7 +122,7 @@ func TestSimRunClusterDeterminism(t *testing.T) {
 
 func TestSimClusterWritesMetaArtifacts(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "out")
-	_, _, err := runSluice("sim", "run", "--nodes", "3", "--seed", "5", "--duration", "2s", "--out", dir)
+	_, _, err := runSluice("sim", "run", "--nodes", "3", "--meta-only", "--seed", "5", "--duration", "2s", "--out", dir)
 	require.NoError(t, err)
 	for _, name := range []string{"meta-history.jsonl", "summary.txt"} {
 		info, err := os.Stat(filepath.Join(dir, name))
@@ -132,7 +132,7 @@ func TestSimClusterWritesMetaArtifacts(t *testing.T) {
 }
 
 func TestSimSweepCluster(t *testing.T) {
-	out, _, err := runSluice("sim", "sweep", "--nodes", "3", "--seeds", "1-2", "--duration", "2s")
+	out, _, err := runSluice("sim", "sweep", "--nodes", "3", "--meta-only", "--seeds", "1-2", "--duration", "2s")
 	require.NoError(t, err, out)
 	require.Contains(t, out, "2 passed, 0 failed")
 	require.Contains(t, out, "observe.applied_samples=2")

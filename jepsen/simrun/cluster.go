@@ -142,6 +142,9 @@ func runCluster(cfg Config) Summary {
 		cfg.CheckTimeout = DefaultCheckTimeout
 	}
 	r := &clusterRun{cfg: cfg, opts: ChooseClusterOptions(cfg.Seed, cfg.Nodes), w: sim.New(cfg.Seed), mh: jepsen.NewMetaHistory(), h: jepsen.NewHistory()}
+	if cfg.noFaults {
+		r.opts.Faults = nil
+	}
 	r.partitions = r.opts.Partitions
 	if cfg.Nodes < 3 {
 		r.fail("a cluster run needs at least 3 nodes, not %d", cfg.Nodes)
@@ -162,7 +165,9 @@ func (r *clusterRun) execute() {
 	}()
 	r.setup()
 	r.observe()
-	if !r.makeTopic() {
+	if r.cfg.MetaOnly {
+		r.opts.Partitions, r.opts.Producers, r.opts.Consumers = 0, 0, 0
+	} else if !r.makeTopic() {
 		return
 	}
 	r.addClients()
@@ -299,10 +304,10 @@ func (r *clusterRun) liveness() {
 	r.logf("safety phase over: healing")
 	r.heal()
 	for _, c := range r.clients {
-		c.node.Post(c.startLiveness)
+		c.startLiveness()
 	}
 	for _, d := range r.data {
-		d.node.Post(d.startLiveness)
+		d.startLiveness()
 	}
 	if !w.RunUntil(r.clientsDone, livenessLimit) {
 		r.fail("liveness: metadata operations still pending %s after healing: %s", livenessLimit, r.describeBusy())
@@ -318,7 +323,9 @@ func (r *clusterRun) liveness() {
 		r.finals = append(r.finals, f)
 		r.mh.FinalImage(finalClient, f)
 	}
-	r.finalReads()
+	if !r.cfg.MetaOnly {
+		r.finalReads()
+	}
 }
 
 // finalClient is the client id of the final describes.

@@ -45,6 +45,7 @@ type metaClient struct {
 	// live is set in the liveness phase: the client makes one create of
 	// a name of its own, which must succeed, and stops.
 	live, liveDone bool
+	liveOp         *metaOp
 	// unknown says an attempt of cur ended with its outcome unknown.
 	unknown bool
 }
@@ -99,19 +100,27 @@ func (c *metaClient) later(d time.Duration) {
 	})
 }
 
-// startLiveness begins the liveness create (on the client's loop).
+// startLiveness begins the liveness phase: called from outside the
+// simulated world, so that the run sees the client busy at once; the
+// first attempt is posted to the client's loop.
 func (c *metaClient) startLiveness() {
 	c.live = true
-	c.cur, c.attempts, c.unknown = &metaOp{typ: jepsen.MetaCreate, topic: fmt.Sprintf("live-%d", c.id+1), partitions: 2}, 0, false
-	if !c.flying {
-		c.next()
-	}
+	c.liveOp = &metaOp{typ: jepsen.MetaCreate, topic: fmt.Sprintf("live-%d", c.id+1), partitions: 2}
+	inc := c.inc
+	c.node.Post(func() {
+		if c.node.Incarnation() == inc && !c.flying {
+			c.next()
+		}
+	})
 }
 
 // next starts the next attempt: of the current operation, or of a new one.
 func (c *metaClient) next() {
 	if c.flying || c.liveDone {
 		return
+	}
+	if c.live && c.cur != c.liveOp {
+		c.cur, c.attempts, c.unknown = c.liveOp, 0, false
 	}
 	if c.cur == nil {
 		if c.r.stopping {
@@ -201,6 +210,11 @@ func (c *metaClient) answered(op *metaOp, id jepsen.OpID, resp kmsg.Response, er
 	case outcome == jepsen.Unknown:
 		c.unknown = true
 		retry = true
+	}
+	if c.live && op != c.liveOp {
+		// An attempt of the safety phase ended: the liveness create next.
+		c.later(10 * time.Millisecond)
+		return
 	}
 	if c.live {
 		switch {

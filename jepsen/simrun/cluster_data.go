@@ -91,13 +91,18 @@ func (d *dataClient) backoff() {
 	d.later(backoffMin + time.Duration(d.rand.Uint64n(uint64(backoffMax-backoffMin))))
 }
 
+// startLiveness begins the liveness phase: called from outside the
+// simulated world, so that the run sees the producer busy at once.
 func (d *dataClient) startLiveness() {
 	d.live = true
 	if d.producer {
 		d.pending = allPartitions(d.r.partitions)
-		if !d.flying {
-			d.step()
-		}
+		inc := d.inc
+		d.node.Post(func() {
+			if d.node.Incarnation() == inc && !d.flying {
+				d.step()
+			}
+		})
 	}
 }
 
@@ -124,6 +129,7 @@ func (d *dataClient) step() {
 // refresh asks a random node for the topic's leaders, then steps again.
 func (d *dataClient) refresh() {
 	d.r.probes.add("data.metadata_refresh")
+	d.r.logf("%s refreshes the metadata", d.name)
 	req := kmsg.NewPtrMetadataRequest()
 	req.Version = 12
 	t := kmsg.NewMetadataRequestTopic()
@@ -138,6 +144,9 @@ func (d *dataClient) refresh() {
 			return
 		}
 		d.flying = false
+		if err != nil {
+			d.r.logf("%s: metadata refresh: %v", d.name, err)
+		}
 		if err == nil {
 			for _, t := range resp.(*kmsg.MetadataResponse).Topics {
 				if t.Topic == nil || *t.Topic != clusterTopic || t.ErrorCode != 0 {
@@ -145,6 +154,7 @@ func (d *dataClient) refresh() {
 				}
 				for _, p := range t.Partitions {
 					if int(p.Partition) < len(d.leaders) && p.Partition >= 0 {
+						d.r.logf("%s: metadata says %s-%d is led by %d (error %d)", d.name, clusterTopic, p.Partition, p.Leader, p.ErrorCode)
 						d.leaders[p.Partition] = p.Leader
 					}
 				}
@@ -179,6 +189,9 @@ func (d *dataClient) produce(p, leader int32) {
 			return
 		}
 		d.flying = false
+		if err != nil {
+			r.logf("%s produce %s to n%d: %v", d.name, tp, leader, err)
+		}
 		if err == nil {
 			pr := resp.(*kmsg.ProduceResponse)
 			code, base, ok := producePartitionResult(pr, tp)
@@ -186,8 +199,9 @@ func (d *dataClient) produce(p, leader int32) {
 			case !ok:
 				err = errors.New("produce response does not carry the partition")
 			case code == 0:
+				r.logf("%s produce %s to n%d: offset %d", d.name, tp, leader, base)
 				r.h.ProduceOk(id, base)
-				if d.live {
+				if d.live && len(d.pending) > 0 && d.pending[0] == p {
 					d.pending = d.pending[1:]
 				}
 				d.tries = 0
@@ -249,6 +263,7 @@ func (d *dataClient) fetch(p, leader int32) {
 		fp, err := fetchResult(resp, err, topic, tp, from)
 		switch {
 		case err == nil:
+			r.logf("%s fetch %s from n%d at %d: %d records, high watermark %d", d.name, tp, leader, from, len(fp.records), fp.marks.HighWatermark)
 			r.h.FetchOkWatermarks(id, fp.records, fp.marks)
 			if n := len(fp.records); n > 0 {
 				d.pos[p] = fp.records[n-1].Offset + 1

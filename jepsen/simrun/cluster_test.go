@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicemq/sluice/jepsen"
 	"github.com/stretchr/testify/require"
 )
 
@@ -20,15 +21,50 @@ func clusterSeeds(t *testing.T) uint64 {
 	return 12
 }
 
+// The metadata workload on 3 and 5 nodes, a dozen seeds each (make test),
+// or SLUICE_SEEDS (make sim).
 func TestClusterSimSweep(t *testing.T) {
 	for _, nodes := range []int{3, 5} {
 		for seed := uint64(1); seed <= clusterSeeds(t); seed++ {
-			s := Run(Config{Seed: seed, Nodes: nodes, Duration: 10 * time.Second})
+			s := Run(Config{Seed: seed, Nodes: nodes, Duration: 10 * time.Second, MetaOnly: true})
 			t.Log(s.Line())
 			if !s.OK() {
-				t.Errorf("nodes=%d seed=%d: %s\n%s\nreplay: sluice sim run --nodes %d --seed %d --duration 10s", nodes, seed, s.Line(), s.Details(), nodes, seed)
+				t.Errorf("nodes=%d seed=%d: %s\n%s\nreplay: sluice sim run --meta-only --nodes %d --seed %d --duration 10s", nodes, seed, s.Line(), s.Details(), nodes, seed)
 			}
 		}
+	}
+}
+
+// The data workload too, on 3 nodes: only in make sim (SLUICE_SEEDS set),
+// while node/ has the bugs it finds (a partition reopened after a restart
+// serves high watermark 0 until the next produce; a broker fenced while it
+// stayed up is never unfenced): see the branch's report.
+func TestClusterDataSimSweep(t *testing.T) {
+	if os.Getenv("SLUICE_SEEDS") == "" {
+		t.Skip("finds known node/ bugs; run by make sim")
+	}
+	for seed := uint64(1); seed <= clusterSeeds(t); seed++ {
+		s := Run(Config{Seed: seed, Nodes: 3, Duration: 10 * time.Second})
+		if !s.OK() {
+			t.Errorf("seed=%d: %s\n%s\nreplay: sluice sim run --nodes 3 --seed %d --duration 10s", seed, s.Line(), s.Details(), seed)
+		}
+	}
+}
+
+// With no faults, the data workload on a cluster passes: producers find
+// the leaders, consumers read, the final reads see every acknowledged
+// write.
+func TestClusterDataWithoutFaults(t *testing.T) {
+	for seed := uint64(1); seed <= 3; seed++ {
+		s := Run(Config{Seed: seed, Nodes: 3, Duration: 5 * time.Second, noFaults: true})
+		require.True(t, s.OK(), "%s\n%s", s.Line(), s.Details())
+		produced := 0
+		for _, e := range s.History {
+			if e.Kind == jepsen.KindOk && e.Type == jepsen.TypeProduce {
+				produced++
+			}
+		}
+		require.Greater(t, produced, 20, s.Line())
 	}
 }
 
@@ -64,7 +100,7 @@ func TestClusterSabotageIsCaught(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			caught := 0
 			for seed := uint64(1); seed <= 4; seed++ {
-				s := Run(Config{Seed: seed, Nodes: 3, Duration: 10 * time.Second, Sabotage: tc.sabotage})
+				s := Run(Config{Seed: seed, Nodes: 3, Duration: 10 * time.Second, Sabotage: tc.sabotage, MetaOnly: true})
 				if !s.OK() {
 					caught++
 					require.Contains(t, s.Details(), tc.want)

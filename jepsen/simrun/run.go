@@ -76,6 +76,11 @@ type Config struct {
 	// workload; 3 or more a KRaft cluster of combined nodes with the
 	// metadata workload (cluster.go).
 	Nodes int
+	// MetaOnly (cluster runs) leaves the data workload out: the metadata
+	// clients alone.
+	MetaOnly bool
+	// noFaults (cluster runs) injects nothing, for tests.
+	noFaults bool
 	// Duration is the safety phase, in virtual time; zero means
 	// DefaultDuration. The liveness phase follows it.
 	Duration time.Duration
@@ -167,8 +172,7 @@ func (s Summary) Details() string {
 		fmt.Fprintf(&b, "failure: %s\n", f)
 	}
 	if s.Nodes > 1 {
-		b.WriteString(s.Meta.String())
-		return b.String()
+		b.WriteString("metadata: " + s.Meta.String() + "\ndata: ")
 	}
 	b.WriteString(s.Check.String())
 	return b.String()
