@@ -310,7 +310,7 @@ func (r *clusterRun) liveness() {
 		d.startLiveness()
 	}
 	if !w.RunUntil(r.clientsDone, livenessLimit) {
-		r.fail("liveness: metadata operations still pending %s after healing: %s", livenessLimit, r.describeBusy())
+		r.fail("liveness: operations still pending %s after healing: %s", livenessLimit, r.describeBusy())
 		return
 	}
 	if !w.RunUntil(r.converged, livenessLimit) {
