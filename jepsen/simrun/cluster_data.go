@@ -350,10 +350,18 @@ func (r *clusterRun) finalReads() {
 	topic := &topicInfo{id: r.topicID, partitions: r.partitions}
 	for p := range r.partitions {
 		tp := jepsen.TopicPartition{Topic: clusterTopic, Partition: int32(p)}
-		t := r.nodes[0].broker().MetadataImage().TopicByName(clusterTopic)
-		leader := t.Partitions[p].Leader
-		if leader < 1 {
-			r.fail("final read: %s has no leader after convergence", tp)
+		var leader int32 = -1
+		led := func() bool {
+			b := r.nodes[0].broker()
+			if b == nil {
+				return false
+			}
+			t := b.MetadataImage().TopicByName(clusterTopic)
+			leader = t.Partitions[p].Leader
+			return leader >= 1
+		}
+		if !r.w.RunUntil(led, livenessLimit) {
+			r.fail("liveness: %s has no leader %s after convergence", tp, livenessLimit)
 			return
 		}
 		id := r.h.InvokeFinalRead(finalClient, tp, 0)
