@@ -110,3 +110,11 @@ func TestClusterSabotageIsCaught(t *testing.T) {
 		})
 	}
 }
+
+// Nodes 1 is the single broker's run, the very same as Nodes 0.
+func TestOneNodeIsTheSingleBrokerRun(t *testing.T) {
+	a := Run(Config{Seed: 11, Duration: 2 * time.Second})
+	b := Run(Config{Seed: 11, Nodes: 1, Duration: 2 * time.Second})
+	require.Equal(t, a.Line(), b.Line())
+	require.Zero(t, b.Nodes)
+}
