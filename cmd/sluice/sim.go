@@ -28,7 +28,10 @@ func newSimCommand() *cobra.Command {
 		Long: `sim runs a single-node broker with deterministic Kafka clients in one simulated
 world: a safety phase with the faults the seed chose, then a liveness phase
 without faults that must converge, then a check of the clients' history
-(porcupine and Kafka's invariants). The same seed always gives the same run,
+(porcupine and Kafka's invariants). With --nodes N (3 or more) it runs a
+KRaft cluster of N combined nodes instead, with metadata clients creating,
+deleting and describing topics, and checks the metadata history and the
+quorum (one leader per term, applied logs that agree, converged images). The same seed always gives the same run,
 byte for byte: the trace hash printed shows it.`,
 	}
 	sim.AddCommand(newSimRunCommand(), newSimSweepCommand())
@@ -41,19 +44,24 @@ func newSimRunCommand() *cobra.Command {
 		duration time.Duration
 		out      string
 		logNodes bool
+		nodes    int
+		metaOnly bool
 	)
 	cmd := &cobra.Command{
-		Use:   "run --seed N [--duration D] [--out DIR]",
+		Use:   "run --seed N [--nodes N] [--duration D] [--out DIR]",
 		Short: "Run one seed and print its summary line; exit 1 on a violation",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := checkDuration(duration); err != nil {
 				return err
 			}
+			if err := checkNodes(nodes); err != nil {
+				return err
+			}
 			if err := checkWritable(out); err != nil {
 				return err
 			}
-			cfg := simrun.Config{Seed: seed, Duration: duration}
+			cfg := simrun.Config{Seed: seed, Duration: duration, Nodes: nodes, MetaOnly: metaOnly}
 			if logNodes {
 				cfg.Log, cfg.LogLevel = cmd.ErrOrStderr(), slog.LevelDebug
 			}
@@ -74,6 +82,8 @@ func newSimRunCommand() *cobra.Command {
 	cmd.Flags().Uint64Var(&seed, "seed", 0, "the seed that decides everything in the run")
 	cmd.Flags().DurationVar(&duration, "duration", simrun.DefaultDuration, "virtual time of the safety phase (the liveness phase follows)")
 	cmd.Flags().StringVar(&out, "out", "", "write the history, porcupine's visualization and the summary to this directory")
+	cmd.Flags().IntVar(&nodes, "nodes", 1, "1 runs one broker with the data workload; 3 or more a KRaft cluster with the metadata workload")
+	cmd.Flags().BoolVar(&metaOnly, "meta-only", false, "with --nodes 3 or more: the metadata clients alone, no producers or consumers")
 	cmd.Flags().BoolVar(&logNodes, "log", false, "write every node's logs and the faults injected, in virtual time, to stderr")
 	_ = cmd.MarkFlagRequired("seed")
 	return cmd
@@ -85,9 +95,11 @@ func newSimSweepCommand() *cobra.Command {
 		duration time.Duration
 		out      string
 		verbose  bool
+		nodes    int
+		metaOnly bool
 	)
 	cmd := &cobra.Command{
-		Use:   "sweep --seeds A-B [--duration D] [--out DIR]",
+		Use:   "sweep --seeds A-B [--nodes N] [--duration D] [--out DIR]",
 		Short: "Run seeds A to B one after another; print how to replay each failure; exit 1 if any failed",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -98,15 +110,20 @@ func newSimSweepCommand() *cobra.Command {
 			if err := checkDuration(duration); err != nil {
 				return err
 			}
+			if err := checkNodes(nodes); err != nil {
+				return err
+			}
 			if err := checkWritable(out); err != nil {
 				return err
 			}
-			return sweep(cmd.OutOrStdout(), first, last, duration, out, verbose)
+			return sweep(cmd.OutOrStdout(), simrun.Config{Nodes: nodes, Duration: duration, MetaOnly: metaOnly}, first, last, out, verbose)
 		},
 	}
 	cmd.Flags().StringVar(&seeds, "seeds", "", "the seeds to run, A-B inclusive (or one seed)")
 	cmd.Flags().DurationVar(&duration, "duration", simrun.DefaultDuration, "virtual time of each run's safety phase")
 	cmd.Flags().StringVar(&out, "out", "", "write each failed seed's artifacts to DIR/seed-N")
+	cmd.Flags().IntVar(&nodes, "nodes", 1, "the node count of every run (see sim run --nodes)")
+	cmd.Flags().BoolVar(&metaOnly, "meta-only", false, "with --nodes 3 or more: the metadata clients alone")
 	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "print every seed's summary line, not only the failures'")
 	_ = cmd.MarkFlagRequired("seeds")
 	return cmd
@@ -114,11 +131,14 @@ func newSimSweepCommand() *cobra.Command {
 
 // sweep runs the seeds one at a time: each run swaps crypto/rand's reader,
 // so two worlds never run at once in a process.
-func sweep(w io.Writer, first, last uint64, duration time.Duration, out string, verbose bool) error {
+func sweep(w io.Writer, base simrun.Config, first, last uint64, out string, verbose bool) error {
+	nodes, duration := base.Nodes, base.Duration
 	passed, failed := 0, 0
 	fired := make(map[string]int) // probe -> seeds it fired in
 	for seed := first; ; seed++ {
-		s := simrun.Run(simrun.Config{Seed: seed, Duration: duration})
+		cfg := base
+		cfg.Seed = seed
+		s := simrun.Run(cfg)
 		for _, c := range s.Probes {
 			fired[c.Name]++
 		}
@@ -130,7 +150,15 @@ func sweep(w io.Writer, first, last uint64, duration time.Duration, out string, 
 		} else {
 			failed++
 			fmt.Fprintln(w, s.Line())
-			fmt.Fprintf(w, "  replay: sluice sim run --seed %d --duration %s\n", seed, duration)
+			if nodes > 1 {
+				flag := ""
+				if base.MetaOnly {
+					flag = " --meta-only"
+				}
+				fmt.Fprintf(w, "  replay: sluice sim run%s --nodes %d --seed %d --duration %s\n", flag, nodes, seed, duration)
+			} else {
+				fmt.Fprintf(w, "  replay: sluice sim run --seed %d --duration %s\n", seed, duration)
+			}
 			if out != "" {
 				if err := writeSimArtifacts(filepath.Join(out, fmt.Sprintf("seed-%d", seed)), s); err != nil {
 					return err
@@ -142,7 +170,11 @@ func sweep(w io.Writer, first, last uint64, duration time.Duration, out string, 
 		}
 	}
 	var never, reached []string
-	for _, name := range simrun.KnownProbes() {
+	known := simrun.KnownProbes()
+	if nodes > 1 {
+		known = simrun.KnownClusterProbes()
+	}
+	for _, name := range known {
 		if fired[name] == 0 {
 			never = append(never, name)
 		}
@@ -174,6 +206,15 @@ func parseSeedRange(s string) (first, last uint64, err error) {
 		}
 	}
 	return first, last, nil
+}
+
+// checkNodes refuses a node count the simulator cannot run: a quorum of two
+// survives no fault, and is no cluster run.
+func checkNodes(n int) error {
+	if n != 1 && (n < 3 || n > 9) {
+		return fmt.Errorf("--nodes %d: want 1 (one broker) or 3 to 9 (a cluster)", n)
+	}
+	return nil
 }
 
 func checkDuration(d time.Duration) error {
@@ -211,6 +252,11 @@ func writeSimArtifacts(dir string, s simrun.Summary) error {
 	summary := s.Line() + "\n" + s.Details() + "\n"
 	if err := os.WriteFile(filepath.Join(dir, "summary.txt"), []byte(summary), 0o644); err != nil {
 		return err
+	}
+	if s.Nodes > 1 {
+		return jepsen.WriteMetaArtifacts(s.MetaHistory, jepsen.MetaConfig{Config: jepsen.Config{Timeout: simrun.DefaultCheckTimeout}}, func(name string) (io.Writer, error) {
+			return os.Create(filepath.Join(dir, name))
+		})
 	}
 	return jepsen.WriteArtifacts(s.History, jepsen.Config{Timeout: simrun.DefaultCheckTimeout}, func(name string) (io.Writer, error) {
 		return os.Create(filepath.Join(dir, name))

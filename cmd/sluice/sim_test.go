@@ -73,6 +73,8 @@ func TestSimRefusesBadArguments(t *testing.T) {
 		{"sim", "sweep", "--seeds", "x"},
 		{"sim", "sweep", "--seeds", "1-"},
 		{"sim", "sweep"},
+		{"sim", "run", "--seed", "1", "--nodes", "2"},
+		{"sim", "sweep", "--seeds", "1-2", "--nodes", "0"},
 	} {
 		_, _, err := runSluice(args...)
 		require.Error(t, err, "%v", args)
@@ -102,4 +104,36 @@ func TestSimRefusesAnOutItCannotWrite(t *testing.T) {
 			require.Empty(t, stdout, "%v ran before refusing --out", cmd)
 		}
 	}
+}
+
+var clusterLine = regexp.MustCompile(`^seed=(\d+) time=\S+ events=\d+ ops=\d+ result=(ok|violation) trace=([0-9a-f]+) nodes=3 clients=\d+ .*injected=\S+$`)
+
+func TestSimRunClusterDeterminism(t *testing.T) {
+	var lines []string
+	for range 2 {
+		out, _, err := runSluice("sim", "run", "--nodes", "3", "--meta-only", "--seed", "5", "--duration", "3s")
+		require.NoError(t, err)
+		line := strings.TrimSuffix(out, "\n")
+		require.Regexp(t, clusterLine, line)
+		lines = append(lines, line)
+	}
+	require.Equal(t, lines[0], lines[1], "the same seed printed two different cluster runs")
+}
+
+func TestSimClusterWritesMetaArtifacts(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "out")
+	_, _, err := runSluice("sim", "run", "--nodes", "3", "--meta-only", "--seed", "5", "--duration", "2s", "--out", dir)
+	require.NoError(t, err)
+	for _, name := range []string{"meta-history.jsonl", "summary.txt"} {
+		info, err := os.Stat(filepath.Join(dir, name))
+		require.NoError(t, err, name)
+		require.Positive(t, info.Size(), name)
+	}
+}
+
+func TestSimSweepCluster(t *testing.T) {
+	out, _, err := runSluice("sim", "sweep", "--nodes", "3", "--meta-only", "--seeds", "1-2", "--duration", "2s")
+	require.NoError(t, err, out)
+	require.Contains(t, out, "2 passed, 0 failed")
+	require.Contains(t, out, "observe.applied_samples=2")
 }

@@ -54,6 +54,33 @@
 // the simulated node; a power loss that kills a client's node records its
 // pending operations as unknown, and the node boots a fresh client.
 //
+// # A cluster run
+//
+// With Config.Nodes of 3 or more (sluice sim run --nodes N), the world
+// holds N combined nodes n1..nN (process.roles=broker,controller, a static
+// quorum of all of them) instead of one broker, and the seed's options are
+// ChooseClusterOptions' (cluster.go). The data topic is made first and
+// noted as existing in the metadata history; then metadata clients m1..mK
+// create, delete and describe a few topic names each, every attempt sent
+// to a random node and recorded in a jepsen.MetaHistory with that node,
+// retried elsewhere after NOT_CONTROLLER, a timeout or a lost connection
+// (cluster_clients.go); producers and consumers follow each partition's
+// leader (cluster_data.go). The nemesis (cluster_nemesis.go) crashes,
+// kills, restarts and pauses nodes, cuts links between nodes (both ways or
+// one way) or to clients, jumps clocks and fails disks, never holding more
+// than a minority of the voters at once; a seed of the power-loss kind
+// also cuts the power of every node at once. An observer samples each
+// node's quorum state every few milliseconds of virtual time
+// (node.Broker.MetadataView: leader, term, applied index; and a digest of
+// its image). The liveness phase heals everything; every pending
+// operation must end, each metadata client's create of a fresh name and
+// each producer's produce to every partition must succeed, and every node
+// must run and agree on the applied index. Then jepsen.CheckMeta,
+// CheckLeaders, CheckAppliedLogs and CheckConverged (over every node's
+// final image) judge the metadata, and jepsen.Check the data. The
+// durability oracle is off in cluster runs. Config.MetaOnly leaves the
+// data workload out.
+//
 // # What a run reports
 //
 // Summary.Line is one line: the seed, virtual time, events, operations,

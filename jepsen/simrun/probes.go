@@ -75,3 +75,15 @@ func KnownProbes() []string {
 		"oracle.fetch", "oracle.ack", "oracle.offsets", "oracle.delete_records",
 	}, momentProbes()...)
 }
+
+// KnownClusterProbes lists the probes a long enough sweep of cluster runs
+// should see fire.
+func KnownClusterProbes() []string {
+	return []string{
+		"fault.crash", "fault.kill", "fault.restart", "fault.pause", "fault.partition", "fault.partition_one_way",
+		"fault.partition_client", "fault.clock", "fault.disk", "fault.powerloss",
+		"meta.retry", "meta.live_retry", "client.dial_failed", "disk.eio",
+		"node.fatal", "node.start_failed", "node.operator_restart",
+		"observe.raft_samples", "observe.applied_samples",
+	}
+}

@@ -60,11 +60,27 @@ const (
 	// watermark as if all had gone, as if the broker had acknowledged a
 	// deletion it then lost: the log start comes back below it.
 	SabotageDeleteShort
+	// SabotageImageDigest (cluster runs) reports node 2's image digest
+	// wrong at one applied index, as if it had skipped applying a record.
+	SabotageImageDigest
+	// SabotageDescribeAbsent (cluster runs) records one describe that
+	// found its topic as having found it absent, as if the node had
+	// answered from an image that lost the topic.
+	SabotageDescribeAbsent
 )
 
 // Config says what to run.
 type Config struct {
 	Seed uint64
+	// Nodes is the number of nodes: 0 or 1 runs one broker with the data
+	// workload; 3 or more a KRaft cluster of combined nodes with the
+	// metadata workload (cluster.go).
+	Nodes int
+	// MetaOnly (cluster runs) leaves the data workload out: the metadata
+	// clients alone.
+	MetaOnly bool
+	// noFaults (cluster runs) injects nothing, for tests.
+	noFaults bool
 	// Duration is the safety phase, in virtual time; zero means
 	// DefaultDuration. The liveness phase follows it.
 	Duration time.Duration
@@ -108,11 +124,20 @@ type Summary struct {
 	// ("produce.retry", "disk.eio", ...).
 	Probes  []Count
 	History []jepsen.Event
+	// Nodes is the run's node count (0 for one broker); a cluster run
+	// fills Cluster, Meta (the metadata history's judgement, the quorum
+	// checks' violations among it) and MetaHistory.
+	Nodes       int
+	Cluster     ClusterOptions
+	Meta        jepsen.MetaResult
+	MetaHistory []jepsen.MetaEvent
 }
 
 // OK reports whether the run passed: the history checks out and the
 // cluster recovered.
-func (s Summary) OK() bool { return s.Check.OK() && len(s.Failures) == 0 }
+func (s Summary) OK() bool {
+	return s.Check.OK() && len(s.Failures) == 0 && (s.Nodes <= 1 || s.Meta.OK())
+}
 
 // Result is "ok" or "violation".
 func (s Summary) Result() string {
@@ -131,8 +156,12 @@ func (s Summary) Line() string {
 			faults = append(faults, Count{Name: name, Count: c.Count})
 		}
 	}
+	opts := s.Options.String()
+	if s.Nodes > 1 {
+		opts = s.Cluster.String()
+	}
 	return fmt.Sprintf("seed=%d time=%s events=%d ops=%d result=%s trace=%s %s injected=%s",
-		s.Seed, s.Time.Truncate(time.Millisecond), s.Events, s.Ops, s.Result(), s.Trace, s.Options, formatCounts(faults))
+		s.Seed, s.Time.Truncate(time.Millisecond), s.Events, s.Ops, s.Result(), s.Trace, opts, formatCounts(faults))
 }
 
 // Details explains a failed run: the run's own failures, then the check's
@@ -141,6 +170,9 @@ func (s Summary) Details() string {
 	var b strings.Builder
 	for _, f := range s.Failures {
 		fmt.Fprintf(&b, "failure: %s\n", f)
+	}
+	if s.Nodes > 1 {
+		b.WriteString("metadata: " + s.Meta.String() + "\ndata: ")
 	}
 	b.WriteString(s.Check.String())
 	return b.String()
@@ -192,6 +224,9 @@ type brokerHost struct {
 // Run runs one seed: the safety phase with faults, the liveness phase
 // without, the final reads, and the check.
 func Run(cfg Config) Summary {
+	if cfg.Nodes > 1 {
+		return runCluster(cfg)
+	}
 	if cfg.Duration <= 0 {
 		cfg.Duration = DefaultDuration
 	}

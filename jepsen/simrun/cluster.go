@@ -1,0 +1,470 @@
+package simrun
+
+import (
+	"fmt"
+	"hash/fnv"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/sluicemq/sluice/env"
+	"github.com/sluicemq/sluice/jepsen"
+	"github.com/sluicemq/sluice/node"
+	"github.com/sluicemq/sluice/sim"
+	"github.com/sluicemq/sluice/sim/rng"
+	"github.com/sluicemq/sluice/sim/simfs"
+)
+
+// A cluster run (Config.Nodes >= 3): N combined nodes n1..nN, each broker
+// and controller of one static metadata quorum of all of them, metadata
+// clients m1..mK creating, deleting and describing topics through random
+// nodes (cluster_clients.go), a nemesis of node and network faults that
+// never takes down more than a minority of the voters at once unless the
+// seed is of the power-loss kind (cluster_nemesis.go), and an observer
+// that samples every node's quorum state between events (its leader and
+// term, its applied index and a digest of its image). At the end:
+// jepsen.CheckMeta over the metadata history, CheckLeaders and
+// CheckAppliedLogs over the samples, CheckConverged over the images of
+// every node once the liveness phase has brought them together.
+//
+// The data workload runs too, simpler than a single broker's
+// (cluster_data.go): one-record produces and one-partition fetches, each
+// sent to the partition's leader, judged by jepsen.Check.
+
+// ClusterOptions is what a seed chooses for a cluster run.
+type ClusterOptions struct {
+	Nodes   int
+	Clients int
+	// Faults are the faults this seed mixes, one every FaultEvery on
+	// average; PowerLoss says the seed is of the power-loss kind (every
+	// node loses power at once, now and then).
+	Faults     []Fault
+	FaultEvery time.Duration
+	// The data workload: the topic's partitions, its producers and
+	// consumers (cluster_data.go).
+	Partitions, Producers, Consumers int
+}
+
+func (o ClusterOptions) String() string {
+	names := make([]string, len(o.Faults))
+	for i, f := range o.Faults {
+		names[i] = string(f)
+	}
+	return fmt.Sprintf("nodes=%d clients=%d partitions=%d producers=%d consumers=%d faults=%s every=%s",
+		o.Nodes, o.Clients, o.Partitions, o.Producers, o.Consumers, strings.Join(names, ","), o.FaultEvery)
+}
+
+// clusterFaults are the faults a cluster run may mix; FaultPowerLoss only
+// in a run of the power-loss kind.
+var clusterFaults = []Fault{FaultCrash, FaultKill, FaultRestart, FaultPause, FaultPartition, FaultClock, FaultDisk}
+
+// ChooseClusterOptions draws a cluster run's options from its seed.
+func ChooseClusterOptions(seed uint64, nodes int) ClusterOptions {
+	r := rng.New(seed).Fork("cluster-options")
+	o := ClusterOptions{Nodes: nodes, Clients: 2 + r.Intn(3)}
+	for _, f := range clusterFaults {
+		if r.Chance(0.5) {
+			o.Faults = append(o.Faults, f)
+		}
+	}
+	if r.Chance(0.2) {
+		o.Faults = append(o.Faults, FaultPowerLoss)
+	}
+	o.FaultEvery = time.Duration(300+r.Intn(2000)) * time.Millisecond
+	o.Partitions, o.Producers, o.Consumers = 1+r.Intn(4), 1+r.Intn(2), 1+r.Intn(2)
+	return o
+}
+
+// clusterRun is one seeded cluster run in progress.
+type clusterRun struct {
+	cfg     Config
+	opts    ClusterOptions
+	w       *sim.World
+	mh      *jepsen.MetaHistory
+	h       *jepsen.History
+	nodes   []*clusterNode
+	clients []*metaClient
+	data    []*dataClient
+	// partitions and topicID are the data topic's.
+	partitions int
+	topicID    [16]byte
+	nemesis    *clusterNemesis
+
+	raftSamples    []jepsen.RaftSample
+	appliedSamples []jepsen.AppliedSample
+	finals         []jepsen.FinalImage
+
+	stopping bool
+	probes   probes
+	failures []string
+}
+
+// clusterNode is one combined node and what is known of its process.
+type clusterNode struct {
+	id      int32
+	name    string
+	node    *sim.Node
+	cfg     node.Config
+	b       *node.Broker // of the current incarnation
+	bootInc int          // the incarnation b belongs to
+	// diskErrs is the disk's injected-error count when the current
+	// incarnation booted.
+	diskErrs int
+	// The last sample taken, to sample only changes.
+	seenInc             int
+	seenTerm            uint64
+	seenLeader          int32
+	seenApplied         uint64
+	sampledRaft, sample bool
+}
+
+func (n *clusterNode) broker() *node.Broker {
+	if !n.node.Up() || n.b == nil || n.bootInc != n.node.Incarnation() {
+		return nil
+	}
+	return n.b
+}
+
+func (n *clusterNode) running() bool {
+	b := n.broker()
+	return b != nil && b.MetadataView().Running
+}
+
+// observeEvery is how often, in virtual time, the observer samples the
+// nodes' quorum state.
+const observeEvery = 5 * time.Millisecond
+
+func runCluster(cfg Config) Summary {
+	if cfg.Duration <= 0 {
+		cfg.Duration = DefaultDuration
+	}
+	if cfg.CheckTimeout <= 0 {
+		cfg.CheckTimeout = DefaultCheckTimeout
+	}
+	r := &clusterRun{cfg: cfg, opts: ChooseClusterOptions(cfg.Seed, cfg.Nodes), w: sim.New(cfg.Seed), mh: jepsen.NewMetaHistory(), h: jepsen.NewHistory()}
+	if cfg.noFaults {
+		r.opts.Faults = nil
+	}
+	r.partitions = r.opts.Partitions
+	if cfg.Nodes < 3 {
+		r.fail("a cluster run needs at least 3 nodes, not %d", cfg.Nodes)
+		return r.summarize()
+	}
+	if cfg.Log != nil {
+		r.w.SetLog(cfg.Log, cfg.LogLevel)
+	}
+	r.execute()
+	return r.summarize()
+}
+
+func (r *clusterRun) execute() {
+	defer func() {
+		if p := recover(); p != nil {
+			r.fail("panic at %s: %v", r.w.Now(), p)
+		}
+	}()
+	r.setup()
+	r.observe()
+	if r.cfg.MetaOnly {
+		r.opts.Partitions, r.opts.Producers, r.opts.Consumers = 0, 0, 0
+	} else if !r.makeTopic() {
+		return
+	}
+	r.addClients()
+	r.nemesis.start()
+	r.w.Run(r.cfg.Duration)
+	r.liveness()
+}
+
+func (r *clusterRun) setup() {
+	w := r.w
+	w.Net().SetTimeouts(5*time.Second, 5*time.Second)
+	r.nemesis = &clusterNemesis{r: r, rand: w.Rand("nemesis"), faulted: make(map[int]int)}
+	var voters []node.Voter
+	for i := range r.cfg.Nodes {
+		voters = append(voters, node.Voter{ID: int32(i + 1), Host: nodeName(i), Port: 9093})
+	}
+	for i := range r.cfg.Nodes {
+		cfg := node.DefaultConfig()
+		cfg.NodeID = int32(i + 1)
+		cfg.ProcessRoles = node.Roles{Broker: true, Controller: true}
+		cfg.ControllerQuorumVoters = voters
+		cfg.ControllerListenerNames = []string{"CONTROLLER"}
+		cfg.Listeners = []node.Listener{{Name: "PLAINTEXT", Host: nodeName(i), Port: 9092}, {Name: "CONTROLLER", Host: nodeName(i), Port: 9093}}
+		cfg.AutoCreateTopics = false // a describe is a read
+		cfg.LogRetentionMs = node.Unlimited
+		cfg.LogRetentionBytes = node.Unlimited
+		if err := cfg.Validate(); err != nil {
+			panic(fmt.Sprintf("simrun: cluster node config refused: %v", err))
+		}
+		n := &clusterNode{id: int32(i + 1), name: nodeName(i), cfg: cfg, seenLeader: jepsen.NoLeader}
+		r.nodes = append(r.nodes, n)
+		n.node = w.AddNode(n.name, func(e env.Env) { r.bootNode(n, e) })
+		n.node.Disk().SetSabotage(r.cfg.DiskSabotage)
+	}
+}
+
+// addClients adds the client nodes, which start at once.
+func (r *clusterRun) addClients() {
+	w := r.w
+	for i := range r.opts.Clients {
+		c := newMetaClient(r, i)
+		r.clients = append(r.clients, c)
+		c.node = w.AddNode(c.name, c.boot)
+	}
+	for i := range r.opts.Producers {
+		d := r.newDataClient(1+i, fmt.Sprintf("p%d", 1+i), true)
+		r.data = append(r.data, d)
+		d.node = w.AddNode(d.name, d.boot)
+	}
+	for i := range r.opts.Consumers {
+		d := r.newDataClient(101+i, fmt.Sprintf("c%d", 1+i), false)
+		r.data = append(r.data, d)
+		d.node = w.AddNode(d.name, d.boot)
+	}
+}
+
+func nodeName(i int) string { return fmt.Sprintf("n%d", i+1) }
+
+// bootNode starts a node over its disk; a start that fails, or a node
+// whose metadata log fails later, is restarted by a supervisor, as
+// systemd restarts a Kafka process that exited.
+func (r *clusterRun) bootNode(n *clusterNode, e env.Env) {
+	n.diskErrs = diskErrors(n.node.Disk())
+	b, err := node.New(e, n.cfg)
+	if err != nil {
+		panic(fmt.Sprintf("simrun: node config refused: %v", err))
+	}
+	inc := n.node.Incarnation()
+	n.b, n.bootInc = b, inc
+	supervise := func(probe string) {
+		r.probes.add(probe)
+		r.w.After(time.Second, "supervisor.restart", func() {
+			if n.node.Incarnation() == inc && n.node.Up() {
+				n.node.Restart()
+			}
+		})
+	}
+	b.OnFatal(func(error) { supervise("node.fatal") })
+	b.Start(func(err error) {
+		if err != nil {
+			supervise("node.start_failed")
+		}
+	})
+}
+
+// observe samples every node's quorum state, and keeps doing so.
+func (r *clusterRun) observe() {
+	r.sampleAll()
+	r.w.After(observeEvery, "observe", r.observe)
+}
+
+func (r *clusterRun) sampleAll() {
+	now := int64(r.w.Now())
+	for _, n := range r.nodes {
+		b := n.broker()
+		if b == nil {
+			continue
+		}
+		v := b.MetadataView()
+		inc := n.node.Incarnation()
+		if v.Term != 0 && (!n.sampledRaft || n.seenInc != inc || v.Term != n.seenTerm || v.Leader != n.seenLeader) {
+			r.raftSamples = append(r.raftSamples, jepsen.RaftSample{Node: n.id, Term: v.Term, Leader: v.Leader, Time: now})
+			n.seenTerm, n.seenLeader, n.sampledRaft = v.Term, v.Leader, true
+		}
+		if v.Applied != 0 && (!n.sample || n.seenInc != inc || v.Applied != n.seenApplied) {
+			r.appliedSamples = append(r.appliedSamples, jepsen.AppliedSample{
+				Node: n.id, Incarnation: inc, Index: v.Applied, Hash: r.imageDigest(n, b), Time: now})
+			n.seenApplied, n.sample = v.Applied, true
+		}
+		n.seenInc = inc
+	}
+}
+
+// imageDigest is a digest of a node's image: a pure function of the
+// applied prefix of the log, so nodes at one applied index must agree.
+func (r *clusterRun) imageDigest(n *clusterNode, b *node.Broker) uint64 {
+	h := fnv.New64a()
+	h.Write(b.MetadataImage().EncodeSnapshot())
+	d := h.Sum64()
+	if r.cfg.Sabotage == SabotageImageDigest && n.id == 2 && n.seenApplied > 10 && !r.nemesis.sabotaged {
+		// As if node 2 had skipped applying a record.
+		r.nemesis.sabotaged = true
+		d ^= 1
+	}
+	return d
+}
+
+// liveness heals every fault and requires the cluster to converge: every
+// pending metadata operation completes, each client's liveness create
+// succeeds, every node runs and has applied the same prefix.
+func (r *clusterRun) liveness() {
+	w := r.w
+	r.stopping = true
+	r.logf("safety phase over: healing")
+	r.heal()
+	for _, c := range r.clients {
+		c.startLiveness()
+	}
+	for _, d := range r.data {
+		d.startLiveness()
+	}
+	if !w.RunUntil(r.clientsDone, livenessLimit) {
+		r.fail("liveness: operations still pending %s after healing: %s", livenessLimit, r.describeBusy())
+		return
+	}
+	if !w.RunUntil(r.converged, livenessLimit) {
+		r.fail("liveness: the nodes did not converge in %s after healing: %s", livenessLimit, r.describeBusy())
+		return
+	}
+	r.sampleAll()
+	for _, n := range r.nodes {
+		f := jepsen.SummarizeImage(n.id, n.broker().MetadataImage())
+		r.finals = append(r.finals, f)
+		r.mh.FinalImage(finalClient, f)
+	}
+	if !r.cfg.MetaOnly {
+		r.finalReads()
+	}
+}
+
+// finalClient is the client id of the final describes.
+const finalClient = 1000
+
+func (r *clusterRun) heal() {
+	w := r.w
+	r.nemesis.heal()
+	w.Net().HealAll()
+	for _, n := range r.nodes {
+		mustSet(n.node.Disk().SetFaults(simfs.Faults{}))
+	}
+	for _, n := range w.Nodes() {
+		n.Resume()
+		if !n.Up() {
+			n.Restart()
+		}
+	}
+	for _, n := range r.nodes {
+		if diskErrors(n.node.Disk()) > n.diskErrs {
+			r.probes.add("node.operator_restart")
+			n.node.Restart()
+		}
+	}
+}
+
+func (r *clusterRun) clientsDone() bool {
+	for _, c := range r.clients {
+		if !c.done() {
+			return false
+		}
+	}
+	for _, d := range r.data {
+		if !d.done() {
+			return false
+		}
+	}
+	return true
+}
+
+// converged says every node runs, knows the same leader, and has applied
+// the same index.
+func (r *clusterRun) converged() bool {
+	var applied uint64
+	var leader int32
+	for i, n := range r.nodes {
+		if !n.running() {
+			return false
+		}
+		v := n.broker().MetadataView()
+		if i == 0 {
+			applied, leader = v.Applied, v.Leader
+		}
+		if v.Applied != applied || v.Leader != leader || leader == jepsen.NoLeader {
+			return false
+		}
+	}
+	return true
+}
+
+func (r *clusterRun) describeBusy() string {
+	var parts []string
+	for _, c := range r.clients {
+		if !c.done() {
+			parts = append(parts, c.name+" busy")
+		}
+	}
+	for _, d := range r.data {
+		if !d.done() {
+			parts = append(parts, fmt.Sprintf("%s busy (in flight %v, partitions to produce to %v)", d.name, d.flying, d.pending))
+		}
+	}
+	for _, n := range r.nodes {
+		s := fmt.Sprintf("%s up=%v", n.name, n.node.Up())
+		if b := n.broker(); b != nil {
+			v := b.MetadataView()
+			s += fmt.Sprintf(" running=%v leader=%d term=%d applied=%d", v.Running, v.Leader, v.Term, v.Applied)
+		}
+		parts = append(parts, s)
+	}
+	return strings.Join(parts, "; ")
+}
+
+func (r *clusterRun) logf(format string, args ...any) {
+	if r.cfg.Log != nil {
+		fmt.Fprintf(r.cfg.Log, "vt=%s simrun: %s\n", r.w.Now(), fmt.Sprintf(format, args...))
+	}
+}
+
+func (r *clusterRun) fail(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	if !slices.Contains(r.failures, msg) {
+		r.failures = append(r.failures, msg)
+	}
+}
+
+func (r *clusterRun) summarize() Summary {
+	w := r.w
+	cfg := jepsen.MetaConfig{Config: jepsen.Config{Timeout: r.cfg.CheckTimeout}}
+	meta := jepsen.CheckMeta(r.mh, cfg)
+	quorum := append(jepsen.CheckLeaders(r.raftSamples), jepsen.CheckAppliedLogs(r.appliedSamples)...)
+	if len(r.finals) > 0 {
+		vs, err := jepsen.CheckConverged(r.mh.Events(), r.finals)
+		if err != nil {
+			r.fail("converged: %v", err)
+		}
+		quorum = append(quorum, vs...)
+	}
+	r.probes.addN("observe.raft_samples", len(r.raftSamples))
+	r.probes.addN("observe.applied_samples", len(r.appliedSamples))
+	if len(quorum) > 0 {
+		meta.Violations = append(meta.Violations, quorum...)
+		meta.Verdict = jepsen.Invalid
+	}
+	for _, n := range r.nodes {
+		st := n.node.Disk().Stats()
+		r.probes.addN("disk.eio", st.InjectedIO)
+		r.probes.addN("disk.sync_failed", st.SyncsFailed)
+	}
+	check := jepsen.Check(r.h, jepsen.Config{Timeout: r.cfg.CheckTimeout})
+	ops := 0
+	for _, e := range r.mh.Events() {
+		if e.Kind == jepsen.KindInvoke {
+			ops++
+		}
+	}
+	for _, e := range r.h.Events() {
+		if e.Kind == jepsen.KindInvoke {
+			ops++
+		}
+	}
+	s := Summary{
+		Seed: r.cfg.Seed, Duration: r.cfg.Duration, Nodes: r.cfg.Nodes, Cluster: r.opts,
+		Time: w.Now(), Events: w.Events(), Ops: ops,
+		Check: check, Meta: meta, Failures: r.failures, Probes: r.probes.sorted(),
+		History: r.h.Events(), MetaHistory: r.mh.Events(),
+	}
+	w.Scheduler().Fold("check.verdict", hashString(s.Result()+string(meta.Verdict)+string(check.Verdict)))
+	w.Scheduler().Fold("check.ops", uint64(ops))
+	s.Trace = w.Trace()
+	return s
+}

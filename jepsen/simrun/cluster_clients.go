@@ -1,0 +1,294 @@
+package simrun
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/sluicemq/sluice/env"
+	"github.com/sluicemq/sluice/jepsen"
+	"github.com/sluicemq/sluice/raftmeta"
+	"github.com/sluicemq/sluice/sim"
+	"github.com/sluicemq/sluice/sim/rng"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// metaClient is one client of the metadata: it creates, deletes and
+// describes a few topic names, each operation sent to a random node, and
+// retries an attempt whose outcome is unknown or that never left
+// (NOT_CONTROLLER, a timeout, a lost connection) on another random node,
+// as a Kafka admin client does. Every attempt is one operation of the
+// metadata history, with the node it went to. Its state lives outside the
+// simulated node, so that a power loss of the client's node ends the
+// attempt in flight as unknown.
+type metaClient struct {
+	r    *clusterRun
+	id   int
+	name string
+	node *sim.Node
+	rand *rng.Rand
+	// names are the topics it works on: its own and its neighbour's, so
+	// that clients race on each name, and each name has at most two
+	// clients (porcupine stays fast).
+	names []string
+
+	e        env.Env
+	inc      int
+	sessions []*session // by node index, of the current incarnation
+	// inFlight is the attempt awaiting its answer (-1: none).
+	inFlight jepsen.OpID
+	flying   bool
+	// cur is the operation being tried, attempts the tries made.
+	cur      *metaOp
+	attempts int
+	// live is set in the liveness phase: the client makes one create of
+	// a name of its own, which must succeed, and stops.
+	live, liveDone bool
+	liveOp         *metaOp
+	// unknown says an attempt of cur ended with its outcome unknown.
+	unknown bool
+}
+
+// metaOp is one logical metadata operation.
+type metaOp struct {
+	typ        jepsen.MetaType
+	topic      string
+	partitions int32
+}
+
+// metaAttempts bounds the tries of one operation in the safety phase;
+// the liveness create tries until it succeeds.
+const metaAttempts = 5
+
+// metaTimeout is the client's timeout of a metadata request: past the
+// broker's own (TimeoutMillis) so that the broker usually answers first.
+const metaTimeout = 15 * time.Second
+
+func newMetaClient(r *clusterRun, i int) *metaClient {
+	c := &metaClient{r: r, id: i, name: fmt.Sprintf("m%d", i+1), rand: r.w.Rand(fmt.Sprintf("client/m%d", i+1))}
+	k := r.opts.Clients
+	c.names = []string{topicNameOf(i), topicNameOf((i + 1) % k), fmt.Sprintf("own-%d", i+1)}
+	return c
+}
+
+func topicNameOf(i int) string { return fmt.Sprintf("t%d", i+1) }
+
+func (c *metaClient) boot(e env.Env) {
+	c.e, c.inc = e, c.node.Incarnation()
+	if c.flying {
+		// The node lost power with an attempt in flight.
+		c.r.mh.Info(c.inFlight, errors.New("the client's node lost power"))
+		c.flying = false
+		c.unknown = true
+	}
+	c.sessions = make([]*session, len(c.r.nodes))
+	for i, n := range c.r.nodes {
+		c.sessions[i] = &session{e: e, addr: n.name + ":9092", clientID: c.name, dialTimeout: 3 * time.Second, probes: &c.r.probes}
+	}
+	c.later(time.Duration(c.rand.Intn(300)) * time.Millisecond)
+}
+
+func (c *metaClient) done() bool { return !c.flying && (!c.live || c.liveDone) }
+
+func (c *metaClient) later(d time.Duration) {
+	inc := c.inc
+	c.e.Clock.AfterFunc(d, func() {
+		if c.node.Incarnation() == inc {
+			c.next()
+		}
+	})
+}
+
+// startLiveness begins the liveness phase: called from outside the
+// simulated world, so that the run sees the client busy at once; the
+// first attempt is posted to the client's loop.
+func (c *metaClient) startLiveness() {
+	c.live = true
+	c.liveOp = &metaOp{typ: jepsen.MetaCreate, topic: fmt.Sprintf("live-%d", c.id+1), partitions: 2}
+	inc := c.inc
+	c.node.Post(func() {
+		if c.node.Incarnation() == inc && !c.flying {
+			c.next()
+		}
+	})
+}
+
+// next starts the next attempt: of the current operation, or of a new one.
+func (c *metaClient) next() {
+	if c.flying || c.liveDone {
+		return
+	}
+	if c.live && c.cur != c.liveOp {
+		c.cur, c.attempts, c.unknown = c.liveOp, 0, false
+	}
+	if c.cur == nil {
+		if c.r.stopping {
+			return
+		}
+		c.cur, c.attempts, c.unknown = c.draw(), 0, false
+	}
+	c.attempts++
+	target := c.rand.Intn(len(c.r.nodes))
+	c.send(c.cur, target)
+}
+
+func (c *metaClient) draw() *metaOp {
+	op := &metaOp{topic: c.names[c.rand.Intn(len(c.names))]}
+	switch x := c.rand.Intn(10); {
+	case x < 3:
+		op.typ, op.partitions = jepsen.MetaCreate, int32(1+c.rand.Intn(3))
+	case x < 6:
+		op.typ = jepsen.MetaDelete
+	default:
+		op.typ = jepsen.MetaDescribe
+	}
+	return op
+}
+
+func (c *metaClient) send(op *metaOp, target int) {
+	h := c.r.mh
+	nodeID := c.r.nodes[target].id
+	var req kmsg.Request
+	switch op.typ {
+	case jepsen.MetaCreate:
+		c.inFlight = h.InvokeCreate(c.id, nodeID, op.topic, op.partitions)
+		q := kmsg.NewPtrCreateTopicsRequest()
+		q.Version = 7
+		q.TimeoutMillis = 10000
+		t := kmsg.NewCreateTopicsRequestTopic()
+		t.Topic, t.NumPartitions, t.ReplicationFactor = op.topic, op.partitions, 1
+		q.Topics = append(q.Topics, t)
+		req = q
+	case jepsen.MetaDelete:
+		c.inFlight = h.InvokeDelete(c.id, nodeID, op.topic)
+		q := kmsg.NewPtrDeleteTopicsRequest()
+		q.Version = 4
+		q.TimeoutMillis = 10000
+		q.TopicNames = []string{op.topic}
+		req = q
+	default:
+		c.inFlight = h.InvokeDescribe(c.id, nodeID, op.topic)
+		q := kmsg.NewPtrMetadataRequest()
+		q.Version = 12
+		t := kmsg.NewMetadataRequestTopic()
+		name := op.topic
+		t.Topic = &name
+		q.Topics = append(q.Topics, t)
+		q.AllowAutoTopicCreation = false
+		req = q
+	}
+	c.flying = true
+	id, inc := c.inFlight, c.inc
+	c.sessions[target].do(req, metaTimeout, func(resp kmsg.Response, err error) {
+		if c.node.Incarnation() != inc || !c.flying || c.inFlight != id {
+			return
+		}
+		c.flying = false
+		c.answered(op, id, resp, err)
+	})
+}
+
+// answered records how an attempt ended and decides what comes next.
+func (c *metaClient) answered(op *metaOp, id jepsen.OpID, resp kmsg.Response, err error) {
+	h := c.r.mh
+	if err == nil {
+		err = c.record(op, id, resp)
+	} else {
+		h.Complete(id, err)
+	}
+	outcome := jepsen.ClassifyMeta(op.typ, err)
+	retry := false
+	switch {
+	case err == nil:
+	case op.typ == jepsen.MetaDescribe:
+		// A failed read: retry only on a lost connection.
+		var ke *kerr.Error
+		retry = !errors.As(err, &ke)
+	case outcome == jepsen.Failed && isNotSent(err):
+		retry = true
+	case outcome == jepsen.Unknown:
+		c.unknown = true
+		retry = true
+	}
+	if c.live && op != c.liveOp {
+		// An attempt of the safety phase ended: the liveness create next.
+		c.later(10 * time.Millisecond)
+		return
+	}
+	if c.live {
+		switch {
+		case err == nil, c.unknown && errors.Is(err, kerr.TopicAlreadyExists):
+			// Made, by this attempt or an earlier one of unknown outcome.
+			c.liveDone, c.cur = true, nil
+			return
+		case c.attempts >= 50:
+			c.r.fail("liveness: %s's create of %s failed %d times after healing, the last: %v", c.name, op.topic, c.attempts, err)
+			c.liveDone, c.cur = true, nil
+			return
+		}
+		c.r.probes.add("meta.live_retry")
+		c.later(200 * time.Millisecond)
+		return
+	}
+	if retry && c.attempts < metaAttempts && !c.r.stopping {
+		c.r.probes.add("meta.retry")
+		c.later(time.Duration(50+c.rand.Intn(400)) * time.Millisecond)
+		return
+	}
+	c.cur = nil
+	if !c.r.stopping {
+		c.later(time.Duration(c.rand.Intn(400)) * time.Millisecond)
+	}
+}
+
+func isNotSent(err error) bool { return jepsen.ClassifyMeta(jepsen.MetaCreate, err) == jepsen.Failed }
+
+// record records a response to the attempt, and returns its error (nil for
+// success).
+func (c *metaClient) record(op *metaOp, id jepsen.OpID, resp kmsg.Response) error {
+	h := c.r.mh
+	fail := func(err error) error {
+		h.Complete(id, err)
+		return err
+	}
+	switch resp := resp.(type) {
+	case *kmsg.CreateTopicsResponse:
+		if len(resp.Topics) != 1 || resp.Topics[0].Topic != op.topic {
+			return fail(fmt.Errorf("CreateTopics answered %d topics, not %s", len(resp.Topics), op.topic))
+		}
+		t := resp.Topics[0]
+		if t.ErrorCode != 0 {
+			return fail(kerr.ErrorForCode(t.ErrorCode))
+		}
+		h.CreateOk(id, raftmeta.TopicID(t.TopicID), t.NumPartitions)
+		return nil
+	case *kmsg.DeleteTopicsResponse:
+		if len(resp.Topics) != 1 || resp.Topics[0].Topic == nil || *resp.Topics[0].Topic != op.topic {
+			return fail(fmt.Errorf("DeleteTopics answered %d topics, not %s", len(resp.Topics), op.topic))
+		}
+		if code := resp.Topics[0].ErrorCode; code != 0 {
+			return fail(kerr.ErrorForCode(code))
+		}
+		h.DeleteOk(id)
+		return nil
+	case *kmsg.MetadataResponse:
+		if len(resp.Topics) != 1 || resp.Topics[0].Topic == nil || *resp.Topics[0].Topic != op.topic {
+			return fail(fmt.Errorf("metadata answered %d topics, not %s", len(resp.Topics), op.topic))
+		}
+		t := resp.Topics[0]
+		if t.ErrorCode != 0 {
+			return fail(kerr.ErrorForCode(t.ErrorCode))
+		}
+		partitions := int32(len(t.Partitions))
+		if c.r.cfg.Sabotage == SabotageDescribeAbsent && !c.r.nemesis.sabotaged && c.r.w.Now() > 5*time.Second {
+			// As if the node had answered from an image that lost the topic.
+			c.r.nemesis.sabotaged = true
+			h.DescribeAbsent(id)
+			return nil
+		}
+		h.DescribeExists(id, raftmeta.TopicID(t.TopicID), partitions)
+		return nil
+	}
+	return fail(fmt.Errorf("unexpected response %T", resp))
+}

@@ -1,0 +1,413 @@
+package simrun
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/sluicemq/sluice/env"
+	"github.com/sluicemq/sluice/jepsen"
+	"github.com/sluicemq/sluice/raftmeta"
+	"github.com/sluicemq/sluice/sim"
+	"github.com/sluicemq/sluice/sim/rng"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// The data workload of a cluster run: the run's topic, made before the
+// clients start and noted as existing in the metadata history, and
+// producers and consumers that find each partition's leader from Metadata,
+// follow NOT_LEADER_OR_FOLLOWER's leader hint, and refresh the metadata on
+// LEADER_NOT_AVAILABLE, a -1 leader or a lost connection. Each produce
+// sends one record, not idempotent, a fresh value every attempt; each
+// fetch reads one partition from the consumer's position. The history is
+// judged by jepsen.Check, as a single broker's is. The durability oracle
+// (durable.go) is off in cluster runs: it reads one disk, and a
+// partition's data lives on whichever node leads it.
+
+// dataClient is one producer or consumer of a cluster run.
+type dataClient struct {
+	r        *clusterRun
+	id       int
+	name     string
+	producer bool
+	node     *sim.Node
+	rand     *rng.Rand
+
+	e        env.Env
+	inc      int
+	sessions []*session
+	// leaders are the partitions' leaders by node id as last heard (-1:
+	// none known).
+	leaders  []int32
+	flying   bool
+	inFlight jepsen.OpID
+	// pos are a consumer's positions; values counts a producer's values.
+	pos    []int64
+	values int
+	// live is set in the liveness phase: a producer then produces once
+	// to every partition, each of which must succeed, and stops; a
+	// consumer stops.
+	live    bool
+	pending []int32 // partitions a live producer still must produce to
+	tries   int
+}
+
+func (r *clusterRun) newDataClient(id int, name string, producer bool) *dataClient {
+	d := &dataClient{r: r, id: id, name: name, producer: producer, rand: r.w.Rand("client/" + name),
+		pos: make([]int64, r.partitions)}
+	return d
+}
+
+func (d *dataClient) boot(e env.Env) {
+	d.e, d.inc = e, d.node.Incarnation()
+	if d.flying {
+		d.r.h.Info(d.inFlight, errors.New("the client's node lost power"))
+		d.flying = false
+	}
+	d.sessions = make([]*session, len(d.r.nodes))
+	for i, n := range d.r.nodes {
+		d.sessions[i] = &session{e: e, addr: n.name + ":9092", clientID: d.name, dialTimeout: dialTimeout, probes: &d.r.probes}
+	}
+	d.leaders = make([]int32, d.r.partitions)
+	for i := range d.leaders {
+		d.leaders[i] = -1
+	}
+	d.later(time.Duration(d.rand.Intn(200)) * time.Millisecond)
+}
+
+func (d *dataClient) done() bool { return !d.flying && (!d.producer || !d.live || len(d.pending) == 0) }
+
+func (d *dataClient) later(dur time.Duration) {
+	inc := d.inc
+	d.e.Clock.AfterFunc(dur, func() {
+		if d.node.Incarnation() == inc {
+			d.step()
+		}
+	})
+}
+
+func (d *dataClient) backoff() {
+	d.later(backoffMin + time.Duration(d.rand.Uint64n(uint64(backoffMax-backoffMin))))
+}
+
+// startLiveness begins the liveness phase: called from outside the
+// simulated world, so that the run sees the producer busy at once.
+func (d *dataClient) startLiveness() {
+	d.live = true
+	if d.producer {
+		d.pending = allPartitions(d.r.partitions)
+		inc := d.inc
+		d.node.Post(func() {
+			if d.node.Incarnation() == inc && !d.flying {
+				d.step()
+			}
+		})
+	}
+}
+
+func (d *dataClient) step() {
+	if d.flying || (d.r.stopping && (!d.live || !d.producer || len(d.pending) == 0)) {
+		return
+	}
+	p := int32(d.rand.Intn(d.r.partitions))
+	if d.live {
+		p = d.pending[0]
+	}
+	leader := d.leaders[p]
+	if leader < 1 {
+		d.refresh()
+		return
+	}
+	if d.producer {
+		d.produce(p, leader)
+	} else {
+		d.fetch(p, leader)
+	}
+}
+
+// refresh asks a random node for the topic's leaders, then steps again.
+func (d *dataClient) refresh() {
+	d.r.probes.add("data.metadata_refresh")
+	d.r.logf("%s refreshes the metadata", d.name)
+	req := kmsg.NewPtrMetadataRequest()
+	req.Version = 12
+	t := kmsg.NewMetadataRequestTopic()
+	name := clusterTopic
+	t.Topic = &name
+	req.Topics = append(req.Topics, t)
+	inc := d.inc
+	d.flying = true
+	d.inFlight = -1
+	d.sessions[d.rand.Intn(len(d.sessions))].do(req, metadataTimeout, func(resp kmsg.Response, err error) {
+		if d.node.Incarnation() != inc || !d.flying || d.inFlight != -1 {
+			return
+		}
+		d.flying = false
+		if err != nil {
+			d.r.logf("%s: metadata refresh: %v", d.name, err)
+		}
+		if err == nil {
+			for _, t := range resp.(*kmsg.MetadataResponse).Topics {
+				if t.Topic == nil || *t.Topic != clusterTopic || t.ErrorCode != 0 {
+					continue
+				}
+				for _, p := range t.Partitions {
+					if int(p.Partition) < len(d.leaders) && p.Partition >= 0 {
+						d.r.logf("%s: metadata says %s-%d is led by %d (error %d)", d.name, clusterTopic, p.Partition, p.Leader, p.ErrorCode)
+						d.leaders[p.Partition] = p.Leader
+					}
+				}
+			}
+		}
+		d.backoff()
+	})
+}
+
+func (d *dataClient) sessionOf(leader int32) *session { return d.sessions[leader-1] }
+
+func (d *dataClient) produce(p, leader int32) {
+	r := d.r
+	tp := jepsen.TopicPartition{Topic: clusterTopic, Partition: p}
+	d.values++
+	value := fmt.Sprintf("%s-%d", d.name, d.values)
+	id := r.h.InvokeProduce(d.id, tp, false, value)
+	req := kmsg.NewPtrProduceRequest()
+	req.Version = 12
+	req.Acks, req.TimeoutMillis = -1, 5000
+	rt := kmsg.NewProduceRequestTopic()
+	rt.Topic = clusterTopic
+	rp := kmsg.NewProduceRequestTopicPartition()
+	rp.Partition = p
+	rp.Records = buildBatch(producerBatch{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1, TimestampMs: d.e.Clock.Now().UnixMilli()}, []string{value})
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	d.flying, d.inFlight = true, id
+	inc := d.inc
+	d.sessionOf(leader).do(req, 10*time.Second, func(resp kmsg.Response, err error) {
+		if d.node.Incarnation() != inc || !d.flying || d.inFlight != id {
+			return
+		}
+		d.flying = false
+		if err != nil {
+			r.logf("%s produce %s to n%d: %v", d.name, tp, leader, err)
+		}
+		if err == nil {
+			pr := resp.(*kmsg.ProduceResponse)
+			code, base, ok := producePartitionResult(pr, tp)
+			switch {
+			case !ok:
+				err = errors.New("produce response does not carry the partition")
+			case code == 0:
+				r.logf("%s produce %s to n%d: offset %d", d.name, tp, leader, base)
+				r.h.ProduceOk(id, base)
+				if d.live && len(d.pending) > 0 && d.pending[0] == p {
+					d.pending = d.pending[1:]
+				}
+				d.tries = 0
+				d.later(time.Duration(d.rand.Intn(100)) * time.Millisecond)
+				return
+			default:
+				err = kerr.ErrorForCode(code)
+				d.followLeader(pr, tp, code)
+			}
+		} else {
+			d.leaders[p] = -1
+		}
+		r.h.Complete(id, err)
+		d.failed(tp, err)
+	})
+}
+
+// followLeader takes a NOT_LEADER_OR_FOLLOWER's leader hint, or forgets
+// the leader so that the next step refreshes the metadata.
+func (d *dataClient) followLeader(pr *kmsg.ProduceResponse, tp jepsen.TopicPartition, code int16) {
+	d.leaders[tp.Partition] = -1
+	if code != kerr.NotLeaderForPartition.Code {
+		return
+	}
+	for _, t := range pr.Topics {
+		for _, p := range t.Partitions {
+			if t.Topic == tp.Topic && p.Partition == tp.Partition && p.CurrentLeader.LeaderID > 0 && int(p.CurrentLeader.LeaderID) <= len(d.sessions) {
+				d.leaders[tp.Partition] = p.CurrentLeader.LeaderID
+				d.r.probes.add("data.leader_hint")
+			}
+		}
+	}
+}
+
+func (d *dataClient) failed(tp jepsen.TopicPartition, err error) {
+	d.tries++
+	if d.live && d.tries >= 100 {
+		d.r.fail("liveness: %s's produce to %s failed %d times after healing, the last: %v", d.name, tp, d.tries, err)
+		d.pending = nil
+		return
+	}
+	d.backoff()
+}
+
+func (d *dataClient) fetch(p, leader int32) {
+	r := d.r
+	tp := jepsen.TopicPartition{Topic: clusterTopic, Partition: p}
+	from := d.pos[p]
+	id := r.h.InvokeFetch(d.id, tp, from, 0)
+	topic := &topicInfo{id: r.topicID, partitions: r.partitions}
+	req := fetchRequest(12, topic, tp, from, fetchMaxWait)
+	d.flying, d.inFlight = true, id
+	inc := d.inc
+	d.sessionOf(leader).do(req, fetchRequestTimeout, func(resp kmsg.Response, err error) {
+		if d.node.Incarnation() != inc || !d.flying || d.inFlight != id {
+			return
+		}
+		d.flying = false
+		fp, err := fetchResult(resp, err, topic, tp, from)
+		switch {
+		case err == nil:
+			r.logf("%s fetch %s from n%d at %d: %d records, high watermark %d", d.name, tp, leader, from, len(fp.records), fp.marks.HighWatermark)
+			r.h.FetchOkWatermarks(id, fp.records, fp.marks)
+			if n := len(fp.records); n > 0 {
+				d.pos[p] = fp.records[n-1].Offset + 1
+			}
+			d.later(time.Duration(d.rand.Intn(100)) * time.Millisecond)
+			return
+		case errors.Is(err, kerr.OffsetOutOfRange):
+			d.r.probes.add("data.out_of_range")
+			d.pos[p] = 0
+		default:
+			d.leaders[p] = -1
+		}
+		r.h.Complete(id, err)
+		d.backoff()
+	})
+}
+
+// clusterTopic is the data workload's topic.
+const clusterTopic = "jepsen"
+
+// makeTopic creates the data topic from the admin node before any client
+// starts, and waits until every node's image holds it.
+func (r *clusterRun) makeTopic() bool {
+	admin := r.w.AddNode("admin", nil)
+	s := &session{e: admin.Env(), addr: "", clientID: "admin", dialTimeout: dialTimeout, probes: &r.probes}
+	made := false
+	var try func(i int)
+	try = func(i int) {
+		s.addr = r.nodes[i%len(r.nodes)].name + ":9092"
+		s.client = nil
+		req := kmsg.NewPtrCreateTopicsRequest()
+		req.Version = 7
+		req.TimeoutMillis = 10000
+		t := kmsg.NewCreateTopicsRequestTopic()
+		t.Topic, t.NumPartitions, t.ReplicationFactor = clusterTopic, int32(r.partitions), 1
+		v := fmt.Sprint(topicIndexBytes)
+		c := kmsg.NewCreateTopicsRequestTopicConfig()
+		c.Name, c.Value = "segment.index.bytes", &v
+		t.Configs = append(t.Configs, c)
+		req.Topics = append(req.Topics, t)
+		s.do(req, metaTimeout, func(resp kmsg.Response, err error) {
+			if err == nil {
+				code := resp.(*kmsg.CreateTopicsResponse).Topics[0].ErrorCode
+				if code == 0 || code == kerr.TopicAlreadyExists.Code {
+					made = true
+					return
+				}
+			}
+			admin.Env().Clock.AfterFunc(200*time.Millisecond, func() { try(i + 1) })
+		})
+	}
+	admin.Post(func() { try(0) })
+	held := func() bool {
+		if !made {
+			return false
+		}
+		for _, n := range r.nodes {
+			b := n.broker()
+			if b == nil || b.MetadataImage().TopicByName(clusterTopic) == nil {
+				return false
+			}
+		}
+		return true
+	}
+	if !r.w.RunUntil(held, livenessLimit) {
+		r.fail("setup: the data topic was not made on every node in %s: %s", livenessLimit, r.describeBusy())
+		return false
+	}
+	t := r.nodes[0].broker().MetadataImage().TopicByName(clusterTopic)
+	r.topicID = t.ID
+	r.mh.Existing(clusterTopic, raftmeta.TopicID(t.ID), int32(len(t.Partitions)))
+	return true
+}
+
+// finalReads reads every partition whole from its leader, once the
+// cluster has converged, into the history's final reads.
+func (r *clusterRun) finalReads() {
+	reader := r.w.AddNode("reader", nil)
+	e := reader.Env()
+	sessions := make([]*session, len(r.nodes))
+	for i, n := range r.nodes {
+		sessions[i] = &session{e: e, addr: n.name + ":9092", clientID: "reader", dialTimeout: dialTimeout, probes: &r.probes}
+	}
+	topic := &topicInfo{id: r.topicID, partitions: r.partitions}
+	for p := range r.partitions {
+		tp := jepsen.TopicPartition{Topic: clusterTopic, Partition: int32(p)}
+		var leader int32 = -1
+		led := func() bool {
+			b := r.nodes[0].broker()
+			if b == nil {
+				return false
+			}
+			t := b.MetadataImage().TopicByName(clusterTopic)
+			leader = t.Partitions[p].Leader
+			return leader >= 1
+		}
+		if !r.w.RunUntil(led, livenessLimit) {
+			r.fail("liveness: %s has no leader %s after convergence", tp, livenessLimit)
+			return
+		}
+		id := r.h.InvokeFinalRead(finalClient, tp, 0)
+		var records []jepsen.Record
+		done, failed := false, 0
+		var read func(from int64)
+		read = func(from int64) {
+			sessions[leader-1].do(fetchRequest(12, topic, tp, from, 0), fetchRequestTimeout, func(resp kmsg.Response, err error) {
+				fp, err := fetchResult(resp, err, topic, tp, from)
+				if err != nil {
+					if failed++; failed > 20 {
+						r.h.Info(id, err)
+						r.fail("final read of %s: %v", tp, err)
+						done = true
+						return
+					}
+					e.Clock.AfterFunc(200*time.Millisecond, func() { read(from) })
+					return
+				}
+				if len(fp.records) == 0 && from < fp.marks.HighWatermark {
+					if failed++; failed > 20 {
+						r.h.Info(id, errors.New("no records below the high watermark"))
+						r.fail("final read of %s: no records at %d below the high watermark %d", tp, from, fp.marks.HighWatermark)
+						done = true
+						return
+					}
+					e.Clock.AfterFunc(200*time.Millisecond, func() { read(from) })
+					return
+				}
+				records = append(records, fp.records...)
+				next := from
+				if n := len(fp.records); n > 0 {
+					next = fp.records[n-1].Offset + 1
+				}
+				if next >= fp.marks.HighWatermark {
+					r.h.FetchOk(id, records)
+					done = true
+					return
+				}
+				read(next)
+			})
+		}
+		reader.Post(func() { read(0) })
+		if !r.w.RunUntil(func() bool { return done }, livenessLimit) {
+			r.fail("liveness: the final read of %s did not complete in %s", tp, livenessLimit)
+			return
+		}
+	}
+}

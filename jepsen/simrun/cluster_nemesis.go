@@ -1,0 +1,254 @@
+package simrun
+
+import (
+	"math"
+	"time"
+
+	"github.com/sluicemq/sluice/sim/rng"
+	"github.com/sluicemq/sluice/sim/sched"
+	"github.com/sluicemq/sluice/sim/simfs"
+)
+
+// clusterNemesis injects a cluster run's faults, each undone after a
+// seeded while. A fault that takes a voter out (a crash, a kill, a clean
+// restart, a pause, a disk failing, a partition isolating it from some of
+// the others) is injected only on a node no other such fault holds, and
+// only while fewer than a majority would then be held: the rest of the
+// quorum stays up and connected, so the cluster must go on working. A
+// power loss, in a run of that kind, takes every node at once.
+type clusterNemesis struct {
+	r     *clusterRun
+	rand  *rng.Rand
+	next  *sched.Event
+	undos []*undo
+	// faulted counts, by node index, the faults holding each node.
+	faulted map[int]int
+	// sabotaged is set once a sabotage that lies once has lied.
+	sabotaged bool
+}
+
+func (n *clusterNemesis) start() {
+	if len(n.r.opts.Faults) > 0 {
+		n.schedule()
+	}
+}
+
+func (n *clusterNemesis) schedule() {
+	mean := float64(n.r.opts.FaultEvery)
+	d := time.Duration(-math.Log(1-n.rand.Float64()) * mean)
+	n.next = n.r.w.After(d, "nemesis.fault", func() {
+		n.inject(n.r.opts.Faults[n.rand.Intn(len(n.r.opts.Faults))])
+		n.schedule()
+	})
+}
+
+func (n *clusterNemesis) later(d time.Duration, f func()) {
+	u := &undo{f: f}
+	u.ev = n.r.w.After(d, "nemesis.heal", func() {
+		u.f = nil
+		f()
+	})
+	n.undos = append(n.undos, u)
+}
+
+func (n *clusterNemesis) heal() {
+	if n.next != nil {
+		n.next.Cancel()
+		n.next = nil
+	}
+	for _, u := range n.undos {
+		if u.f != nil {
+			u.ev.Cancel()
+			u.f()
+		}
+	}
+	n.undos = nil
+}
+
+func (n *clusterNemesis) uniform(lo, hi time.Duration) time.Duration {
+	return lo + time.Duration(n.rand.Uint64n(uint64(hi-lo)))
+}
+
+// victim picks a node to take out, or -1 when taking one more out would
+// leave no majority.
+func (n *clusterNemesis) victim() int {
+	held := 0
+	var free []int
+	for i := range n.r.nodes {
+		if n.faulted[i] > 0 {
+			held++
+		} else {
+			free = append(free, i)
+		}
+	}
+	if held+1 > (len(n.r.nodes)-1)/2 || len(free) == 0 {
+		return -1
+	}
+	return free[n.rand.Intn(len(free))]
+}
+
+// hold marks node i held by a fault until release runs.
+func (n *clusterNemesis) hold(i int) (release func()) {
+	n.faulted[i]++
+	done := false
+	return func() {
+		if !done {
+			done = true
+			n.faulted[i]--
+		}
+	}
+}
+
+func (n *clusterNemesis) inject(f Fault) {
+	r := n.r
+	w := r.w
+	if f == FaultClock {
+		d := time.Duration(math.Exp(n.rand.Float64()*math.Log(float64(time.Hour/time.Millisecond)))) * time.Millisecond
+		if n.rand.Chance(0.5) {
+			d = -d
+		}
+		r.nodes[n.rand.Intn(len(r.nodes))].node.Clock().Jump(d)
+		n.injected(f)
+		return
+	}
+	if f == FaultPowerLoss {
+		w.PowerLoss()
+		n.later(n.uniform(0, 3*time.Second), func() {
+			for _, node := range w.Nodes() {
+				if !node.Up() {
+					node.Restart()
+				}
+			}
+		})
+		n.injected(f)
+		return
+	}
+	i := n.victim()
+	if i < 0 {
+		return
+	}
+	cn := r.nodes[i]
+	node := cn.node
+	switch f {
+	case FaultCrash, FaultKill:
+		if !node.Up() {
+			return
+		}
+		release := n.hold(i)
+		if f == FaultCrash {
+			node.Crash()
+		} else {
+			node.Kill()
+		}
+		n.later(n.uniform(0, 3*time.Second), func() {
+			if !node.Up() {
+				node.Restart()
+			}
+			n.untilRunning(cn, release)
+		})
+	case FaultRestart:
+		b := cn.broker()
+		if b == nil || !b.MetadataView().Running || node.Paused() {
+			return
+		}
+		release := n.hold(i)
+		inc := node.Incarnation()
+		delay := n.uniform(0, 2*time.Second)
+		node.Post(func() {
+			b.Shutdown(func(err error) {
+				if err != nil {
+					r.probes.add("node.shutdown_error")
+				}
+				r.w.After(delay, "nemesis.restart", func() {
+					if node.Incarnation() == inc && node.Up() {
+						node.Restart()
+					}
+					n.untilRunning(cn, release)
+				})
+			})
+		})
+		// Whatever happens to the shutdown, the hold ends with the heal.
+		n.later(time.Hour, release)
+	case FaultPause:
+		if !node.Up() || node.Paused() {
+			return
+		}
+		release := n.hold(i)
+		node.Pause()
+		n.later(n.uniform(10*time.Millisecond, 5*time.Second), func() {
+			node.Resume()
+			release()
+		})
+	case FaultDisk:
+		release := n.hold(i)
+		rate := 0.002 + 0.02*n.rand.Float64()
+		mustSet(node.Disk().SetFaults(simfs.Faults{EIORate: rate, NoSpaceRate: rate / 2}))
+		n.later(n.uniform(50*time.Millisecond, 2*time.Second), func() {
+			mustSet(node.Disk().SetFaults(simfs.Faults{}))
+			// A node whose disk failed under it may have stopped: the
+			// supervisor restarts it; the hold lasts until it runs.
+			n.untilRunning(cn, release)
+		})
+	case FaultPartition:
+		n.partition(i)
+	default:
+		panic("simrun: unknown cluster fault " + string(f))
+	}
+	n.injected(f)
+}
+
+func (n *clusterNemesis) injected(f Fault) {
+	n.r.probes.add("fault." + string(f))
+	n.r.logf("fault %s", f)
+}
+
+// untilRunning releases a hold once the node runs again (or at the heal).
+func (n *clusterNemesis) untilRunning(cn *clusterNode, release func()) {
+	if cn.running() || n.r.stopping {
+		release()
+		return
+	}
+	n.later(100*time.Millisecond, func() { n.untilRunning(cn, release) })
+}
+
+// partition cuts node i off from some of the other nodes (or from a
+// client), both ways or one way, for up to twenty seconds.
+func (n *clusterNemesis) partition(i int) {
+	r := n.r
+	net := r.w.Net()
+	self := r.nodes[i].name
+	var peers []string
+	if n.rand.Chance(0.3) {
+		peers = []string{r.clients[n.rand.Intn(len(r.clients))].name}
+		r.probes.add("fault.partition_client")
+	} else {
+		for j, other := range r.nodes {
+			if j != i && (len(peers) == 0 || n.rand.Chance(0.5)) {
+				peers = append(peers, other.name)
+			}
+		}
+	}
+	var links [][2]string
+	way := n.rand.Intn(3)
+	for _, p := range peers {
+		if way != 2 {
+			links = append(links, [2]string{self, p})
+		}
+		if way != 1 {
+			links = append(links, [2]string{p, self})
+		}
+	}
+	if way != 0 {
+		r.probes.add("fault.partition_one_way")
+	}
+	for _, l := range links {
+		net.Partition(l[0], l[1])
+	}
+	release := n.hold(i)
+	n.later(n.uniform(100*time.Millisecond, 20*time.Second), func() {
+		for _, l := range links {
+			net.Heal(l[0], l[1])
+		}
+		release()
+	})
+}

@@ -1,0 +1,42 @@
+package node
+
+import "github.com/sluicemq/sluice/raftmeta"
+
+// What a simulator (or an operator's probe) may read of a node's metadata
+// quorum from outside, without changing it: the harness samples it to
+// check the quorum's safety (jepsen.CheckLeaders, CheckAppliedLogs) and
+// convergence (CheckConverged). Nothing here is called by the node itself.
+
+// MetadataView is a node's metadata quorum as it stands now.
+type MetadataView struct {
+	// Leader is the node.id of the quorum leader this node knows of, -1
+	// for none; Term is raft's current term as the node last heard it (0
+	// before the quorum has reported any).
+	Leader int32
+	Term   uint64
+	// Applied is the raft index of the last entry applied to the image.
+	Applied uint64
+	// Running says the node has started and serves clients (its start
+	// finished and its metadata log has not failed).
+	Running bool
+	// Controller says the node is the active controller.
+	Controller bool
+}
+
+// MetadataView returns the node's metadata quorum state. It must be called
+// on the node's loop, or while the node runs nothing (a simulator between
+// events).
+func (b *Broker) MetadataView() MetadataView {
+	return MetadataView{
+		Leader:     nodeIDOfRaft(b.meta.leader),
+		Term:       b.meta.term,
+		Applied:    b.meta.applied,
+		Running:    b.state == stateRunning && b.metaErr == nil,
+		Controller: b.meta.activeTerm != 0,
+	}
+}
+
+// MetadataImage returns the node's metadata image, as of
+// MetadataView().Applied. The caller must not modify it, and must not keep
+// it past the node's next event.
+func (b *Broker) MetadataImage() *raftmeta.Image { return b.image }
