@@ -123,7 +123,7 @@ func (b *Broker) reconcilePartitions() {
 			b.dropTopic(&raftmeta.Topic{Name: p.topic, ID: p.topicID, Partitions: []raftmeta.Partition{{Index: p.index}}})
 		}
 	}
-	for _, key := range sortedKeys2(b.offline) {
+	for _, key := range sortedPartitionKeysOf(b.offline) {
 		if b.image.Topics[key.topic] == nil {
 			delete(b.offline, key)
 		}
@@ -131,15 +131,6 @@ func (b *Broker) reconcilePartitions() {
 	for _, name := range b.image.TopicNames() {
 		b.servePartitions(b.image.TopicByName(name))
 	}
-}
-
-func sortedKeys2(m map[partitionKey]error) []partitionKey {
-	keys := make([]partitionKey, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.SortFunc(keys, comparePartitionKeys)
-	return keys
 }
 
 // followLeadership serves a partition whose leadership came to this broker

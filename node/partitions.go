@@ -447,9 +447,12 @@ func (j *join) finish(err error) {
 	}
 }
 
-func (b *Broker) sortedPartitionKeys() []partitionKey {
-	keys := make([]partitionKey, 0, len(b.partitions))
-	for k := range b.partitions {
+func (b *Broker) sortedPartitionKeys() []partitionKey { return sortedPartitionKeysOf(b.partitions) }
+
+// sortedPartitionKeysOf returns a map's partition keys in order.
+func sortedPartitionKeysOf[V any](m map[partitionKey]V) []partitionKey {
+	keys := make([]partitionKey, 0, len(m))
+	for k := range m {
 		keys = append(keys, k)
 	}
 	slices.SortFunc(keys, comparePartitionKeys)
