@@ -57,7 +57,7 @@ func (b *Broker) handleProduce(r *request) {
 			default:
 				key := partitionKey{t.ID, rp.Partition}
 				p := b.partitions[key]
-				if p == nil || !p.leading {
+				if !p.serving() {
 					out.ErrorCode = b.missingPartition(key).Code
 					if out.ErrorCode == kerr.NotLeaderForPartition.Code && req.Version >= 10 {
 						b.hintProduceLeader(resp, out, key)

@@ -64,6 +64,10 @@ type heartbeats struct {
 	timer env.Timer
 	// inFlight says a heartbeat awaits its answer; the next waits for it.
 	inFlight bool
+	// due says the next heartbeat came due while one was in flight: the
+	// answer sends it. (Without this a timer that fires a moment before
+	// the answer would end the session's heartbeats for good.)
+	due bool
 	// fenced is what the controller last said; the broker starts fenced.
 	fenced bool
 	// unfenced are waiting for the first answer that unfences the broker.
@@ -88,11 +92,17 @@ func (b *Broker) stopHeartbeats() {
 	}
 }
 
-// sendHeartbeat sends one heartbeat and arms the next.
+// sendHeartbeat sends one heartbeat and arms the next; while one is in
+// flight, its answer sends the next.
 func (b *Broker) sendHeartbeat() {
-	if b.hb.inFlight || b.state == stateStopped {
+	if b.state == stateStopped {
 		return
 	}
+	if b.hb.inFlight {
+		b.hb.due = true
+		return
+	}
+	b.hb.due = false
 	b.stopHeartbeats()
 	b.hb.timer = b.env.Clock.AfterFunc(b.cfg.BrokerHeartbeatInterval, func() {
 		b.hb.timer = nil
@@ -107,7 +117,9 @@ func (b *Broker) sendHeartbeat() {
 	b.hb.inFlight = true
 	answer := func(reply raftmeta.HeartbeatReply, err error) {
 		b.hb.inFlight = false
-		b.heartbeatAnswered(reply, err)
+		if b.heartbeatAnswered(reply, err) && b.hb.due {
+			b.sendHeartbeat()
+		}
 	}
 	if b.meta.activeTerm != 0 {
 		b.heartbeatLocally(hb, answer)
@@ -133,22 +145,24 @@ func (b *Broker) sendHeartbeat() {
 	})
 }
 
-// heartbeatAnswered follows what the controller said.
-func (b *Broker) heartbeatAnswered(reply raftmeta.HeartbeatReply, err error) {
+// heartbeatAnswered follows what the controller said, and reports whether
+// the session goes on (false: the broker registers again).
+func (b *Broker) heartbeatAnswered(reply raftmeta.HeartbeatReply, err error) bool {
 	switch {
 	case err != nil:
 		b.env.Log.Debug("heartbeat failed", "node", b.cfg.NodeID, "err", err)
-		return
+		return true
 	case reply.Err == kerr.StaleBrokerEpoch || reply.Err == kerr.BrokerIDNotRegistered:
 		// The controller no longer knows this incarnation (a registration
 		// lost with a failover, or replaced): register again.
 		b.env.Log.Warn("the controller does not know this broker's registration; registering again", "node", b.cfg.NodeID, "err", reply.Err)
 		b.stopHeartbeats()
+		b.hb.due = false
 		b.reregister()
-		return
+		return false
 	case reply.Err != nil:
 		b.env.Log.Debug("heartbeat refused", "node", b.cfg.NodeID, "err", reply.Err)
-		return
+		return true
 	}
 	if b.hb.fenced != reply.IsFenced {
 		b.env.Log.Info("broker fencing changed", "node", b.cfg.NodeID, "fenced", reply.IsFenced)
@@ -160,6 +174,7 @@ func (b *Broker) heartbeatAnswered(reply raftmeta.HeartbeatReply, err error) {
 	if reply.ShouldShutDown {
 		b.hb.shutDown.wake(nil)
 	}
+	return true
 }
 
 // reregister registers this incarnation again while it runs.

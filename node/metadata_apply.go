@@ -67,9 +67,11 @@ func (b *Broker) servePartitions(t *raftmeta.Topic) {
 		b.removing[waitFor[0]].add(func(error) { b.servePartitions(b.image.Topics[id]) })
 		return
 	}
-	if err := b.openTopicPartitions(t); err != nil {
+	opened, err := b.openTopicPartitions(t)
+	if err != nil {
 		b.env.Log.Error("open partitions of new topic", "topic", t.Name, "err", err)
 	}
+	b.recoverOpened(opened)
 }
 
 // dropTopic closes and deletes this node's partitions of a deleted topic.

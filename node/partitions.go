@@ -34,7 +34,12 @@ type partition struct {
 	// A partition whose leadership moved away stays open (its data is
 	// here) but serves nothing until it comes back.
 	leading bool
-	log     *log.Log
+	// recovered says the tail its log recovered is durable: until then
+	// the partition serves nothing, since a record the recovery found only
+	// in the page cache could still be lost, and serving it would move the
+	// high watermark past what a power loss keeps.
+	recovered bool
+	log       *log.Log
 	// hw is the high watermark: on a single node, the durable end of the
 	// log. Only records below it are served, so a consumer never sees a
 	// record that a power loss could take back.
@@ -42,6 +47,10 @@ type partition struct {
 	// watchers are parked fetches to wake when hw moves.
 	watchers []*fetchWait
 }
+
+// serving says this broker answers produces and fetches for the
+// partition: it leads it and its recovery is durable.
+func (p *partition) serving() bool { return p != nil && p.leading && p.recovered }
 
 // highWatermark is the end of what may be served and acknowledged. Every
 // caller relies on log start <= high watermark <= durable end <= log end,
@@ -103,17 +112,19 @@ func partitionDir(topic string, index int32) string {
 // topic deleted just before a crash).
 func (b *Broker) openPartitions() error {
 	for _, name := range b.image.TopicNames() {
-		if err := b.openTopicPartitions(b.image.TopicByName(name)); err != nil {
+		if _, err := b.openTopicPartitions(b.image.TopicByName(name)); err != nil {
 			b.env.Log.Error("partition offline", "err", err)
 		}
 	}
 	return b.removeOrphanDirs()
 }
 
-// openTopicPartitions opens (creating) the logs of a topic's partitions. A
+// openTopicPartitions opens (creating) the logs of a topic's partitions and
+// returns those it opened, which serve once recovered (see recover). A
 // partition whose log cannot be opened (its disk fails) is marked offline
 // and the others are still served; the error names every failure.
-func (b *Broker) openTopicPartitions(t *raftmeta.Topic) error {
+func (b *Broker) openTopicPartitions(t *raftmeta.Topic) ([]*partition, error) {
+	var opened []*partition
 	var errs []error
 	for _, mp := range t.Partitions {
 		if mp.Leader != b.cfg.NodeID {
@@ -141,11 +152,46 @@ func (b *Broker) openTopicPartitions(t *raftmeta.Topic) error {
 		p := &partition{topic: t.Name, topicID: t.ID, index: mp.Index, leaderEpoch: mp.LeaderEpoch, leading: true, log: l}
 		// What recovery found may sit only in the page cache (a process
 		// crash keeps it there): it is served once a flush proves it
-		// durable (see awaitPartitionsDurable).
+		// durable (see recover).
 		p.hw = min(l.DurableOffset(), l.LogEndOffset())
 		b.partitions[key] = p
+		opened = append(opened, p)
 	}
-	return errors.Join(errs...)
+	return opened, errors.Join(errs...)
+}
+
+// recover makes p's recovered tail durable and then lets it serve; done
+// gets the error that stopped it. A log recovered from anything but a
+// clean shutdown refuses appends until its recovery is durable
+// (Log.Ready).
+func (b *Broker) recover(p *partition, done func(error)) {
+	p.log.Ready(func(err error) {
+		if err != nil {
+			done(err)
+			return
+		}
+		p.whenDurable(p.log.LogEndOffset(), func(err error) {
+			if err == nil {
+				p.recovered = true
+			}
+			done(err)
+		})
+	})
+}
+
+// recoverOpened recovers partitions opened while the broker runs; one
+// whose recovery fails is offline.
+func (b *Broker) recoverOpened(opened []*partition) {
+	for _, p := range opened {
+		b.recover(p, func(err error) {
+			key := partitionKey{p.topicID, p.index}
+			if err != nil && b.partitions[key] == p {
+				err = fmt.Errorf("node: recover partition %s: %w", partitionDir(p.topic, p.index), err)
+				b.offline[key] = err
+				b.env.Log.Error("partition offline", "err", err)
+			}
+		})
+	}
 }
 
 // ledPartition returns partition index of t as this broker leads it, with
@@ -157,7 +203,7 @@ func (b *Broker) ledPartition(t *raftmeta.Topic, index, leaderEpoch int32) (*par
 	key := partitionKey{t.ID, index}
 	p := b.partitions[key]
 	switch {
-	case p == nil || !p.leading:
+	case !p.serving():
 		return nil, b.missingPartition(key)
 	case leaderEpoch >= 0 && leaderEpoch < p.leaderEpoch:
 		return p, kerr.FencedLeaderEpoch
@@ -208,23 +254,13 @@ func (b *Broker) leaderEndpoint(id int32) (raftmeta.Broker, bool) {
 	return br, ok && id >= 0
 }
 
-// awaitPartitionsDurable calls done once every open partition's log is
-// durable to its end (the high watermark has caught up), or with the first
-// error.
+// awaitPartitionsDurable calls done once every open partition is
+// recovered (its high watermark has caught up with its log's end), or with
+// the errors that stopped them.
 func (b *Broker) awaitPartitionsDurable(done func(error)) {
 	all := newJoin(done)
 	for _, key := range b.sortedPartitionKeys() {
-		p := b.partitions[key]
-		ready := all.add()
-		// A log recovered from anything but a clean shutdown refuses
-		// appends until its recovery is durable (Log.Ready).
-		p.log.Ready(func(err error) {
-			if err != nil {
-				ready(err)
-				return
-			}
-			p.whenDurable(p.log.LogEndOffset(), ready)
-		})
+		b.recover(b.partitions[key], all.add())
 	}
 	all.wait()
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/sluicemq/sluice/env"
 	"github.com/sluicemq/sluice/jepsen"
 	"github.com/sluicemq/sluice/node"
+	"github.com/sluicemq/sluice/raftmeta"
 	"github.com/sluicemq/sluice/sim"
 	"github.com/sluicemq/sluice/sim/rng"
 	"github.com/sluicemq/sluice/sim/simfs"
@@ -403,10 +404,38 @@ func (r *clusterRun) describeBusy() string {
 		if b := n.broker(); b != nil {
 			v := b.MetadataView()
 			s += fmt.Sprintf(" running=%v leader=%d term=%d applied=%d", v.Running, v.Leader, v.Term, v.Applied)
+			s += describeImage(b.MetadataImage(), r.data)
 		}
 		parts = append(parts, s)
 	}
 	return strings.Join(parts, "; ")
+}
+
+// describeImage is what a node's image says of the brokers and of the data
+// topic's partitions that a busy producer still waits on, for a liveness
+// failure's message.
+func describeImage(im *raftmeta.Image, data []*dataClient) string {
+	var s strings.Builder
+	for _, id := range im.BrokerIDs() {
+		br := im.Brokers[id]
+		fmt.Fprintf(&s, " broker %d fenced=%v shutting=%v", id, br.Fenced, br.InControlledShutdown)
+	}
+	waited := map[int32]bool{}
+	for _, d := range data {
+		if !d.done() {
+			for _, p := range d.pending {
+				waited[p] = true
+			}
+		}
+	}
+	if t := im.TopicByName(clusterTopic); t != nil {
+		for _, p := range t.Partitions {
+			if waited[p.Index] {
+				fmt.Fprintf(&s, " %s-%d leader=%d replicas=%v isr=%v", t.Name, p.Index, p.Leader, p.Replicas, p.ISR)
+			}
+		}
+	}
+	return s.String()
 }
 
 func (r *clusterRun) logf(format string, args ...any) {
