@@ -45,23 +45,24 @@ func newSimRunCommand() *cobra.Command {
 		out      string
 		logNodes bool
 		nodes    int
+		brokers  int
 		metaOnly bool
 	)
 	cmd := &cobra.Command{
-		Use:   "run --seed N [--nodes N] [--duration D] [--out DIR]",
+		Use:   "run --seed N [--nodes N [--broker-only K]] [--duration D] [--out DIR]",
 		Short: "Run one seed and print its summary line; exit 1 on a violation",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := checkDuration(duration); err != nil {
 				return err
 			}
-			if err := checkNodes(nodes); err != nil {
+			if err := checkNodes(nodes, brokers); err != nil {
 				return err
 			}
 			if err := checkWritable(out); err != nil {
 				return err
 			}
-			cfg := simrun.Config{Seed: seed, Duration: duration, Nodes: nodes, MetaOnly: metaOnly}
+			cfg := simrun.Config{Seed: seed, Duration: duration, Nodes: nodes, BrokerOnly: brokers, MetaOnly: metaOnly}
 			if logNodes {
 				cfg.Log, cfg.LogLevel = cmd.ErrOrStderr(), slog.LevelDebug
 			}
@@ -83,6 +84,7 @@ func newSimRunCommand() *cobra.Command {
 	cmd.Flags().DurationVar(&duration, "duration", simrun.DefaultDuration, "virtual time of the safety phase (the liveness phase follows)")
 	cmd.Flags().StringVar(&out, "out", "", "write the history, porcupine's visualization and the summary to this directory")
 	cmd.Flags().IntVar(&nodes, "nodes", 1, "1 runs one broker with the data workload; 3 or more a KRaft cluster with the metadata workload")
+	cmd.Flags().IntVar(&brokers, "broker-only", 0, brokerOnlyUsage)
 	cmd.Flags().BoolVar(&metaOnly, "meta-only", false, "with --nodes 3 or more: the metadata clients alone, no producers or consumers")
 	cmd.Flags().BoolVar(&logNodes, "log", false, "write every node's logs and the faults injected, in virtual time, to stderr")
 	_ = cmd.MarkFlagRequired("seed")
@@ -96,10 +98,11 @@ func newSimSweepCommand() *cobra.Command {
 		out      string
 		verbose  bool
 		nodes    int
+		brokers  int
 		metaOnly bool
 	)
 	cmd := &cobra.Command{
-		Use:   "sweep --seeds A-B [--nodes N] [--duration D] [--out DIR]",
+		Use:   "sweep --seeds A-B [--nodes N [--broker-only K]] [--duration D] [--out DIR]",
 		Short: "Run seeds A to B one after another; print how to replay each failure; exit 1 if any failed",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -110,19 +113,21 @@ func newSimSweepCommand() *cobra.Command {
 			if err := checkDuration(duration); err != nil {
 				return err
 			}
-			if err := checkNodes(nodes); err != nil {
+			if err := checkNodes(nodes, brokers); err != nil {
 				return err
 			}
 			if err := checkWritable(out); err != nil {
 				return err
 			}
-			return sweep(cmd.OutOrStdout(), simrun.Config{Nodes: nodes, Duration: duration, MetaOnly: metaOnly}, first, last, out, verbose)
+			base := simrun.Config{Nodes: nodes, BrokerOnly: brokers, Duration: duration, MetaOnly: metaOnly}
+			return sweep(cmd.OutOrStdout(), base, first, last, out, verbose)
 		},
 	}
 	cmd.Flags().StringVar(&seeds, "seeds", "", "the seeds to run, A-B inclusive (or one seed)")
 	cmd.Flags().DurationVar(&duration, "duration", simrun.DefaultDuration, "virtual time of each run's safety phase")
 	cmd.Flags().StringVar(&out, "out", "", "write each failed seed's artifacts to DIR/seed-N")
 	cmd.Flags().IntVar(&nodes, "nodes", 1, "the node count of every run (see sim run --nodes)")
+	cmd.Flags().IntVar(&brokers, "broker-only", 0, brokerOnlyUsage)
 	cmd.Flags().BoolVar(&metaOnly, "meta-only", false, "with --nodes 3 or more: the metadata clients alone")
 	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "print every seed's summary line, not only the failures'")
 	_ = cmd.MarkFlagRequired("seeds")
@@ -154,6 +159,9 @@ func sweep(w io.Writer, base simrun.Config, first, last uint64, out string, verb
 				flag := ""
 				if base.MetaOnly {
 					flag = " --meta-only"
+				}
+				if base.BrokerOnly > 0 {
+					flag += fmt.Sprintf(" --broker-only %d", base.BrokerOnly)
 				}
 				fmt.Fprintf(w, "  replay: sluice sim run%s --nodes %d --seed %d --duration %s\n", flag, nodes, seed, duration)
 			} else {
@@ -210,9 +218,14 @@ func parseSeedRange(s string) (first, last uint64, err error) {
 
 // checkNodes refuses a node count the simulator cannot run: a quorum of two
 // survives no fault, and is no cluster run.
-func checkNodes(n int) error {
+const brokerOnlyUsage = "with --nodes N: the last K nodes are broker-only (raft learners), the first N-K the voters (at least 3)"
+
+func checkNodes(n, brokerOnly int) error {
 	if n != 1 && (n < 3 || n > 9) {
 		return fmt.Errorf("--nodes %d: want 1 (one broker) or 3 to 9 (a cluster)", n)
+	}
+	if brokerOnly != 0 && (brokerOnly < 0 || n-brokerOnly < 3) {
+		return fmt.Errorf("--broker-only %d: want 0 to %d, leaving at least 3 of the %d nodes voters", brokerOnly, max(n-3, 0), n)
 	}
 	return nil
 }

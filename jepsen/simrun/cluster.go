@@ -16,8 +16,10 @@ import (
 	"github.com/sluicemq/sluice/sim/simfs"
 )
 
-// A cluster run (Config.Nodes >= 3): N combined nodes n1..nN, each broker
-// and controller of one static metadata quorum of all of them, metadata
+// A cluster run (Config.Nodes >= 3): N nodes n1..nN, each broker and
+// controller of one static metadata quorum of all of them, or, with
+// Config.BrokerOnly of K, the first N-K combined nodes the voters and the
+// last K broker-only nodes following the log as learners; metadata
 // clients m1..mK creating, deleting and describing topics through random
 // nodes (cluster_clients.go), a nemesis of node and network faults that
 // never takes down more than a minority of the voters at once unless the
@@ -34,8 +36,10 @@ import (
 
 // ClusterOptions is what a seed chooses for a cluster run.
 type ClusterOptions struct {
-	Nodes   int
-	Clients int
+	Nodes int
+	// BrokerOnly is how many of the nodes (the last) are broker-only.
+	BrokerOnly int
+	Clients    int
 	// Faults are the faults this seed mixes, one every FaultEvery on
 	// average; PowerLoss says the seed is of the power-loss kind (every
 	// node loses power at once, now and then).
@@ -51,8 +55,12 @@ func (o ClusterOptions) String() string {
 	for i, f := range o.Faults {
 		names[i] = string(f)
 	}
-	return fmt.Sprintf("nodes=%d clients=%d partitions=%d producers=%d consumers=%d faults=%s every=%s",
-		o.Nodes, o.Clients, o.Partitions, o.Producers, o.Consumers, strings.Join(names, ","), o.FaultEvery)
+	shape := fmt.Sprintf("nodes=%d", o.Nodes)
+	if o.BrokerOnly > 0 {
+		shape += fmt.Sprintf(" broker_only=%d", o.BrokerOnly)
+	}
+	return fmt.Sprintf("%s clients=%d partitions=%d producers=%d consumers=%d faults=%s every=%s",
+		shape, o.Clients, o.Partitions, o.Producers, o.Consumers, strings.Join(names, ","), o.FaultEvery)
 }
 
 // clusterFaults are the faults a cluster run may mix; FaultPowerLoss only
@@ -102,8 +110,11 @@ type clusterRun struct {
 
 // clusterNode is one combined node and what is known of its process.
 type clusterNode struct {
-	id      int32
-	name    string
+	id   int32
+	name string
+	// voter says the node is a controller (a voter of the quorum); a
+	// broker-only node is a learner.
+	voter   bool
 	node    *sim.Node
 	cfg     node.Config
 	b       *node.Broker // of the current incarnation
@@ -146,9 +157,14 @@ func runCluster(cfg Config) Summary {
 	if cfg.noFaults {
 		r.opts.Faults = nil
 	}
+	r.opts.BrokerOnly = cfg.BrokerOnly
 	r.partitions = r.opts.Partitions
 	if cfg.Nodes < 3 {
 		r.fail("a cluster run needs at least 3 nodes, not %d", cfg.Nodes)
+		return r.summarize()
+	}
+	if cfg.BrokerOnly < 0 || cfg.Nodes-cfg.BrokerOnly < 3 {
+		r.fail("a cluster run needs at least 3 voters: %d nodes with %d broker-only leave %d", cfg.Nodes, cfg.BrokerOnly, cfg.Nodes-cfg.BrokerOnly)
 		return r.summarize()
 	}
 	if cfg.Log != nil {
@@ -182,23 +198,28 @@ func (r *clusterRun) setup() {
 	w.Net().SetTimeouts(5*time.Second, 5*time.Second)
 	r.nemesis = &clusterNemesis{r: r, rand: w.Rand("nemesis"), faulted: make(map[int]int)}
 	var voters []node.Voter
-	for i := range r.cfg.Nodes {
+	voterCount := r.cfg.Nodes - r.cfg.BrokerOnly
+	for i := range voterCount {
 		voters = append(voters, node.Voter{ID: int32(i + 1), Host: nodeName(i), Port: 9093})
 	}
 	for i := range r.cfg.Nodes {
+		voter := i < voterCount
 		cfg := node.DefaultConfig()
 		cfg.NodeID = int32(i + 1)
-		cfg.ProcessRoles = node.Roles{Broker: true, Controller: true}
+		cfg.ProcessRoles = node.Roles{Broker: true, Controller: voter}
 		cfg.ControllerQuorumVoters = voters
 		cfg.ControllerListenerNames = []string{"CONTROLLER"}
-		cfg.Listeners = []node.Listener{{Name: "PLAINTEXT", Host: nodeName(i), Port: 9092}, {Name: "CONTROLLER", Host: nodeName(i), Port: 9093}}
+		cfg.Listeners = []node.Listener{{Name: "PLAINTEXT", Host: nodeName(i), Port: 9092}}
+		if voter {
+			cfg.Listeners = append(cfg.Listeners, node.Listener{Name: "CONTROLLER", Host: nodeName(i), Port: 9093})
+		}
 		cfg.AutoCreateTopics = false // a describe is a read
 		cfg.LogRetentionMs = node.Unlimited
 		cfg.LogRetentionBytes = node.Unlimited
 		if err := cfg.Validate(); err != nil {
 			panic(fmt.Sprintf("simrun: cluster node config refused: %v", err))
 		}
-		n := &clusterNode{id: int32(i + 1), name: nodeName(i), cfg: cfg, seenLeader: jepsen.NoLeader}
+		n := &clusterNode{id: int32(i + 1), name: nodeName(i), voter: voter, cfg: cfg, seenLeader: jepsen.NoLeader}
 		r.nodes = append(r.nodes, n)
 		n.node = w.AddNode(n.name, func(e env.Env) { r.bootNode(n, e) })
 		n.node.Disk().SetSabotage(r.cfg.DiskSabotage)

@@ -62,7 +62,10 @@ func (r *clusterRun) newDataClient(id int, name string, producer bool) *dataClie
 func (d *dataClient) boot(e env.Env) {
 	d.e, d.inc = e, d.node.Incarnation()
 	if d.flying {
-		d.r.h.Info(d.inFlight, errors.New("the client's node lost power"))
+		// A metadata refresh (inFlight -1) is not in the history.
+		if d.inFlight >= 0 {
+			d.r.h.Info(d.inFlight, errors.New("the client's node lost power"))
+		}
 		d.flying = false
 	}
 	d.sessions = make([]*session, len(d.r.nodes))

@@ -69,19 +69,27 @@ func (n *clusterNemesis) uniform(lo, hi time.Duration) time.Duration {
 	return lo + time.Duration(n.rand.Uint64n(uint64(hi-lo)))
 }
 
-// victim picks a node to take out, or -1 when taking one more out would
-// leave no majority.
+// victim picks a node to take out, or -1 when none may be: a voter only
+// while taking one more out leaves the voters a majority, a broker-only
+// node always (the quorum does not need it).
 func (n *clusterNemesis) victim() int {
-	held := 0
+	voters, held := 0, 0
+	for i, cn := range n.r.nodes {
+		if cn.voter {
+			voters++
+			if n.faulted[i] > 0 {
+				held++
+			}
+		}
+	}
+	votersMay := held+1 <= (voters-1)/2
 	var free []int
-	for i := range n.r.nodes {
-		if n.faulted[i] > 0 {
-			held++
-		} else {
+	for i, cn := range n.r.nodes {
+		if n.faulted[i] == 0 && (votersMay || !cn.voter) {
 			free = append(free, i)
 		}
 	}
-	if held+1 > (len(n.r.nodes)-1)/2 || len(free) == 0 {
+	if len(free) == 0 {
 		return -1
 	}
 	return free[n.rand.Intn(len(free))]

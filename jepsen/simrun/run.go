@@ -76,6 +76,10 @@ type Config struct {
 	// workload; 3 or more a KRaft cluster of combined nodes with the
 	// metadata workload (cluster.go).
 	Nodes int
+	// BrokerOnly (cluster runs) makes the last BrokerOnly of the nodes
+	// broker-only (process.roles=broker): they follow the metadata log as
+	// raft learners, and the others are the voters.
+	BrokerOnly int
 	// MetaOnly (cluster runs) leaves the data workload out: the metadata
 	// clients alone.
 	MetaOnly bool

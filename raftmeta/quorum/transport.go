@@ -54,6 +54,15 @@ type TransportConfig struct {
 	// is reported failed and the connection, which is evidently not
 	// delivering, is closed and redialed. Default 1 minute.
 	SnapshotAckTimeout time.Duration
+	// KeepaliveInterval is how often an outbound connection that has
+	// written nothing since the last interval writes a keepalive frame.
+	// A connection that only receives (a learner's to a voter that is
+	// not the leader, or to the leader before it speaks) would otherwise
+	// never learn that the peer rebooted or that the path died, and the
+	// peer could never answer it: writing makes the loss surface as a
+	// reset or a retransmission timeout, and the connection is redialed.
+	// Default 1s.
+	KeepaliveInterval time.Duration
 }
 
 // Defaults of TransportConfig.
@@ -64,6 +73,7 @@ const (
 	DefaultBackoffMax         = time.Second
 	DefaultHandshakeTimeout   = 10 * time.Second
 	DefaultSnapshotAckTimeout = time.Minute
+	DefaultKeepaliveInterval  = time.Second
 )
 
 // minFrameBytes is the least MaxFrameBytes may be: a hello must fit.
@@ -109,6 +119,9 @@ func (c TransportConfig) withDefaults() (TransportConfig, []string) {
 	}
 	if c.SnapshotAckTimeout <= 0 {
 		c.SnapshotAckTimeout = DefaultSnapshotAckTimeout
+	}
+	if c.KeepaliveInterval <= 0 {
+		c.KeepaliveInterval = DefaultKeepaliveInterval
 	}
 	return c, fixed
 }

@@ -38,6 +38,11 @@ type transportConn struct {
 	// come, oldest first. The receiver acks in the order it reads them.
 	acks      []*awaitedAck
 	handshake env.Timer
+	// keepalive is an outbound connection's keepalive timer, armed once
+	// the handshake is done; idle says nothing was written since it last
+	// fired.
+	keepalive env.Timer
+	idle      bool
 	// wrote is set once we have written messages: losing the connection
 	// then may have lost some.
 	wrote  bool
@@ -140,6 +145,10 @@ func (tc *transportConn) handleFrame(frame []byte) {
 		tc.onMessage(body)
 	case frameSnapshotAck:
 		tc.onSnapshotAck(body)
+	case frameKeepalive:
+		if len(body) != 0 {
+			tc.fail("bad frame", fmt.Errorf("a keepalive with a %d-byte body", len(body)))
+		}
 	case frameHello:
 		tc.fail("bad frame", errors.New("a second hello"))
 	default:
@@ -204,6 +213,23 @@ func (tc *transportConn) onOutboundHello(h transportHello) {
 	}
 	tc.handshakeDone()
 	tc.peer.handshakeDone()
+	tc.armKeepalive()
+}
+
+// armKeepalive arms the next keepalive of an outbound connection: one
+// KeepaliveInterval from now, a frame goes out if nothing else did.
+func (tc *transportConn) armKeepalive() {
+	tc.idle = true
+	tc.keepalive = tc.t.env.Clock.AfterFunc(tc.t.cfg.KeepaliveInterval, func() {
+		tc.keepalive = nil
+		if tc.closed {
+			return
+		}
+		if tc.idle && !tc.write(appendKeepalive(nil)) {
+			return
+		}
+		tc.armKeepalive()
+	})
 }
 
 func (tc *transportConn) handshakeDone() {
@@ -290,6 +316,7 @@ func (tc *transportConn) writeBatch(b transportBatch) {
 // write writes p, taking a failure as the connection's loss. It reports
 // whether the connection is still up.
 func (tc *transportConn) write(p []byte) bool {
+	tc.idle = false
 	if err := tc.c.Write(p); err != nil {
 		tc.t.log.Info("raft transport: write failed", "peer", tc.peerID, "remote", tc.remote, "err", err)
 		tc.close()
@@ -393,6 +420,10 @@ func (tc *transportConn) stopTimers() {
 	if tc.handshake != nil {
 		tc.handshake.Stop()
 		tc.handshake = nil
+	}
+	if tc.keepalive != nil {
+		tc.keepalive.Stop()
+		tc.keepalive = nil
 	}
 	for _, a := range tc.acks {
 		a.timer.Stop()

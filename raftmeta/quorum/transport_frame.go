@@ -43,6 +43,8 @@ import (
 //	2 message        a raftpb.Message, proto.Marshal'd
 //	3 snapshot ack   index u64 | term u64 of a MsgSnap's snapshot, stepped
 //	4 refusal        a UTF-8 reason; the sender closes after it
+//	5 keepalive      empty; the dialer writes it on a connection idle for
+//	                 TransportConfig.KeepaliveInterval, the receiver skips it
 //
 // The hello is the first frame each way and comes only once. Its receiver
 // id is the id the dialer means to reach: an acceptor with another id
@@ -67,6 +69,7 @@ const (
 	frameMessage     byte = 2
 	frameSnapshotAck byte = 3
 	frameRefusal     byte = 4
+	frameKeepalive   byte = 5
 )
 
 const (
@@ -121,6 +124,8 @@ func appendSnapshotAck(dst []byte, index, term uint64) []byte {
 	binary.BigEndian.PutUint64(body[8:16], term)
 	return appendFrame(dst, frameSnapshotAck, body[:])
 }
+
+func appendKeepalive(dst []byte) []byte { return appendFrame(dst, frameKeepalive, nil) }
 
 func appendRefusal(dst []byte, reason string) []byte {
 	if len(reason) > refusalMax {

@@ -403,6 +403,7 @@ func TestMalformedInputClosesTheConnection(t *testing.T) {
 		{"a snapshot without one", cat([]byte(preamble), good, messageFrame(msg(7, 1, raftpb.MsgSnap, 1))), "without a snapshot", 0},
 		{"a body that is not a message", cat([]byte(preamble), good, frame(2, []byte{0xff, 0xff, 0xff})), "does not decode", 0},
 		{"an unknown kind", cat([]byte(preamble), good, frame(42, nil)), "unknown frame kind 42", 0},
+		{"a keepalive with a body", cat([]byte(preamble), good, frame(5, nil), messageFrame(msg(7, 1, raftpb.MsgApp, 1)), frame(5, []byte{1})), "keepalive with a 1-byte body", 1},
 		{"an ack of nothing", cat([]byte(preamble), good, frame(3, make([]byte, 16))), "none was sent", 0},
 		{"an empty frame", cat([]byte(preamble), good, []byte{0, 0, 0, 0}), "shorter than its checksum", 0},
 	}
@@ -563,4 +564,45 @@ func TestReachedOnlyThroughAnAddressThatAnswersAsThePeer(t *testing.T) {
 	require.False(t, reached(4), "no such peer")
 	c.do(n1, func() { n1.tr.SetPeer(2, "") })
 	require.False(t, reached(2))
+}
+
+// TestLearnerFindsAVoterThatRebooted: a voter crashes (its end of the
+// learner's connection vanishes without a word) and comes back. The
+// learner sends nothing of its own, so only its keepalives find out that
+// the connection is dead; it redials, and the restarted voter reaches it
+// again. Without keepalives the learner would wait on the dead connection
+// for good, and the voter, which cannot dial a learner, could never reach
+// it.
+func TestLearnerFindsAVoterThatRebooted(t *testing.T) {
+	c := newCluster(t, 18, []bool{true, true, false})
+	n1, learner := c.node(1), c.node(3)
+	c.w.Run(time.Second)
+	c.send(n1, msg(1, 3, raftpb.MsgApp, 1))
+	c.until(time.Second, func() bool { return len(learner.rec.from(1)) == 1 }, "the voter did not reach the learner")
+
+	n1.n.Crash()
+	c.w.Run(time.Second)
+	n1.n.Restart()
+	c.w.Run(time.Millisecond)
+	c.eventually(10*time.Second, 50*time.Millisecond, func() { c.send(n1, msg(1, 3, raftpb.MsgApp, 2)) },
+		func() bool { return len(learner.rec.from(1)) > 1 }, "the restarted voter never reached the learner")
+	require.Len(t, learner.dialedTo(n1), 2, "the learner redialed the voter once")
+}
+
+// TestKeepalivesOnlyOnIdleConnections: a connection that carries messages
+// writes no keepalive; an idle one writes one per interval.
+func TestKeepalivesOnlyOnIdleConnections(t *testing.T) {
+	c := newCluster(t, 19, listening3[:2], quorum.WithTransportConfig(quorum.TransportConfig{KeepaliveInterval: 100 * time.Millisecond}))
+	n1, n2 := c.node(1), c.node(2)
+	c.connect()
+	conn := n1.dialedTo(n2)[0]
+	before := conn.writes
+	for i := range 20 {
+		c.send(n1, msg(1, 2, raftpb.MsgHeartbeat, uint64(i+1)))
+		c.w.Run(50 * time.Millisecond)
+	}
+	require.Equal(t, before+20, conn.writes, "keepalives on a busy connection")
+	c.w.Run(time.Second + 50*time.Millisecond)
+	require.InDelta(t, before+30, conn.writes, 1, "one keepalive per interval on an idle connection")
+	require.Len(t, n2.rec.from(1), 20+1, "a keepalive was stepped as a message")
 }
