@@ -28,11 +28,12 @@ cluster: build
 test:
 	$(GO) test -count=1 -tags invariants ./...
 
-# Long sweeps: every seeded simulation and crash test with 10,000 seeds, with
-# the expensive invariant checks compiled in. Hours, not minutes; CI runs the
+# Long sweeps: every seeded simulation and crash test with 10,000 seeds (the
+# cluster simulations 2,000 per shape and workload), with the expensive
+# invariant checks compiled in. Hours, not minutes; CI runs the
 # short sweeps of make test instead.
 sim:
-	SLUICE_SEEDS=10000 $(GO) test -count=1 -tags invariants -run 'Sim|Crash|Determinism|Sweep' -timeout 6h ./...
+	SLUICE_SEEDS=10000 SLUICE_CLUSTER_SEEDS=2000 $(GO) test -count=1 -tags invariants -run 'Sim|Crash|Determinism|Sweep' -timeout 6h ./...
 
 # Package benchmarks one package at a time (-p 1), so that none competes
 # with another for the CPU; then BenchmarkBroker (cmd/sluice), which starts

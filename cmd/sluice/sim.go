@@ -180,7 +180,7 @@ func sweep(w io.Writer, base simrun.Config, first, last uint64, out string, verb
 	var never, reached []string
 	known := simrun.KnownProbes()
 	if nodes > 1 {
-		known = simrun.KnownClusterProbes()
+		known = simrun.KnownClusterProbes(base.MetaOnly)
 	}
 	for _, name := range known {
 		if fired[name] == 0 {

@@ -75,6 +75,8 @@ func TestSimRefusesBadArguments(t *testing.T) {
 		{"sim", "sweep"},
 		{"sim", "run", "--seed", "1", "--nodes", "2"},
 		{"sim", "sweep", "--seeds", "1-2", "--nodes", "0"},
+		{"sim", "run", "--seed", "1", "--nodes", "3", "--broker-only", "1"},
+		{"sim", "sweep", "--seeds", "1-2", "--nodes", "5", "--broker-only", "-1"},
 	} {
 		_, _, err := runSluice(args...)
 		require.Error(t, err, "%v", args)

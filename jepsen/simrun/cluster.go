@@ -122,6 +122,9 @@ type clusterNode struct {
 	// diskErrs is the disk's injected-error count when the current
 	// incarnation booted.
 	diskErrs int
+	// oracle knows what is durable on the node's disk: the answers of the
+	// partitions it leads are held against it (durable.go).
+	oracle *oracle
 	// The last sample taken, to sample only changes.
 	seenInc             int
 	seenTerm            uint64
@@ -223,6 +226,7 @@ func (r *clusterRun) setup() {
 		r.nodes = append(r.nodes, n)
 		n.node = w.AddNode(n.name, func(e env.Env) { r.bootNode(n, e) })
 		n.node.Disk().SetSabotage(r.cfg.DiskSabotage)
+		n.oracle = newOracle(n.node.Disk())
 	}
 }
 
@@ -462,6 +466,17 @@ func describeImage(im *raftmeta.Image, data []*dataClient) string {
 func (r *clusterRun) logf(format string, args ...any) {
 	if r.cfg.Log != nil {
 		fmt.Fprintf(r.cfg.Log, "vt=%s simrun: %s\n", r.w.Now(), fmt.Sprintf(format, args...))
+	}
+}
+
+// judgeDurable reports a durability check of an answer from node n: a
+// violation, or a failure of the oracle itself.
+func (r *clusterRun) judgeDurable(n *clusterNode, why string, err error) {
+	switch {
+	case err != nil:
+		r.fail("oracle: %s: %v", n.name, err)
+	case why != "":
+		r.fail("violation: durability, on %s's disk: %s", n.name, why)
 	}
 }
 

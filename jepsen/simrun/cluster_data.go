@@ -204,6 +204,12 @@ func (d *dataClient) produce(p, leader int32) {
 			case code == 0:
 				r.logf("%s produce %s to n%d: offset %d", d.name, tp, leader, base)
 				r.h.ProduceOk(id, base)
+				if !r.cfg.NoOracle {
+					r.probes.add("oracle.ack")
+					n := r.nodes[leader-1]
+					why, err := n.oracle.ackedProblem(tp, ackedRef(rp.Records, 1, base))
+					r.judgeDurable(n, why, err)
+				}
 				if d.live && len(d.pending) > 0 && d.pending[0] == p {
 					d.pending = d.pending[1:]
 				}
@@ -268,6 +274,12 @@ func (d *dataClient) fetch(p, leader int32) {
 		case err == nil:
 			r.logf("%s fetch %s from n%d at %d: %d records, high watermark %d", d.name, tp, leader, from, len(fp.records), fp.marks.HighWatermark)
 			r.h.FetchOkWatermarks(id, fp.records, fp.marks)
+			if !r.cfg.NoOracle {
+				r.probes.add("oracle.fetch")
+				n := r.nodes[leader-1]
+				why, err := n.oracle.servedProblem(tp, fp)
+				r.judgeDurable(n, why, err)
+			}
 			if n := len(fp.records); n > 0 {
 				d.pos[p] = fp.records[n-1].Offset + 1
 			}

@@ -1,19 +1,21 @@
 package simrun
 
 import (
+	"fmt"
 	"os"
 	"strconv"
 	"testing"
 	"time"
 
 	"github.com/sluicemq/sluice/jepsen"
+	"github.com/sluicemq/sluice/sim/simfs"
 	"github.com/stretchr/testify/require"
 )
 
-// clusterSeeds is how many seeds the short cluster sweep runs per size:
-// a dozen, or SLUICE_SEEDS.
+// clusterSeeds is how many seeds the short cluster sweep runs per shape
+// and workload: a dozen, or SLUICE_CLUSTER_SEEDS (make sim: 2,000).
 func clusterSeeds(t *testing.T) uint64 {
-	if s := os.Getenv("SLUICE_SEEDS"); s != "" {
+	if s := os.Getenv("SLUICE_CLUSTER_SEEDS"); s != "" {
 		n, err := strconv.ParseUint(s, 10, 64)
 		require.NoError(t, err)
 		return n
@@ -21,34 +23,37 @@ func clusterSeeds(t *testing.T) uint64 {
 	return 12
 }
 
-// The metadata workload on 3 and 5 nodes, a dozen seeds each (make test),
-// or SLUICE_SEEDS (make sim).
+// clusterShapes are the shapes the sweeps run: 3 and 5 combined nodes,
+// and 3 controllers with 2 broker-only nodes.
+var clusterShapes = []struct{ nodes, brokerOnly int }{{3, 0}, {5, 0}, {5, 2}}
+
+// TestClusterSimSweep runs every shape with the metadata workload alone
+// and with the data workload too, through the seeds' faults.
 func TestClusterSimSweep(t *testing.T) {
-	for _, nodes := range []int{3, 5} {
-		for seed := uint64(1); seed <= clusterSeeds(t); seed++ {
-			s := Run(Config{Seed: seed, Nodes: nodes, Duration: 10 * time.Second, MetaOnly: true})
-			t.Log(s.Line())
-			if !s.OK() {
-				t.Errorf("nodes=%d seed=%d: %s\n%s\nreplay: sluice sim run --meta-only --nodes %d --seed %d --duration 10s", nodes, seed, s.Line(), s.Details(), nodes, seed)
+	for _, shape := range clusterShapes {
+		for _, metaOnly := range []bool{true, false} {
+			for seed := uint64(1); seed <= clusterSeeds(t); seed++ {
+				cfg := Config{Seed: seed, Nodes: shape.nodes, BrokerOnly: shape.brokerOnly, Duration: 10 * time.Second, MetaOnly: metaOnly}
+				s := Run(cfg)
+				t.Log(s.Line())
+				if !s.OK() {
+					t.Errorf("%s\n%s\nreplay: %s", s.Line(), s.Details(), replay(cfg))
+				}
 			}
 		}
 	}
 }
 
-// The data workload too, on 3 nodes: only in make sim (SLUICE_SEEDS set),
-// while node/ has the bugs it finds (a partition reopened after a restart
-// serves high watermark 0 until the next produce; a broker fenced while it
-// stayed up is never unfenced): see the branch's report.
-func TestClusterDataSimSweep(t *testing.T) {
-	if os.Getenv("SLUICE_SEEDS") == "" {
-		t.Skip("finds known node/ bugs; run by make sim")
+// replay is the command that runs cfg again.
+func replay(cfg Config) string {
+	cmd := fmt.Sprintf("sluice sim run --nodes %d", cfg.Nodes)
+	if cfg.BrokerOnly > 0 {
+		cmd += fmt.Sprintf(" --broker-only %d", cfg.BrokerOnly)
 	}
-	for seed := uint64(1); seed <= clusterSeeds(t); seed++ {
-		s := Run(Config{Seed: seed, Nodes: 3, Duration: 10 * time.Second})
-		if !s.OK() {
-			t.Errorf("seed=%d: %s\n%s\nreplay: sluice sim run --nodes 3 --seed %d --duration 10s", seed, s.Line(), s.Details(), seed)
-		}
+	if cfg.MetaOnly {
+		cmd += " --meta-only"
 	}
+	return cmd + fmt.Sprintf(" --seed %d --duration %s", cfg.Seed, cfg.Duration)
 }
 
 // With no faults, the data workload on a cluster passes: producers find
@@ -108,6 +113,22 @@ func TestClusterSabotageIsCaught(t *testing.T) {
 			}
 			require.Positive(t, caught, "no seed caught the sabotage")
 		})
+	}
+}
+
+// On a cluster too, the durability oracle holds each answer against the
+// disk of the node that gave it: with every sync reported done early and
+// no fault at all, every seed is caught at the first answers, which
+// without the oracle pass.
+func TestClusterOracleCatchesAHighWatermarkAheadOfTheDisk(t *testing.T) {
+	for seed := uint64(1); seed <= 3; seed++ {
+		cfg := Config{Seed: seed, Nodes: 3, Duration: 5 * time.Second, noFaults: true, DiskSabotage: simfs.SabotageSyncEarly}
+		s := Run(cfg)
+		require.False(t, s.OK(), "seed %d: the oracle missed syncs reported done early: %s", seed, s.Line())
+		require.Contains(t, s.Details(), "violation: durability, on n")
+		cfg.NoOracle = true
+		s = Run(cfg)
+		require.True(t, s.OK(), "seed %d: without faults nothing but the oracle should see it: %s\n%s", seed, s.Line(), s.Details())
 	}
 }
 

@@ -58,7 +58,9 @@
 //
 // With Config.Nodes of 3 or more (sluice sim run --nodes N), the world
 // holds N combined nodes n1..nN (process.roles=broker,controller, a static
-// quorum of all of them) instead of one broker, and the seed's options are
+// quorum of all of them) instead of one broker; with Config.BrokerOnly of K
+// (--broker-only K) the last K are broker-only nodes that follow the log
+// as raft learners and the first N-K the voters. The seed's options are
 // ChooseClusterOptions' (cluster.go). The data topic is made first and
 // noted as existing in the metadata history; then metadata clients m1..mK
 // create, delete and describe a few topic names each, every attempt sent
@@ -68,7 +70,7 @@
 // leader (cluster_data.go). The nemesis (cluster_nemesis.go) crashes,
 // kills, restarts and pauses nodes, cuts links between nodes (both ways or
 // one way) or to clients, jumps clocks and fails disks, never holding more
-// than a minority of the voters at once; a seed of the power-loss kind
+// than a minority of the voters at once (broker-only nodes freely); a seed of the power-loss kind
 // also cuts the power of every node at once. An observer samples each
 // node's quorum state every few milliseconds of virtual time
 // (node.Broker.MetadataView: leader, term, applied index; and a digest of
@@ -78,7 +80,9 @@
 // must run and agree on the applied index. Then jepsen.CheckMeta,
 // CheckLeaders, CheckAppliedLogs and CheckConverged (over every node's
 // final image) judge the metadata, and jepsen.Check the data. The
-// durability oracle is off in cluster runs. Config.MetaOnly leaves the
+// durability oracle holds every acknowledged produce and every fetch
+// answer against the disk of the node that gave it (with one replica per
+// partition, the leader's disk is the partition's). Config.MetaOnly leaves the
 // data workload out.
 //
 // # What a run reports

@@ -274,44 +274,75 @@ func partitionDirOf(tp jepsen.TopicPartition) string {
 	return tp.Topic + "-" + strconv.Itoa(int(tp.Partition))
 }
 
-// checkServedDurable holds a fetch answer against the disk: every batch it
+// The checks below return why an answer breaks the promise ("" when it
+// keeps it), for the single broker's run (run) and the cluster's, which
+// holds each answer against the disk of the node that gave it.
+
+// servedProblem holds a fetch answer against the disk: every batch it
 // served is durable, and so is everything below the high watermark it
 // reported.
+func (o *oracle) servedProblem(tp jepsen.TopicPartition, fp fetchedPartition) (string, error) {
+	dir := partitionDirOf(tp)
+	for _, b := range fp.batches {
+		why, err := o.missing(dir, b)
+		if err != nil {
+			return "", fmt.Errorf("%s: %w", tp, err)
+		}
+		if why != "" {
+			return fmt.Sprintf("a fetch of %s was served the batch at offsets %d-%d, which is not durable: %s", tp, b.base, b.last, why), nil
+		}
+	}
+	return o.belowProblem(tp, "a fetch's high watermark", fp.marks.HighWatermark)
+}
+
+// ackedProblem holds an acks=all acknowledgement of batch ref against the
+// disk: the batch sits durably where the broker said.
+func (o *oracle) ackedProblem(tp jepsen.TopicPartition, ref batchRef) (string, error) {
+	why, err := o.missing(partitionDirOf(tp), ref)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", tp, err)
+	}
+	if why == "" {
+		return "", nil
+	}
+	return fmt.Sprintf("a produce to %s was acknowledged (acks=all) at offsets %d-%d, which are not durable: %s", tp, ref.base, ref.last, why), nil
+}
+
+// belowProblem reports an end offset that an answer says is readable but
+// that the disk does not hold durably.
+func (o *oracle) belowProblem(tp jepsen.TopicPartition, what string, end int64) (string, error) {
+	durable, err := o.durableEnd(partitionDirOf(tp))
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", tp, err)
+	}
+	if end <= durable {
+		return "", nil
+	}
+	return fmt.Sprintf("%s of %s answered up to offset %d, beyond the durable end %d", what, tp, end, durable), nil
+}
+
+// ackedRef is the batch an acknowledged produce of batch wrote at base.
+func ackedRef(batch []byte, records int, base int64) batchRef {
+	return batchRef{base: base, last: base + int64(records) - 1, crc: binary.BigEndian.Uint32(batch[offCRC:])}
+}
+
+// checkServedDurable holds a fetch answer against the broker's disk.
 func (r *run) checkServedDurable(tp jepsen.TopicPartition, fp fetchedPartition) {
 	if r.cfg.NoOracle {
 		return
 	}
-	dir := partitionDirOf(tp)
 	r.probes.add("oracle.fetch")
-	for _, b := range fp.batches {
-		why, err := r.oracle.missing(dir, b)
-		if err != nil {
-			r.fail("oracle: %s: %v", dir, err)
-			return
-		}
-		if why != "" {
-			r.violate("durability: a fetch of %s was served the batch at offsets %d-%d, which is not durable on the broker's disk: %s", tp, b.base, b.last, why)
-			return
-		}
-	}
-	r.checkBelowDurable(tp, "a fetch's high watermark", fp.marks.HighWatermark)
+	r.probes.add("oracle.offsets")
+	r.judgeDurable(r.oracle.servedProblem(tp, fp))
 }
 
-// checkAckedDurable holds an acks=all acknowledgement against the disk:
-// the batch sits durably where the broker said.
+// checkAckedDurable holds an acks=all acknowledgement against the disk.
 func (r *run) checkAckedDurable(op *produceOp, base int64) {
 	if r.cfg.NoOracle || base == jepsen.OffsetUnknown {
 		return
 	}
 	r.probes.add("oracle.ack")
-	ref := batchRef{base: base, last: base + int64(len(op.values)) - 1, crc: binary.BigEndian.Uint32(op.batch[offCRC:])}
-	why, err := r.oracle.missing(partitionDirOf(op.tp), ref)
-	switch {
-	case err != nil:
-		r.fail("oracle: %s: %v", op.tp, err)
-	case why != "":
-		r.violate("durability: a produce to %s was acknowledged (acks=all) at offsets %d-%d, which are not durable on the broker's disk: %s", op.tp, ref.base, ref.last, why)
-	}
+	r.judgeDurable(r.oracle.ackedProblem(op.tp, ackedRef(op.batch, len(op.values), base)))
 }
 
 // checkListedDurable holds a ListOffsets answer against the disk: latest
@@ -332,16 +363,19 @@ func (r *run) checkListedDurable(tp jepsen.TopicPartition, target, offset int64)
 	}
 }
 
-// checkBelowDurable reports an end offset that what answered says is
-// readable but that the disk does not hold durably.
 func (r *run) checkBelowDurable(tp jepsen.TopicPartition, what string, end int64) {
 	r.probes.add("oracle.offsets")
-	durable, err := r.oracle.durableEnd(partitionDirOf(tp))
+	r.judgeDurable(r.oracle.belowProblem(tp, what, end))
+}
+
+// judgeDurable reports a check's outcome: a violation, or a failure of the
+// oracle itself.
+func (r *run) judgeDurable(why string, err error) {
 	switch {
 	case err != nil:
-		r.fail("oracle: %s: %v", tp, err)
-	case end > durable:
-		r.violate("durability: %s of %s answered up to offset %d, beyond the durable end %d of the broker's disk", what, tp, end, durable)
+		r.fail("oracle: %v", err)
+	case why != "":
+		r.violate("durability, on the broker's disk: %s", why)
 	}
 }
 

@@ -78,12 +78,16 @@ func KnownProbes() []string {
 
 // KnownClusterProbes lists the probes a long enough sweep of cluster runs
 // should see fire.
-func KnownClusterProbes() []string {
-	return []string{
+func KnownClusterProbes(metaOnly bool) []string {
+	known := []string{
 		"fault.crash", "fault.kill", "fault.restart", "fault.pause", "fault.partition", "fault.partition_one_way",
 		"fault.partition_client", "fault.clock", "fault.disk", "fault.powerloss",
 		"meta.retry", "meta.live_retry", "client.dial_failed", "disk.eio",
 		"node.fatal", "node.start_failed", "node.operator_restart",
 		"observe.raft_samples", "observe.applied_samples",
 	}
+	if !metaOnly {
+		known = append(known, "data.metadata_refresh", "data.leader_hint", "oracle.ack", "oracle.fetch")
+	}
+	return known
 }
