@@ -55,7 +55,10 @@ func (m metaState) Apply(e quorum.Applied) error {
 // Snapshot is the image, and the voters' addresses learned from the
 // quorum (metadata_voters.go), for the quorum to write at the applied
 // index.
-func (m metaState) Snapshot() ([]byte, error) { return m.b.snapshotWithVoters(), nil }
+func (m metaState) Snapshot() ([]byte, error) {
+	m.b.meta.snapshots++
+	return m.b.snapshotWithVoters(), nil
+}
 
 // Restore replaces the image by a snapshot's, then brings the partitions
 // this node serves in line with it.
@@ -66,6 +69,7 @@ func (m metaState) Restore(index uint64, data []byte) error {
 		return fmt.Errorf("node: metadata snapshot at %d: %w", index, err)
 	}
 	b.image = im
+	b.meta.restores++
 	b.restoreVoterAddrs(addrs)
 	b.setApplied(index)
 	b.controllerApplied()
@@ -97,6 +101,9 @@ type metaPlane struct {
 	self      uint64 // this node's raft id
 	// applied is the index of the last entry applied to the image.
 	applied uint64
+	// snapshots and restores count the snapshots this process took and
+	// installed (loaded at start or sent by the leader), for observers.
+	snapshots, restores int
 	// appliedWaiters wait for applied to reach an index (a forwarded
 	// change is answered once this node has applied it).
 	appliedWaiters []indexWaiter

@@ -38,8 +38,10 @@ func (b *Broker) openMetadata() error {
 		Voters:        voters,
 		ElectionTicks: electionTicks(b.cfg.ControllerQuorumElectionTimeout),
 		SnapshotBytes: b.cfg.MetadataLogMaxRecordBytesBetweenSnapshots,
-		Logger:        b.env.Log.With("quorum", "raft"),
-		OnFailure:     b.metadataFailed,
+		// Kafka's 0 is "never by time", as is the quorum's.
+		SnapshotInterval: b.cfg.MetadataLogMaxSnapshotInterval,
+		Logger:           b.env.Log.With("quorum", "raft"),
+		OnFailure:        b.metadataFailed,
 	}, metaState{b}, b.meta.transport)
 	var corrupt *quorum.CorruptError
 	if errors.As(err, &corrupt) {

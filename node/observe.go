@@ -21,6 +21,9 @@ type MetadataView struct {
 	Running bool
 	// Controller says the node is the active controller.
 	Controller bool
+	// Snapshots and Restores count the metadata snapshots this process
+	// took and installed (loaded at start or sent by the leader).
+	Snapshots, Restores int
 }
 
 // MetadataView returns the node's metadata quorum state. It must be called
@@ -33,6 +36,8 @@ func (b *Broker) MetadataView() MetadataView {
 		Applied:    b.meta.applied,
 		Running:    b.state == stateRunning && b.metaErr == nil,
 		Controller: b.meta.activeTerm != 0,
+		Snapshots:  b.meta.snapshots,
+		Restores:   b.meta.restores,
 	}
 }
 

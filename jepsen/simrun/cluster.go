@@ -3,6 +3,7 @@ package simrun
 import (
 	"fmt"
 	"hash/fnv"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -48,6 +49,12 @@ type ClusterOptions struct {
 	// The data workload: the topic's partitions, its producers and
 	// consumers (cluster_data.go).
 	Partitions, Producers, Consumers int
+	// SnapshotBytes and SnapshotInterval are every node's
+	// metadata.log.max.record.bytes.between.snapshots and
+	// metadata.log.max.snapshot.interval.ms: small, so that runs take
+	// snapshots, compact behind them and send them to nodes left behind.
+	SnapshotBytes    int64
+	SnapshotInterval time.Duration
 }
 
 func (o ClusterOptions) String() string {
@@ -59,8 +66,8 @@ func (o ClusterOptions) String() string {
 	if o.BrokerOnly > 0 {
 		shape += fmt.Sprintf(" broker_only=%d", o.BrokerOnly)
 	}
-	return fmt.Sprintf("%s clients=%d partitions=%d producers=%d consumers=%d faults=%s every=%s",
-		shape, o.Clients, o.Partitions, o.Producers, o.Consumers, strings.Join(names, ","), o.FaultEvery)
+	return fmt.Sprintf("%s clients=%d partitions=%d producers=%d consumers=%d snapshots=%dB/%s faults=%s every=%s",
+		shape, o.Clients, o.Partitions, o.Producers, o.Consumers, o.SnapshotBytes, o.SnapshotInterval, strings.Join(names, ","), o.FaultEvery)
 }
 
 // clusterFaults are the faults a cluster run may mix; FaultPowerLoss only
@@ -81,6 +88,8 @@ func ChooseClusterOptions(seed uint64, nodes int) ClusterOptions {
 	}
 	o.FaultEvery = time.Duration(300+r.Intn(2000)) * time.Millisecond
 	o.Partitions, o.Producers, o.Consumers = 1+r.Intn(4), 1+r.Intn(2), 1+r.Intn(2)
+	o.SnapshotBytes = int64(math.Exp(math.Log(2<<10) + r.Float64()*math.Log(32))) // 2 KiB to 64 KiB
+	o.SnapshotInterval = time.Duration(1+r.Intn(20)) * time.Second
 	return o
 }
 
@@ -131,6 +140,9 @@ type clusterNode struct {
 	seenLeader          int32
 	seenApplied         uint64
 	sampledRaft, sample bool
+	// seenSnapshots and seenRestores are the incarnation's counts at the
+	// last sample, for the snapshot probes.
+	seenSnapshots, seenRestores int
 }
 
 func (n *clusterNode) broker() *node.Broker {
@@ -219,6 +231,8 @@ func (r *clusterRun) setup() {
 		cfg.AutoCreateTopics = false // a describe is a read
 		cfg.LogRetentionMs = node.Unlimited
 		cfg.LogRetentionBytes = node.Unlimited
+		cfg.MetadataLogMaxRecordBytesBetweenSnapshots = r.opts.SnapshotBytes
+		cfg.MetadataLogMaxSnapshotInterval = r.opts.SnapshotInterval
 		if err := cfg.Validate(); err != nil {
 			panic(fmt.Sprintf("simrun: cluster node config refused: %v", err))
 		}
@@ -303,6 +317,16 @@ func (r *clusterRun) sampleAll() {
 				Node: n.id, Incarnation: inc, Index: v.Applied, Hash: r.imageDigest(n, b), Time: now})
 			n.seenApplied, n.sample = v.Applied, true
 		}
+		if n.seenInc != inc {
+			n.seenSnapshots, n.seenRestores = 0, 0
+		}
+		if v.Snapshots > n.seenSnapshots {
+			r.probes.add("meta.snapshot_taken")
+		}
+		if v.Restores > n.seenRestores {
+			r.probes.add("meta.snapshot_restored")
+		}
+		n.seenSnapshots, n.seenRestores = v.Snapshots, v.Restores
 		n.seenInc = inc
 	}
 }

@@ -84,7 +84,7 @@ func KnownClusterProbes(metaOnly bool) []string {
 		"fault.partition_client", "fault.clock", "fault.disk", "fault.powerloss",
 		"meta.retry", "meta.live_retry", "client.dial_failed", "disk.eio",
 		"node.fatal", "node.start_failed", "node.operator_restart",
-		"observe.raft_samples", "observe.applied_samples",
+		"observe.raft_samples", "observe.applied_samples", "meta.snapshot_taken", "meta.snapshot_restored",
 	}
 	if !metaOnly {
 		known = append(known, "data.metadata_refresh", "data.leader_hint", "oracle.ack", "oracle.fetch")

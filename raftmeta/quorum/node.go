@@ -42,6 +42,10 @@ type Config struct {
 	// (default 20 MiB, Kafka's
 	// metadata.log.max.record.bytes.between.snapshots).
 	SnapshotBytes int64
+	// SnapshotInterval: or once this long has passed since the last
+	// snapshot (or the start) with entries applied since (Kafka's
+	// metadata.log.max.snapshot.interval.ms). Zero never snapshots by time.
+	SnapshotInterval time.Duration
 	// CompactionMargin, SegmentBytes: see StorageConfig.
 	CompactionMargin uint64
 	SegmentBytes     int64
@@ -73,9 +77,9 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Dir == "" {
 		return c, errors.New("metadata quorum: Dir is required")
 	}
-	if c.TickInterval < 0 || c.ElectionTicks < 0 || c.HeartbeatTicks < 0 || c.SnapshotBytes < 0 {
-		return c, fmt.Errorf("metadata quorum: negative TickInterval %v, ElectionTicks %d, HeartbeatTicks %d or SnapshotBytes %d",
-			c.TickInterval, c.ElectionTicks, c.HeartbeatTicks, c.SnapshotBytes)
+	if c.TickInterval < 0 || c.ElectionTicks < 0 || c.HeartbeatTicks < 0 || c.SnapshotBytes < 0 || c.SnapshotInterval < 0 {
+		return c, fmt.Errorf("metadata quorum: negative TickInterval %v, ElectionTicks %d, HeartbeatTicks %d, SnapshotBytes %d or SnapshotInterval %v",
+			c.TickInterval, c.ElectionTicks, c.HeartbeatTicks, c.SnapshotBytes, c.SnapshotInterval)
 	}
 	if c.TickInterval == 0 {
 		c.TickInterval = DefaultTickInterval
@@ -229,6 +233,9 @@ type Node struct {
 	confState      *pb.ConfState
 	snapIndex      uint64 // the latest snapshot taken or restored
 	bytesSinceSnap int64
+	// snapTime is when the last snapshot was taken or installed, or the
+	// node opened: SnapshotInterval counts from it.
+	snapTime time.Time
 	snapshotting   bool
 
 	// sabotage is a test-only hook: it breaks the driver in a named way, to
@@ -277,7 +284,7 @@ func Open(e env.Env, cfg Config, sm StateMachine, t Sender) (*Node, error) {
 	if st, err = rebootstrapIfTorn(e, cfg, scfg, st, log); err != nil {
 		return nil, err
 	}
-	n := &Node{e: e, cfg: cfg, sm: sm, t: t, st: st, log: log, nonce: e.Rand.Uint64()}
+	n := &Node{e: e, cfg: cfg, sm: sm, t: t, st: st, log: log, nonce: e.Rand.Uint64(), snapTime: e.Clock.Now()}
 	snap := st.snap
 	md := snap.GetMetadata()
 	n.confState = pb.EnsureConfState(md.GetConfState())
@@ -391,6 +398,8 @@ func (n *Node) armTicker() {
 		if !n.inReady {
 			n.rn.Tick()
 			n.schedule()
+			// A snapshot may come due by time alone.
+			n.maybeSnapshot()
 		}
 		n.armTicker()
 	})
@@ -537,6 +546,7 @@ func (n *Node) restore(snap *pb.Snapshot) bool {
 		return false
 	}
 	n.applied, n.appliedTerm, n.snapIndex, n.bytesSinceSnap = md.GetIndex(), md.GetTerm(), md.GetIndex(), 0
+	n.snapTime = n.e.Clock.Now()
 	n.confState = pb.EnsureConfState(md.GetConfState())
 	n.log.Info("metadata snapshot restored from the leader", "index", md.GetIndex(), "term", md.GetTerm())
 	return true
@@ -564,14 +574,18 @@ func (n *Node) maybeActivate() {
 }
 
 // maybeSnapshot snapshots the state machine once enough entries or bytes
-// were applied since the last snapshot, one snapshot at a time.
+// were applied since the last snapshot, or enough time passed with any,
+// one snapshot at a time.
 func (n *Node) maybeSnapshot() {
 	if n.snapshotting || n.state != stateRunning || n.applied <= n.snapIndex {
 		return
 	}
-	if n.applied-n.snapIndex < n.cfg.SnapshotEntries && n.bytesSinceSnap < n.cfg.SnapshotBytes {
+	now := n.e.Clock.Now()
+	byTime := n.cfg.SnapshotInterval > 0 && now.Sub(n.snapTime) >= n.cfg.SnapshotInterval
+	if n.applied-n.snapIndex < n.cfg.SnapshotEntries && n.bytesSinceSnap < n.cfg.SnapshotBytes && !byTime {
 		return
 	}
+	n.snapTime = now
 	data, err := n.sm.Snapshot()
 	if err != nil {
 		n.fail(fmt.Errorf("snapshot the state machine at %d: %w", n.applied, err))

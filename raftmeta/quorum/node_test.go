@@ -173,3 +173,33 @@ func TestProposalHeaderRoundTrips(t *testing.T) {
 	_, _, err = parseHeader(make([]byte, headerBytes))
 	require.True(t, err != nil && !errors.Is(err, ErrClosed))
 }
+
+// TestNodeSnapshotsByTime: with entries and bytes thresholds far away, a
+// snapshot still comes once SnapshotInterval has passed since the last one
+// with entries applied since, and none comes while nothing is applied.
+func TestNodeSnapshotsByTime(t *testing.T) {
+	cfg := quietSimConfig(1, 1)
+	cfg.node = Config{SnapshotEntries: 1 << 40, SnapshotBytes: 1 << 40, SnapshotInterval: 2 * time.Second}
+	c := newSimCluster(t, 5, cfg)
+	m := c.waitLeader(t)
+	snapshot := func() uint64 { return m.qn.Status().Snapshot }
+	propose := func(v string) uint64 {
+		require.NoError(t, c.call(t, m, func(qn *Node, done func(error)) { qn.Propose([]byte(v), done) }))
+		return m.qn.Status().Applied
+	}
+	// The configuration and the leader's empty entry are applied: they
+	// are snapshotted once the interval from the start has passed.
+	require.True(t, c.w.RunUntil(func() bool { return snapshot() > 0 }, 3*time.Second), "no snapshot by time")
+	first := snapshot()
+	c.w.Run(5 * time.Second)
+	require.Equal(t, first, snapshot(), "a snapshot with nothing new applied")
+
+	// The interval has long passed: the next tick after an entry takes one.
+	applied := propose("a")
+	require.True(t, c.w.RunUntil(func() bool { return snapshot() == applied }, 200*time.Millisecond), "no snapshot of a new entry")
+	applied = propose("b")
+	c.w.Run(time.Second)
+	require.NotEqual(t, applied, snapshot(), "a snapshot before the interval ran out")
+	c.w.Run(1500 * time.Millisecond)
+	require.Equal(t, applied, snapshot(), "no snapshot once the interval ran out")
+}
