@@ -500,7 +500,7 @@ func (r *clusterRun) judgeDurable(n *clusterNode, why string, err error) {
 	case err != nil:
 		r.fail("oracle: %s: %v", n.name, err)
 	case why != "":
-		r.fail("violation: durability, on %s's disk: %s", n.name, why)
+		r.fail("violation: durability: %s (on %s's disk)", why, n.name)
 	}
 }
 

@@ -375,7 +375,7 @@ func (r *run) judgeDurable(why string, err error) {
 	case err != nil:
 		r.fail("oracle: %v", err)
 	case why != "":
-		r.violate("durability, on the broker's disk: %s", why)
+		r.violate("durability: %s (on the broker's disk)", why)
 	}
 }
 
