@@ -235,8 +235,8 @@ type Node struct {
 	bytesSinceSnap int64
 	// snapTime is when the last snapshot was taken or installed, or the
 	// node opened: SnapshotInterval counts from it.
-	snapTime time.Time
-	snapshotting   bool
+	snapTime     time.Time
+	snapshotting bool
 
 	// sabotage is a test-only hook: it breaks the driver in a named way, to
 	// show that the simulation's checks catch it.
