@@ -39,7 +39,12 @@ type partition struct {
 	// in the page cache could still be lost, and serving it would move the
 	// high watermark past what a power loss keeps.
 	recovered bool
-	log       *log.Log
+	// recoveryDone says recover finished (recoveryErr: how), and
+	// recoveryWaiters wait for it.
+	recoveryDone    bool
+	recoveryErr     error
+	recoveryWaiters waiters
+	log             *log.Log
 	// hw is the high watermark: on a single node, the durable end of the
 	// log. Only records below it are served, so a consumer never sees a
 	// record that a power loss could take back.
@@ -165,18 +170,29 @@ func (b *Broker) openTopicPartitions(t *raftmeta.Topic) ([]*partition, error) {
 // clean shutdown refuses appends until its recovery is durable
 // (Log.Ready).
 func (b *Broker) recover(p *partition, done func(error)) {
+	finish := func(err error) {
+		p.recovered, p.recoveryDone, p.recoveryErr = err == nil, true, err
+		done(err)
+		p.recoveryWaiters.wake(err)
+	}
 	p.log.Ready(func(err error) {
 		if err != nil {
-			done(err)
+			finish(err)
 			return
 		}
-		p.whenDurable(p.log.LogEndOffset(), func(err error) {
-			if err == nil {
-				p.recovered = true
-			}
-			done(err)
-		})
+		p.whenDurable(p.log.LogEndOffset(), finish)
 	})
+}
+
+// whenRecovered calls done once recover has finished with p (with its
+// error): from then on the partition serves, if this broker leads it.
+func (b *Broker) whenRecovered(p *partition, done func(error)) {
+	if p.recoveryDone {
+		err := p.recoveryErr
+		b.env.Loop.Post(func() { done(err) })
+		return
+	}
+	p.recoveryWaiters.add(done)
 }
 
 // recoverOpened recovers partitions opened while the broker runs; one

@@ -194,21 +194,21 @@ func (b *Broker) view() *raftmeta.Image {
 }
 
 // awaitTopicReady calls done once each partition of t that this node leads
-// accepts appends (a new log is ready once its first files are durable: see
-// Log.Ready), including one whose open waits for the removal of a deleted
-// topic's directory of the same name.
+// serves (a new log is ready once its first files are durable: see
+// Log.Ready and recover), including one whose open waits for the removal
+// of a deleted topic's directory of the same name.
 func (b *Broker) awaitTopicReady(t *raftmeta.Topic, done func(error)) {
 	all := newJoin(done)
 	for _, mp := range t.Partitions {
 		key := partitionKey{t.ID, mp.Index}
 		if p := b.partitions[key]; p != nil {
-			p.log.Ready(all.add())
+			b.whenRecovered(p, all.add())
 		} else if w := b.removing[partitionDir(t.Name, mp.Index)]; w != nil && mp.Leader == b.cfg.NodeID {
 			// servePartitions waits on the same removal, ahead of this.
 			ready := all.add()
 			w.add(func(error) {
 				if p := b.partitions[key]; p != nil {
-					p.log.Ready(ready)
+					b.whenRecovered(p, ready)
 					return
 				}
 				ready(nil)
