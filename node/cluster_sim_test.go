@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluicemq/sluice/env"
+	"github.com/sluicemq/sluice/sim/simnet"
 	"github.com/sluicemq/sluice/sim"
 	"github.com/sluicemq/sluice/wire"
 	"github.com/stretchr/testify/require"
@@ -505,4 +506,71 @@ func TestClusterNodeCutOffFromTheControllerAnswersInTime(t *testing.T) {
 	require.LessOrEqual(t, c.world.Now()-start, 4*time.Second, "answered within the request's timeout")
 	c.world.Net().HealAll()
 	require.Zero(t, c.createTopic(lone, "cut-off", 1))
+}
+
+// A heartbeat that takes longer than broker.heartbeat.interval.ms does not
+// end the broker's heartbeats: the next goes out once it is answered (or
+// has timed out), and when the link is fast again the broker keeps its
+// session. (The timer that came due while a heartbeat was in flight used
+// to return without arming the next, and the broker was fenced for good
+// while it ran.)
+func TestSlowHeartbeatsDoNotEndTheSession(t *testing.T) {
+	c := newSimCluster(t, 12, 3, nil)
+	ctl := c.controller()
+	slow := (ctl + 1) % 3
+	id := int32(slow + 1)
+	c.world.Net().SetLatency(c.host(slow), c.host(ctl), simnet.Fixed(3*time.Second))
+	c.world.Run(6 * time.Second)
+	c.world.Net().SetLatency(c.host(slow), c.host(ctl), nil)
+	c.world.Run(30 * time.Second)
+	require.Equal(t, ctl, c.controller(), "the controller changed: the test needs one")
+	require.False(t, c.brokers[ctl].image.Brokers[id].Fenced, "broker %d fenced after its link to the controller was slow", id)
+	require.False(t, c.brokers[slow].hb.fenced, "broker %d believes it is fenced", id)
+	require.False(t, c.brokers[slow].hb.inFlight && c.brokers[slow].hb.timer == nil && !c.brokers[slow].hb.due, "no heartbeat is coming")
+}
+
+// A partition whose broker was fenced while it was down opens when the
+// broker is unfenced again, after it started: it serves only once its
+// recovered tail is durable, so the first fetch that succeeds already
+// reports the high watermark it had. (It used to serve at once with the
+// high watermark recovery reported, 0, until the next produce.)
+func TestClusterPartitionReopenedAfterARestartKeepsItsHighWatermark(t *testing.T) {
+	c := newSimCluster(t, 13, 3, nil)
+	ctl := c.controller()
+	require.Zero(t, c.createTopic(ctl, "events", 3))
+	// A partition that a broker other than the controller leads.
+	leaders := c.leaders(ctl, "events")
+	partition := int32(-1)
+	for p := int32(0); p < 3; p++ {
+		if int(leaders[p]-1) != ctl {
+			partition = p
+			break
+		}
+	}
+	require.NotEqual(t, int32(-1), partition, "the controller leads every partition: %v", leaders)
+	i := int(leaders[partition] - 1)
+	resp, err := c.do(i, produceRequest("events", partition, -1, valueBatch(wire.NoProducer, 1, "a", "b", "c", "d", "e")))
+	require.NoError(t, err)
+	require.Zero(t, resp.(*kmsg.ProduceResponse).Topics[0].Partitions[0].ErrorCode)
+
+	c.world.Node(c.host(i)).Kill()
+	c.brokers[i], c.clients[i] = nil, nil
+	// Down past its session: fenced, and the partition without a leader.
+	require.True(t, c.world.RunUntil(func() bool { return c.leaders(ctl, "events")[partition] == -1 }, time.Minute))
+	c.world.Node(c.host(i)).Restart()
+	c.waitRunning(i)
+	var hw int64 = -1
+	require.True(t, c.world.RunUntil(func() bool {
+		resp, err := c.do(i, fetchRequest("events", partition, 0, 0))
+		if err != nil {
+			return false
+		}
+		fp := resp.(*kmsg.FetchResponse).Topics[0].Partitions[0]
+		if fp.ErrorCode != 0 {
+			return false
+		}
+		hw = fp.HighWatermark
+		return true
+	}, time.Minute), "the partition never served again")
+	require.Equal(t, int64(5), hw, "the first fetch after the partition reopened")
 }
