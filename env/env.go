@@ -33,7 +33,11 @@ type Env struct {
 	Clock Clock
 	Rand  Rand
 	FS    FS
-	Net   Net
+	// MetadataFS, if set, is a directory of its own for the metadata log
+	// (Kafka's metadata.log.dir where it is not log.dirs); nil keeps the
+	// metadata log in FS.
+	MetadataFS FS
+	Net        Net
 	// Log receives the node's structured logs. In the simulator its records
 	// carry virtual time.
 	Log *slog.Logger

@@ -35,8 +35,11 @@ type Broker struct {
 	// lock is the data directory's lock (lockName), held from the start of
 	// Start until Shutdown has closed every file, so that two brokers never
 	// write one log.dirs.
-	lock  io.Closer
-	image *raftmeta.Image
+	lock io.Closer
+	// metaLock is metadata.log.dir's lock, when the metadata log has a
+	// directory of its own (env.MetadataFS).
+	metaLock io.Closer
+	image    *raftmeta.Image
 	// meta is this node's member of the metadata quorum, whose committed
 	// entries the image applies (metadata.go).
 	meta metaPlane
@@ -118,6 +121,10 @@ const (
 func New(e env.Env, cfg Config) (*Broker, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("node: %w", err)
+	}
+	if cfg.separateMetadataLogDir() && e.MetadataFS == nil {
+		return nil, fmt.Errorf("node: config metadata.log.dir=%s is not log.dirs (%s), but the environment gives the node no file system for it",
+			cfg.MetadataLogDir, cfg.LogDir)
 	}
 	b := &Broker{
 		env:           e,
@@ -238,26 +245,50 @@ func (b *Broker) serve(ready func(error), fail func(error)) {
 	}
 }
 
-// lockDir takes the data directory's lock.
+// lockDir takes the data directory's lock, and metadata.log.dir's when
+// it is a directory of its own.
 func (b *Broker) lockDir() error {
-	lock, err := b.env.FS.Lock(lockName)
-	if errors.Is(err, env.ErrLocked) {
-		return fmt.Errorf("node: log.dirs %s is in use by another broker: %w", b.cfg.LogDir, err)
-	}
+	lock, err := lockOne(b.env.FS, "log.dirs", b.cfg.LogDir)
 	if err != nil {
-		return fmt.Errorf("node: lock log.dirs %s: %w", b.cfg.LogDir, err)
+		return err
 	}
 	b.lock = lock
+	if b.env.MetadataFS != nil {
+		if b.metaLock, err = lockOne(b.env.MetadataFS, "metadata.log.dir", b.cfg.MetadataLogDir); err != nil {
+			b.unlockDir()
+			return err
+		}
+	}
 	return nil
 }
 
-// unlockDir releases the data directory's lock, once nothing of the broker
-// touches the directory any more.
-func (b *Broker) unlockDir() {
-	if err := b.lock.Close(); err != nil {
-		b.env.Log.Warn("releasing the data directory's lock failed", "dir", b.cfg.LogDir, "err", err)
+// lockOne takes the lock of one directory, which key names.
+func lockOne(fsys env.FS, key, dir string) (io.Closer, error) {
+	lock, err := fsys.Lock(lockName)
+	if errors.Is(err, env.ErrLocked) {
+		return nil, fmt.Errorf("node: %s %s is in use by another broker: %w", key, dir, err)
 	}
-	b.lock = nil
+	if err != nil {
+		return nil, fmt.Errorf("node: lock %s %s: %w", key, dir, err)
+	}
+	return lock, nil
+}
+
+// unlockDir releases the directories' locks, once nothing of the broker
+// touches them any more.
+func (b *Broker) unlockDir() {
+	for _, l := range []struct {
+		lock *io.Closer
+		dir  string
+	}{{&b.lock, b.cfg.LogDir}, {&b.metaLock, b.cfg.MetadataLogDir}} {
+		if *l.lock == nil {
+			continue
+		}
+		if err := (*l.lock).Close(); err != nil {
+			b.env.Log.Warn("releasing a data directory's lock failed", "dir", l.dir, "err", err)
+		}
+		*l.lock = nil
+	}
 }
 
 // listen opens every broker listener (the controller listener is the quorum's: joinQuorum).

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/sluicemq/sluice/env"
-	"github.com/sluicemq/sluice/sim/simnet"
 	"github.com/sluicemq/sluice/sim"
+	"github.com/sluicemq/sluice/sim/simnet"
 	"github.com/sluicemq/sluice/wire"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kerr"

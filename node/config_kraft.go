@@ -504,12 +504,34 @@ func (c Config) validateAdvertisedAddrs() error {
 	return nil
 }
 
+// validateMetadataLogDir refuses a metadata.log.dir inside log.dirs (its
+// files would sit among the partitions' directories) or holding it.
 func (c Config) validateMetadataLogDir() error {
-	if c.MetadataLogDir == "" || filepath.Clean(c.MetadataLogDir) == filepath.Clean(c.LogDir) {
+	if !c.separateMetadataLogDir() {
 		return nil
 	}
-	return fmt.Errorf("config metadata.log.dir=%s: Sluice keeps the metadata log in log.dirs (%s) for now, since a node's storage is "+
-		"rooted there; remove metadata.log.dir or set it to log.dirs", c.MetadataLogDir, c.LogDir)
+	meta, data := filepath.Clean(c.MetadataLogDir), filepath.Clean(c.LogDir)
+	if rel, err := filepath.Rel(data, meta); err == nil && !strings.HasPrefix(rel, "..") {
+		return fmt.Errorf("config metadata.log.dir=%s: is inside log.dirs (%s); give it a directory of its own, or set it to log.dirs", c.MetadataLogDir, c.LogDir)
+	}
+	if rel, err := filepath.Rel(meta, data); err == nil && !strings.HasPrefix(rel, "..") {
+		return fmt.Errorf("config metadata.log.dir=%s: holds log.dirs (%s); give it a directory of its own, or set it to log.dirs", c.MetadataLogDir, c.LogDir)
+	}
+	return nil
+}
+
+// separateMetadataLogDir says the metadata log has a directory of its own.
+func (c Config) separateMetadataLogDir() bool {
+	return c.MetadataLogDir != "" && filepath.Clean(c.MetadataLogDir) != filepath.Clean(c.LogDir)
+}
+
+// MetadataDir is the directory the metadata log lives in: metadata.log.dir,
+// or log.dirs.
+func (c Config) MetadataDir() string {
+	if c.separateMetadataLogDir() {
+		return c.MetadataLogDir
+	}
+	return c.LogDir
 }
 
 func (c Config) validateTimeouts() error {

@@ -305,8 +305,10 @@ func TestValidateRefusesNamingTheKey(t *testing.T) {
 			"listeners", "CONTROLLER://0.0.0.0:9093 would be advertised"},
 
 		// Directories, timeouts, the replication factor.
-		{"a metadata log elsewhere", "", "metadata.log.dir=/var/lib/sluice-meta",
-			"metadata.log.dir=/var/lib/sluice-meta", "keeps the metadata log in log.dirs (data) for now"},
+		{"a metadata log inside log.dirs", "", "metadata.log.dir=data/meta",
+			"metadata.log.dir=data/meta", "is inside log.dirs (data)"},
+		{"a metadata log holding log.dirs", "log.dirs=/var/lib/sluice/data", "metadata.log.dir=/var/lib/sluice",
+			"metadata.log.dir=/var/lib/sluice", "holds log.dirs (/var/lib/sluice/data)"},
 		{"heartbeats as slow as the session", "", "broker.heartbeat.interval.ms=9000",
 			"broker.heartbeat.interval.ms=9000", "below broker.session.timeout.ms=9000"},
 		{"a replication factor above the voters", combinedNode1, "default.replication.factor=4",

@@ -240,3 +240,15 @@ func TestReplicationFactorAboveTheClusterIsRefusedAtStart(t *testing.T) {
 	_, err = New(env.Env{}, cfg)
 	require.ErrorContains(t, err, "default.replication.factor=3")
 }
+
+// metadata.log.dir in a directory of its own needs the environment to give
+// the node a file system for it (osenv's Config.MetadataDir); without one
+// the node refuses, naming the key.
+func TestMetadataLogDirOfItsOwnNeedsAFileSystem(t *testing.T) {
+	cfg, _, err := ParseProperties("log.dirs=/srv/data\nmetadata.log.dir=/srv/meta", DefaultConfig())
+	require.NoError(t, err)
+	require.NoError(t, cfg.Validate())
+	require.Equal(t, "/srv/meta", cfg.MetadataDir())
+	_, err = New(env.Env{}, cfg)
+	require.ErrorContains(t, err, "metadata.log.dir=/srv/meta is not log.dirs")
+}

@@ -7,6 +7,7 @@ import (
 	"path"
 	"time"
 
+	"github.com/sluicemq/sluice/env"
 	"github.com/sluicemq/sluice/raftmeta"
 	"github.com/sluicemq/sluice/raftmeta/quorum"
 	"go.etcd.io/raft/v3/raftpb"
@@ -32,7 +33,7 @@ func (b *Broker) openMetadata() error {
 	}
 	b.meta.self = self
 	b.meta.transport = quorum.NewTransport(b.env, self, quorumReceiver{b}, b.env.Log.With("quorum", "transport"))
-	node, err := quorum.Open(b.env, quorum.Config{
+	node, err := quorum.Open(b.metadataEnv(), quorum.Config{
 		ID:            self,
 		Dir:           metadataDir,
 		Voters:        voters,
@@ -45,15 +46,15 @@ func (b *Broker) openMetadata() error {
 	}, metaState{b}, b.meta.transport)
 	var corrupt *quorum.CorruptError
 	if errors.As(err, &corrupt) {
-		dir := path.Join(b.cfg.LogDir, metadataDir)
+		dir := path.Join(b.cfg.MetadataDir(), metadataDir)
 		return fmt.Errorf("node: open the metadata log in %s: %w. The node will not start on a damaged metadata log: "+
 			"restore %s from a backup. Do not move the log aside on a controller (a voter): starting on an empty log "+
 			"it would forget the votes it cast, and could help elect two controllers in one term; a broker-only node "+
 			"may move %s aside and copy the log from the controller again. A single-node cluster has no other copy: "+
-			"without its log it starts as a new, empty cluster", dir, err, b.cfg.LogDir, dir)
+			"without its log it starts as a new, empty cluster", dir, err, b.cfg.MetadataDir(), dir)
 	}
 	if err != nil {
-		return fmt.Errorf("node: open the metadata log in %s: %w", path.Join(b.cfg.LogDir, metadataDir), err)
+		return fmt.Errorf("node: open the metadata log in %s: %w", path.Join(b.cfg.MetadataDir(), metadataDir), err)
 	}
 	b.meta.node = node
 	if b.meta.journal != nil && (len(voters) != 1 || voters[0] != self) {
@@ -62,6 +63,16 @@ func (b *Broker) openMetadata() error {
 			"which migrates the journal into the metadata log, then add voters", b.cfg.LogDir, b.journalFile())
 	}
 	return nil
+}
+
+// metadataEnv is the environment of the metadata log: the node's, with
+// metadata.log.dir's file system when it has one of its own.
+func (b *Broker) metadataEnv() env.Env {
+	e := b.env
+	if e.MetadataFS != nil {
+		e.FS = e.MetadataFS
+	}
+	return e
 }
 
 // quorumTick is the quorum's tick; elections take ElectionTicks of them.

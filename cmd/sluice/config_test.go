@@ -78,7 +78,7 @@ func TestServeRefusesAKRaftConfigurationByName(t *testing.T) {
 		{[]string{"--config", "config/cluster/server-1.properties", "--node-id", "4"}, []string{"node.id 4 must be one of the voters"}},
 		// serveRefuses's --listeners overrides the file's, CONTROLLER and all.
 		{[]string{"--config", "config/cluster/server-1.properties"}, []string{"config listeners", "controller listener CONTROLLER"}},
-		{[]string{"--override", "metadata.log.dir=/elsewhere"}, []string{"metadata.log.dir=/elsewhere"}},
+		{[]string{"--override", "metadata.log.dir=/"}, []string{"metadata.log.dir=/", "holds log.dirs"}},
 	} {
 		dir := t.TempDir()
 		stderr := serveRefuses(t, append([]string{"--log-dir", dir}, tc.args...)...)

@@ -156,8 +156,16 @@ func serve(cmd *cobra.Command, o serveOptions) error {
 	if err := os.MkdirAll(cfg.LogDir, 0o755); err != nil {
 		return fmt.Errorf("create log.dirs %s: %w", cfg.LogDir, err)
 	}
-	loop := osenv.NewLoop()
-	n, err := osenv.New(osenv.Config{Dir: cfg.LogDir, Loop: loop, Log: logger})
+	ocfg := osenv.Config{Dir: cfg.LogDir, Loop: osenv.NewLoop(), Log: logger}
+	if dir := cfg.MetadataDir(); dir != cfg.LogDir {
+		// metadata.log.dir, a directory of its own.
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return fmt.Errorf("create metadata.log.dir %s: %w", dir, err)
+		}
+		ocfg.MetadataDir = dir
+	}
+	loop := ocfg.Loop
+	n, err := osenv.New(ocfg)
 	if err != nil {
 		return err
 	}

@@ -336,3 +336,43 @@ func TestServeClosesIdleAndStalledConnections(t *testing.T) {
 	b.stop()
 	require.Contains(t, b.stderr.String(), "closing connection: request read timed out")
 }
+
+// metadata.log.dir in a directory of its own: the metadata log is written
+// there (and only there), the directory is locked, and a restart finds the
+// topics it holds.
+func TestServeWithAMetadataLogDirOfItsOwn(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts real processes")
+	}
+	addr, dataDir, metaDir := freePort(t), t.TempDir(), filepath.Join(t.TempDir(), "meta")
+	b := startBroker(t, addr, dataDir, "--override", "metadata.log.dir="+metaDir)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	admin, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	require.NoError(t, err)
+	created, err := kadm.NewClient(admin).CreateTopic(ctx, 2, 1, nil, "orders")
+	require.NoError(t, err)
+	require.NoError(t, created.Err)
+	admin.Close()
+	b.stop()
+
+	_, err = os.Stat(filepath.Join(metaDir, "__cluster_metadata-0"))
+	require.NoError(t, err, "no metadata log in metadata.log.dir")
+	_, err = os.Stat(filepath.Join(dataDir, "__cluster_metadata-0"))
+	require.ErrorIs(t, err, os.ErrNotExist, "a metadata log in log.dirs too")
+	_, err = os.Stat(filepath.Join(dataDir, "orders-0"))
+	require.NoError(t, err, "the partitions are in log.dirs")
+
+	b = startBroker(t, addr, dataDir, "--override", "metadata.log.dir="+metaDir)
+	// A second broker on another log.dirs but the same metadata.log.dir is
+	// refused by its lock.
+	stderr := serveRefuses(t, "--override", "metadata.log.dir="+metaDir)
+	require.Contains(t, stderr, "metadata.log.dir "+metaDir+" is in use by another broker")
+	admin, err = kgo.NewClient(kgo.SeedBrokers(addr))
+	require.NoError(t, err)
+	defer admin.Close()
+	topics, err := kadm.NewClient(admin).ListTopics(ctx)
+	require.NoError(t, err)
+	require.True(t, topics.Has("orders"), "the restarted broker lost the topic: %v", topics.Names())
+	b.stop()
+}

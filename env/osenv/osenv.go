@@ -67,6 +67,9 @@ import (
 type Config struct {
 	// Dir is the node's data directory, the root of its env.FS. It must exist.
 	Dir string
+	// MetadataDir, if set, is the root of env.MetadataFS: a directory of
+	// the metadata log's own (metadata.log.dir). It must exist.
+	MetadataDir string
 	// Loop runs the node's callbacks. Default: a new loop, which the caller
 	// must run (Node.Loop returns it).
 	Loop *Loop
@@ -94,7 +97,8 @@ type Node struct {
 	rand         env.Rand
 	clock        *clock
 	fs           *fileSystem
-	frames       framePool // buffers of large frames, shared by connections
+	metaFS       *fileSystem // nil without Config.MetadataDir
+	frames       framePool   // buffers of large frames, shared by connections
 	net          *network
 	closeTimeout time.Duration
 
@@ -118,27 +122,8 @@ func New(cfg Config) (*Node, error) {
 	if cfg.Dir == "" {
 		return nil, errors.New("osenv: Config.Dir is required")
 	}
-	root, err := os.OpenRoot(cfg.Dir)
-	if err != nil {
-		return nil, fmt.Errorf("osenv: open data directory: %w", err)
-	}
-	// The syncer's syncfs goes through a descriptor opened now, so that
-	// every writeback failure from here on is reported to it (sync.go).
-	dir, err := root.Open(".")
-	if err != nil {
-		root.Close()
-		return nil, fmt.Errorf("osenv: open data directory: %w", err)
-	}
-	dev, err := deviceOf(dir)
-	if err != nil {
-		dir.Close()
-		root.Close()
-		return nil, fmt.Errorf("osenv: stat data directory: %w", err)
-	}
 	rnd, err := newRand()
 	if err != nil {
-		dir.Close()
-		root.Close()
 		return nil, err
 	}
 	n := &Node{
@@ -167,14 +152,51 @@ func New(cfg Config) (*Node, error) {
 	}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	n.clock = newClock(n.loop, n)
-	n.fs = &fileSystem{node: n, root: root, syncer: groupSyncer{node: n, dir: dir, dev: dev, perFile: !syncfsReportsErrors(), othersDirty: cachedOthersDirty(othersDirty)}}
+	fsys, err := n.openFS(cfg.Dir, "data directory")
+	if err != nil {
+		return nil, err
+	}
+	n.fs = fsys
+	if cfg.MetadataDir != "" {
+		if n.metaFS, err = n.openFS(cfg.MetadataDir, "metadata directory"); err != nil {
+			n.fs.close()
+			return nil, err
+		}
+	}
 	n.net = &network{node: n, dialer: net.Dialer{Timeout: dialTimeout}}
 	return n, nil
 }
 
+// openFS opens the file system rooted at dir (what names it in errors).
+func (n *Node) openFS(dir, what string) (*fileSystem, error) {
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil, fmt.Errorf("osenv: open %s: %w", what, err)
+	}
+	// The syncer's syncfs goes through a descriptor opened now, so that
+	// every writeback failure from here on is reported to it (sync.go).
+	d, err := root.Open(".")
+	if err != nil {
+		root.Close()
+		return nil, fmt.Errorf("osenv: open %s: %w", what, err)
+	}
+	dev, err := deviceOf(d)
+	if err != nil {
+		d.Close()
+		root.Close()
+		return nil, fmt.Errorf("osenv: stat %s: %w", what, err)
+	}
+	return &fileSystem{node: n, root: root, syncer: groupSyncer{node: n, dir: d, dev: dev, perFile: !syncfsReportsErrors(), othersDirty: cachedOthersDirty(othersDirty)}}, nil
+}
+
+// close releases the file system's directory descriptors.
+func (s *fileSystem) close() error {
+	return errors.Join(s.syncer.dir.Close(), s.root.Close())
+}
+
 // Env returns the node's environment.
 func (n *Node) Env() env.Env {
-	return env.Env{
+	e := env.Env{
 		Loop:  n.loop,
 		Clock: n.clock,
 		Rand:  n.rand,
@@ -182,6 +204,10 @@ func (n *Node) Env() env.Env {
 		Net:   n.net,
 		Log:   n.log,
 	}
+	if n.metaFS != nil {
+		e.MetadataFS = n.metaFS
+	}
+	return e
 }
 
 // Loop returns the loop the node's callbacks run on.
@@ -228,11 +254,13 @@ func (n *Node) Close() error {
 			errs = append(errs, err)
 		}
 	}
-	if err := n.fs.syncer.dir.Close(); err != nil {
+	if err := n.fs.close(); err != nil {
 		errs = append(errs, err)
 	}
-	if err := n.fs.root.Close(); err != nil {
-		errs = append(errs, err)
+	if n.metaFS != nil {
+		if err := n.metaFS.close(); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	return errors.Join(errs...)
 }
