@@ -148,7 +148,15 @@ func (n *clusterNemesis) inject(f Fault) {
 		} else {
 			node.Kill()
 		}
-		n.later(n.uniform(0, 3*time.Second), func() {
+		down := n.uniform(0, 3*time.Second)
+		if n.rand.Chance(0.25) {
+			// Down past broker.session.timeout.ms: the controller fences
+			// the broker and its partitions lose their leader, so they
+			// reopen only once it is back and unfenced, while it runs.
+			down = n.uniform(10*time.Second, 16*time.Second)
+			n.r.probes.add("fault.long_outage")
+		}
+		n.later(down, func() {
 			if !node.Up() {
 				node.Restart()
 			}
