@@ -154,12 +154,14 @@ func New(cfg Config) (*Node, error) {
 	n.clock = newClock(n.loop, n)
 	fsys, err := n.openFS(cfg.Dir, "data directory")
 	if err != nil {
+		n.cancel()
 		return nil, err
 	}
 	n.fs = fsys
 	if cfg.MetadataDir != "" {
 		if n.metaFS, err = n.openFS(cfg.MetadataDir, "metadata directory"); err != nil {
 			n.fs.close()
+			n.cancel()
 			return nil, err
 		}
 	}
