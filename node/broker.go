@@ -277,18 +277,19 @@ func lockOne(fsys env.FS, key, dir string) (io.Closer, error) {
 // unlockDir releases the directories' locks, once nothing of the broker
 // touches them any more.
 func (b *Broker) unlockDir() {
-	for _, l := range []struct {
-		lock *io.Closer
-		dir  string
-	}{{&b.lock, b.cfg.LogDir}, {&b.metaLock, b.cfg.MetadataLogDir}} {
-		if *l.lock == nil {
-			continue
-		}
-		if err := (*l.lock).Close(); err != nil {
-			b.env.Log.Warn("releasing a data directory's lock failed", "dir", l.dir, "err", err)
-		}
-		*l.lock = nil
+	b.release(&b.lock, b.cfg.LogDir)
+	b.release(&b.metaLock, b.cfg.MetadataLogDir)
+}
+
+// release closes a directory's lock, if it is held.
+func (b *Broker) release(lock *io.Closer, dir string) {
+	if *lock == nil {
+		return
 	}
+	if err := (*lock).Close(); err != nil {
+		b.env.Log.Warn("releasing a data directory's lock failed", "dir", dir, "err", err)
+	}
+	*lock = nil
 }
 
 // listen opens every broker listener (the controller listener is the quorum's: joinQuorum).

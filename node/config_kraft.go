@@ -511,13 +511,19 @@ func (c Config) validateMetadataLogDir() error {
 		return nil
 	}
 	meta, data := filepath.Clean(c.MetadataLogDir), filepath.Clean(c.LogDir)
-	if rel, err := filepath.Rel(data, meta); err == nil && !strings.HasPrefix(rel, "..") {
+	switch {
+	case within(meta, data):
 		return fmt.Errorf("config metadata.log.dir=%s: is inside log.dirs (%s); give it a directory of its own, or set it to log.dirs", c.MetadataLogDir, c.LogDir)
-	}
-	if rel, err := filepath.Rel(meta, data); err == nil && !strings.HasPrefix(rel, "..") {
+	case within(data, meta):
 		return fmt.Errorf("config metadata.log.dir=%s: holds log.dirs (%s); give it a directory of its own, or set it to log.dirs", c.MetadataLogDir, c.LogDir)
 	}
 	return nil
+}
+
+// within says path dir lies inside root (or is it).
+func within(dir, root string) bool {
+	rel, err := filepath.Rel(root, dir)
+	return err == nil && !strings.HasPrefix(rel, "..")
 }
 
 // separateMetadataLogDir says the metadata log has a directory of its own.

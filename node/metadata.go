@@ -111,9 +111,10 @@ type metaPlane struct {
 	// installed (loaded at start or sent by the leader), for observers.
 	snapshots, restores int
 	// recordsApplied counts the records this process applied from the
-	// log (as Kafka counts them: kafkaRecords), applyTime the time it spent decoding and applying them (and,
-	// once the broker runs, opening and dropping the partitions they
-	// assign): logged when the broker starts, the catch-up's rate.
+	// log (as Kafka counts them: kafkaRecords), applyTime the time it spent
+	// decoding and applying them (and, once the broker runs, opening and
+	// dropping the partitions they assign): logged when the broker starts,
+	// the catch-up's rate.
 	recordsApplied int
 	applyTime      time.Duration
 	// appliedWaiters wait for applied to reach an index (a forwarded
