@@ -28,7 +28,10 @@ import (
 // Only the leader answers, whatever ReplicaID says: Kafka asks
 // Partition.lastOffsetForLeaderEpoch with fetchOnlyFromLeader always true
 // (since KIP-320), and replica id -2, the debugging consumer, gets
-// NOT_LEADER_OR_FOLLOWER from a follower like anyone else. A partition named
+// NOT_LEADER_OR_FOLLOWER from a follower like anyone else. The checks are
+// Fetch's (ledPartition), so a follower answers NOT_LEADER_OR_FOLLOWER even
+// to a fenced CurrentLeaderEpoch, where Kafka's follower checks the epoch
+// first; both send the client back to its metadata. A partition named
 // twice is answered twice, as Kafka does (no INVALID_REQUEST, unlike
 // ListOffsets). Topic authorization does not exist yet.
 func (b *Broker) handleOffsetForLeaderEpoch(r *request) {
