@@ -16,6 +16,7 @@ func (b *Broker) apiHandlers() []apiHandler {
 		{key: 20, min: 0, max: 6, handle: b.forControllers(b.handleDeleteTopics)},
 		{key: 21, min: 0, max: 2, handle: b.handleDeleteRecords},
 		{key: 22, min: 0, max: 5, handle: b.handleInitProducerID},
+		{key: 23, min: 0, max: 4, handle: b.handleOffsetForLeaderEpoch},
 		{key: 32, min: 0, max: 4, handle: b.handleDescribeConfigs},
 		{key: 33, min: 0, max: 2, handle: b.forControllers(b.handleAlterConfigs)},
 		{key: 37, min: 0, max: 3, handle: b.forControllers(b.handleCreatePartitions)},
