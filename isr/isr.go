@@ -331,6 +331,14 @@ func (r *Replica) stepMetadata(m Message) {
 	}
 }
 
+// Restart starts a follower afresh, as a new epoch would: one whose log
+// the leader's batches no longer continue asks about its epoch again.
+func (r *Replica) Restart() {
+	if r.role == RoleFollower {
+		r.becomeFollower()
+	}
+}
+
 func (r *Replica) becomeNone() {
 	r.resetRole()
 	r.role, r.step = RoleNone, stepNone

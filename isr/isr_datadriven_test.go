@@ -75,7 +75,7 @@ func (h *transcript) run(t *testing.T, td *datadriven.TestData) string {
 		m.Type = MsgTick
 	case "alter-done":
 		m.Type = MsgAlterDone
-		m.Err, m.Meta = h.alterAnswer(t, td)
+		m.Meta, m.Err = h.alterAnswer(t, td)
 	case "epoch-end":
 		m.Type, m.Epoch, m.Offset = MsgEpochEnd, int32(scanInt(t, td, "epoch", -1)), scanInt(t, td, "offset", -1)
 		m.LocalEpoch, m.LocalOffset = int32(scanInt(t, td, "local-epoch", -1)), scanInt(t, td, "local-offset", -1)
@@ -112,20 +112,20 @@ func (h *transcript) newReplica(t *testing.T, td *datadriven.TestData) {
 	h.pendingTruncate = -1
 }
 
-func (h *transcript) alterAnswer(t *testing.T, td *datadriven.TestData) (error, Metadata) {
+func (h *transcript) alterAnswer(t *testing.T, td *datadriven.TestData) (Metadata, error) {
 	var e string
 	if td.MaybeScanArgs(t, "err", &e) {
 		switch e {
 		case "stale":
-			return fmt.Errorf("INVALID_UPDATE_VERSION: %w", ErrStaleEpoch), Metadata{}
+			return Metadata{}, fmt.Errorf("INVALID_UPDATE_VERSION: %w", ErrStaleEpoch)
 		default:
-			return errors.New(e), Metadata{}
+			return Metadata{}, errors.New(e)
 		}
 	}
 	meta := h.r.Metadata()
 	meta.ISR = scanIDs(t, td, "isr")
 	meta.PartitionEpoch = int32(scanInt(t, td, "pepoch", int64(meta.PartitionEpoch+1)))
-	return nil, meta
+	return meta, nil
 }
 
 // ready prints the non-empty parts of Ready, one per line.

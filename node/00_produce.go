@@ -1,6 +1,8 @@
 package node
 
 import (
+	"errors"
+	"fmt"
 	"time"
 
 	"github.com/sluicemq/sluice/log"
@@ -21,15 +23,23 @@ import (
 //     idempotent producer's retry with the original offsets.
 //   - An unknown topic or partition is UNKNOWN_TOPIC_OR_PARTITION (an
 //     unknown id UNKNOWN_TOPIC_ID), an illegal name INVALID_TOPIC_EXCEPTION.
-//   - acks=1 answers once the batch is in the log; acks=-1 once it is
-//     durable, which on a single node is when the high watermark passes it,
-//     or REQUEST_TIMED_OUT after the request's timeout (the write may still
-//     become durable: the outcome is unknown to the client, as in Kafka).
+//   - acks=1 answers once the batch is in the leader's log, as Kafka does;
+//     acks=-1 once the high watermark passes it (every ISR member has it on
+//     its disk, see replication.go), or REQUEST_TIMED_OUT after the
+//     request's timeout (the write may still become durable: the outcome
+//     is unknown to the client, as in Kafka).
+//   - acks=-1 with fewer in-sync replicas than min.insync.replicas is
+//     NOT_ENOUGH_REPLICAS before anything is appended, and
+//     NOT_ENOUGH_REPLICAS_AFTER_APPEND when the ISR shrank below it while
+//     the records waited (they are in the log and may be replicated: the
+//     outcome is unknown). A leadership that moves while they wait answers
+//     NOT_LEADER_OR_FOLLOWER.
 //   - acks=0 gets no response; if any partition failed, the connection is
 //     closed instead, which is how Kafka tells such a producer.
-//   - Every append asks the log for a flush: the high watermark is the
-//     durable end of the log, so consumers only ever see records that
-//     survive a power loss (see ARCHITECTURE.md, "High watermark").
+//   - Every append asks the log for a flush: the leader's own position
+//     toward the high watermark is its durable end, so consumers only ever
+//     see records that survive a power loss (see ARCHITECTURE.md, "High
+//     watermark").
 func (b *Broker) handleProduce(r *request) {
 	req := r.body.(*kmsg.ProduceRequest)
 	resp := req.ResponseKind().(*kmsg.ProduceResponse)
@@ -64,6 +74,12 @@ func (b *Broker) handleProduce(r *request) {
 					}
 					break
 				}
+				if req.Acks == -1 && p.rep.UnderMinISR() {
+					out.ErrorCode = kerr.NotEnoughReplicas.Code
+					msg := fmt.Sprintf("the ISR has %d of the %d in-sync replicas min.insync.replicas asks for", p.rep.InSync(), p.rep.MinInSync())
+					out.ErrorMessage = &msg
+					break
+				}
 				end, ok := b.appendProduced(p, rp.Records, out)
 				if ok && req.Acks == -1 {
 					waits, waitParts, waitEnds = append(waits, out), append(waitParts, p), append(waitEnds, end)
@@ -84,7 +100,7 @@ func (b *Broker) handleProduce(r *request) {
 		// Appended: a Produce behind this one may append before these
 		// records are durable, and share their flush (see conn).
 		r.letNextStart()
-		b.awaitDurable(waitParts, waitEnds, waits, time.Duration(req.TimeoutMillis)*time.Millisecond, func() { r.respond(resp) })
+		b.awaitReplicated(waitParts, waitEnds, waits, time.Duration(req.TimeoutMillis)*time.Millisecond, func() { r.respond(resp) })
 	}
 }
 
@@ -125,13 +141,14 @@ func (b *Broker) appendProduced(p *partition, records []byte, out *kmsg.ProduceR
 	out.LogStartOffset = res.LogStartOffset
 	end := res.LastOffset + 1
 	p.flushTo(end)
+	b.wakeReplicaFetches(p)
 	return end, true
 }
 
-// awaitDurable calls done once every partition's high watermark has reached
-// its end, or after timeout; each partition still short then gets
+// awaitReplicated calls done once every partition's high watermark has
+// reached its end, or after timeout; each partition still short then gets
 // REQUEST_TIMED_OUT in its response slot.
-func (b *Broker) awaitDurable(parts []*partition, ends []int64, outs []*kmsg.ProduceResponseTopicPartition, timeout time.Duration, done func()) {
+func (b *Broker) awaitReplicated(parts []*partition, ends []int64, outs []*kmsg.ProduceResponseTopicPartition, timeout time.Duration, done func()) {
 	remaining := len(parts)
 	finished := false
 	var timer interface{ Stop() bool }
@@ -148,13 +165,16 @@ func (b *Broker) awaitDurable(parts []*partition, ends []int64, outs []*kmsg.Pro
 	reached := make([]bool, len(parts))
 	for i, p := range parts {
 		i, p := i, p
-		p.whenDurable(ends[i], func(err error) {
+		p.whenReplicated(ends[i], func(err error) {
 			if finished {
 				return
 			}
 			reached[i] = true
+			if err == nil && p.rep.UnderMinISR() {
+				err = errUnderMinISR
+			}
 			if err != nil {
-				code := log.ErrorCode(err)
+				code := replicationErrorCode(err)
 				outs[i].ErrorCode = code.Code
 				msg := err.Error()
 				outs[i].ErrorMessage = &msg
@@ -176,6 +196,22 @@ func (b *Broker) awaitDurable(parts []*partition, ends []int64, outs []*kmsg.Pro
 		}
 		finish()
 	})
+}
+
+// errUnderMinISR is an acks=all produce whose records reached the high
+// watermark after the ISR shrank below min.insync.replicas.
+var errUnderMinISR = errors.New("node: the ISR shrank below min.insync.replicas while the records were replicated")
+
+// replicationErrorCode is the code of a produce whose wait for its
+// replicas failed.
+func replicationErrorCode(err error) *kerr.Error {
+	switch {
+	case errors.Is(err, errNotLeader):
+		return kerr.NotLeaderForPartition
+	case errors.Is(err, errUnderMinISR):
+		return kerr.NotEnoughReplicasAfterAppend
+	}
+	return log.ErrorCode(err)
 }
 
 func firstProduceError(resp *kmsg.ProduceResponse) int16 {

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/sluicemq/sluice/env"
+	"github.com/sluicemq/sluice/isr"
 	"github.com/sluicemq/sluice/log"
 	"github.com/sluicemq/sluice/raftmeta"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -47,7 +48,10 @@ func (b *Broker) handleFetch(r *request) {
 		r.respond(resp)
 		return
 	}
-	f := &fetchWait{b: b, r: r, req: req, ctx: ctx}
+	f := &fetchWait{b: b, r: r, req: req, ctx: ctx, replica: fetchReplicaID(req)}
+	if f.replica >= 0 {
+		b.followerFetchArrived(req, ctx, f.replica)
+	}
 	bytes, failed := f.probe()
 	if bytes >= int64(req.MinBytes) || failed || req.MaxWaitMillis <= 0 {
 		f.finish()
@@ -67,6 +71,28 @@ type fetchWait struct {
 	// it is parked.
 	watched []*partition
 	done    bool
+	// replica is the follower's broker id, -1 for a consumer.
+	replica int32
+}
+
+// fetchReplicaID is the broker id of the follower that sent req, or -1
+// (-2, Kafka's debugging consumer, too) for a consumer.
+func fetchReplicaID(req *kmsg.FetchRequest) int32 {
+	id := req.ReplicaID
+	if req.Version >= 15 {
+		id = req.ReplicaState.ID
+	}
+	return id
+}
+
+// followerFetchArrived tells each partition's replica where the follower
+// stands: its fetch offset is what it has (synced, replication.go).
+func (b *Broker) followerFetchArrived(req *kmsg.FetchRequest, ctx *fetchContext, replica int32) {
+	for _, sp := range ctx.partitions {
+		if p, code := b.fetchPartition(req, sp); code == nil && slices.Contains(p.rep.Metadata().Replicas, replica) {
+			b.stepReplica(p, isr.Message{Type: isr.MsgFetch, Replica: replica, Offset: sp.fetchOffset})
+		}
+	}
 }
 
 // probe counts the bytes a response would carry now, and whether any
@@ -78,6 +104,11 @@ func (f *fetchWait) probe() (bytes int64, failed bool) {
 		if code != nil {
 			return total, true
 		}
+		if f.replica >= 0 && sp.replicaHW < p.hw {
+			// KIP-1166: the follower's high watermark is behind; the
+			// answer tells it at once.
+			return total, true
+		}
 		recs, err := f.b.readFetch(f.req, p, sp, total)
 		if err != nil {
 			return total, true
@@ -87,11 +118,16 @@ func (f *fetchWait) probe() (bytes int64, failed bool) {
 	return total, false
 }
 
-// readFetch reads one partition's records below its high watermark, within
-// the room a response holding used bytes has left; the first partition with
-// data may exceed it by one batch (KIP-74).
+// readFetch reads one partition's records below its high watermark (a
+// follower: below its log end), within the room a response holding used
+// bytes has left; the first partition with data may exceed it by one
+// batch (KIP-74).
 func (b *Broker) readFetch(req *kmsg.FetchRequest, p *partition, sp *sessionPartition, used int64) (log.Records, error) {
-	return p.log.Read(sp.fetchOffset, b.roomFor(req, sp, used), p.highWatermark(), used == 0)
+	upTo := p.highWatermark()
+	if fetchReplicaID(req) >= 0 {
+		upTo = p.log.LogEndOffset()
+	}
+	return p.log.Read(sp.fetchOffset, b.roomFor(req, sp, used), upTo, used == 0)
 }
 
 // park waits for a high watermark to move on a watched partition, or for
@@ -163,7 +199,11 @@ func (b *Broker) fetchPartition(req *kmsg.FetchRequest, sp *sessionPartition) (*
 	} else if t = b.image.TopicByName(sp.key.topic); t == nil {
 		return nil, kerr.UnknownTopicOrPartition
 	}
-	return b.ledPartition(t, sp.key.partition, sp.leaderEpoch)
+	p, code := b.ledPartition(t, sp.key.partition, sp.leaderEpoch)
+	if id := fetchReplicaID(req); code == nil && id >= 0 && !slices.Contains(p.rep.Metadata().Replicas, id) {
+		return nil, kerr.NotLeaderForPartition // a broker that holds no replica of it
+	}
+	return p, code
 }
 
 // fetchResponse reads every partition of ctx, in order, into a response.

@@ -21,6 +21,12 @@ import (
 //	t >= 0       the first record whose timestamp is at least t, below the
 //	             high watermark; none is offset -1 and timestamp -1
 //
+// A leader whose high watermark has not yet reached the offset its epoch
+// began at answers OFFSET_NOT_AVAILABLE (retriable) for every lookup but
+// the earliest ones (KIP-207, as Kafka's Partition.fetchOffsetForTimestamp):
+// a new leader's high watermark may lag the old one's until its followers
+// fetch, and latest would otherwise go back.
+//
 // v0 answers in OldStyleOffsets (at most MaxNumOffsets of them, for
 // earliest and latest only, as Kafka did). A partition named twice in one
 // request is INVALID_REQUEST for every mention; CurrentLeaderEpoch (v4+) is checked like
@@ -59,6 +65,10 @@ func (b *Broker) listOffset(version int16, topic string, rp kmsg.ListOffsetsRequ
 		return
 	}
 	hw := p.highWatermark()
+	if earliest := rp.Timestamp == -2 || rp.Timestamp == -4; !earliest && hw < p.rep.EpochStart() {
+		out.ErrorCode = kerr.OffsetNotAvailable.Code
+		return
+	}
 	var found log.TimestampOffset
 	var ok bool
 	var err error

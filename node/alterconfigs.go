@@ -360,6 +360,8 @@ func (b *Broker) reconfigureTopic(name string) {
 		if err := p.log.Reconfigure(b.logConfig(t, mp.Index)); err != nil {
 			b.env.Log.Error("apply topic config to partition", "topic", name, "partition", mp.Index, "err", err)
 		}
+		p.rep.SetMinInSync(b.minInSync(t))
+		b.replicaReady(p)
 	}
 }
 

@@ -79,6 +79,11 @@ type Broker struct {
 	// offline holds partitions this broker leads whose logs failed to open.
 	offline       map[partitionKey]error
 	fetchSessions *fetchSessionCache
+	// fetchers replicate the partitions this broker follows, one per
+	// leader broker (fetcher.go); replicaTicker lets leaders find lagging
+	// followers (replication.go).
+	fetchers      map[int32]*fetcher
+	replicaTicker env.Timer
 
 	listeners []env.Listener
 	// controllerListener is the CONTROLLER listener of a controller node:
@@ -135,6 +140,7 @@ func New(e env.Env, cfg Config) (*Broker, error) {
 		partitions:    map[partitionKey]*partition{},
 		removing:      map[string]*waiters{},
 		offline:       map[partitionKey]error{},
+		fetchers:      map[int32]*fetcher{},
 		fetchSessions: newFetchSessionCache(e.Rand),
 		warnings:      newWarnLimiter(e.Clock, e.Log),
 	}
@@ -237,6 +243,7 @@ func (b *Broker) serve(ready func(error), fail func(error)) {
 			// What was applied while starting is served now.
 			b.reconcilePartitions()
 			b.scheduleMaintenance()
+			b.tickReplicas()
 			b.env.Log.Info("broker started", "node", b.cfg.NodeID, "cluster", b.image.ClusterID,
 				"listeners", fmt.Sprint(b.cfg.Listeners), "topics", len(b.image.Topics), "partitions", b.image.PartitionCount(),
 				"metadata_records_applied", b.meta.recordsApplied, "metadata_apply_seconds", b.meta.applyTime.Seconds())
@@ -334,6 +341,9 @@ func (b *Broker) Shutdown(done func(error)) {
 	if b.maintenance != nil {
 		b.maintenance.Stop()
 	}
+	if b.replicaTicker != nil {
+		b.replicaTicker.Stop()
+	}
 	// Leaders move off this broker before it stops serving (KRaft's
 	// controlled shutdown), so clients fail over at once.
 	b.controlledShutdown(func() { b.stop(done) })
@@ -342,6 +352,7 @@ func (b *Broker) Shutdown(done func(error)) {
 // stop closes everything once the leaderships have moved.
 func (b *Broker) stop(done func(error)) {
 	b.stopHeartbeats()
+	b.stopFetchers()
 	b.closeListeners()
 	for _, id := range sortedKeys(b.conns) {
 		b.conns[id].close()

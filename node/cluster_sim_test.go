@@ -137,11 +137,17 @@ func (c *simCluster) do(i int, req kmsg.Request) (kmsg.Response, error) {
 // broken connections as a client does, and returns the final error code.
 func (c *simCluster) createTopic(i int, name string, partitions int32) int16 {
 	c.t.Helper()
+	return c.createTopicRF(i, name, partitions, 1)
+}
+
+// createTopicRF is createTopic with replicationFactor replicas.
+func (c *simCluster) createTopicRF(i int, name string, partitions int32, replicationFactor int16) int16 {
+	c.t.Helper()
 	for attempt := 0; attempt < 50; attempt++ {
 		req := kmsg.NewPtrCreateTopicsRequest()
 		req.TimeoutMillis = 30000
 		rt := kmsg.NewCreateTopicsRequestTopic()
-		rt.Topic, rt.NumPartitions, rt.ReplicationFactor = name, partitions, 1
+		rt.Topic, rt.NumPartitions, rt.ReplicationFactor = name, partitions, replicationFactor
 		req.Topics = append(req.Topics, rt)
 		resp, err := c.do(i, req)
 		if err == nil {

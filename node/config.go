@@ -84,6 +84,17 @@ type Config struct {
 	// broker heartbeats to the controller. It must be below the session
 	// timeout.
 	BrokerHeartbeatInterval time.Duration
+	// ReplicaLagTimeMax is replica.lag.time.max.ms: how long a follower may
+	// go without catching up to its leader's log end before the leader
+	// takes it out of the ISR. Kafka's default, 30 s.
+	ReplicaLagTimeMax time.Duration
+	// ReplicaFetchWaitMax is replica.fetch.wait.max.ms: how long a
+	// follower's fetch waits at the leader for data (Kafka's default, 500
+	// ms; it must stay below replica.lag.time.max.ms).
+	ReplicaFetchWaitMax time.Duration
+	// ReplicaFetchBackoff is replica.fetch.backoff.ms: how long a follower
+	// waits before it fetches again after an error. Kafka's default, 1 s.
+	ReplicaFetchBackoff time.Duration
 	// ControllerQuorumElectionTimeout is
 	// controller.quorum.election.timeout.ms: how long a voter waits without
 	// hearing from a leader before it starts an election. Kafka's default
@@ -232,6 +243,9 @@ func DefaultConfig() Config {
 		InterBrokerListenerName:                   "PLAINTEXT",
 		BrokerSessionTimeout:                      9 * time.Second,
 		BrokerHeartbeatInterval:                   2 * time.Second,
+		ReplicaLagTimeMax:                         30 * time.Second,
+		ReplicaFetchWaitMax:                       500 * time.Millisecond,
+		ReplicaFetchBackoff:                       time.Second,
 		ControllerQuorumElectionTimeout:           500 * time.Millisecond,
 		ControllerQuorumFetchTimeout:              2 * time.Second,
 		ControllerQuorumRequestTimeout:            2 * time.Second,

@@ -541,6 +541,10 @@ func (c Config) MetadataDir() string {
 }
 
 func (c Config) validateTimeouts() error {
+	if c.ReplicaFetchWaitMax >= c.ReplicaLagTimeMax {
+		return fmt.Errorf("config replica.fetch.wait.max.ms=%d: must be below replica.lag.time.max.ms=%d, or followers waiting at their leader "+
+			"would leave the ISR", c.ReplicaFetchWaitMax.Milliseconds(), c.ReplicaLagTimeMax.Milliseconds())
+	}
 	if c.BrokerHeartbeatInterval >= c.BrokerSessionTimeout {
 		return fmt.Errorf("config broker.heartbeat.interval.ms=%d: must be below broker.session.timeout.ms=%d, or every broker's "+
 			"session would end between two heartbeats", c.BrokerHeartbeatInterval.Milliseconds(), c.BrokerSessionTimeout.Milliseconds())
@@ -587,6 +591,12 @@ func (c *Config) setKRaft(key, value string) (known bool, err error) {
 		err = parseMsInt32(value, 1, &c.BrokerSessionTimeout)
 	case "broker.heartbeat.interval.ms":
 		err = parseMsInt32(value, 1, &c.BrokerHeartbeatInterval)
+	case "replica.lag.time.max.ms":
+		err = parseMsInt64(value, 1, 1, &c.ReplicaLagTimeMax)
+	case "replica.fetch.wait.max.ms":
+		err = parseMsInt32(value, 0, &c.ReplicaFetchWaitMax)
+	case "replica.fetch.backoff.ms":
+		err = parseMsInt32(value, 0, &c.ReplicaFetchBackoff)
 	case "controller.quorum.election.timeout.ms":
 		err = parseMsInt32(value, 1, &c.ControllerQuorumElectionTimeout)
 	case "controller.quorum.fetch.timeout.ms":

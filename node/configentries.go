@@ -157,6 +157,15 @@ func kraftConfigDefs() []brokerConfigDef {
 		{name: "broker.heartbeat.interval.ms", kind: kindInt, kafkaDefault: def("2000"),
 			value: ms(func(c Config) time.Duration { return c.BrokerHeartbeatInterval }),
 			doc:   "How often a broker heartbeats to the controller."},
+		{name: "replica.lag.time.max.ms", kind: kindLong, kafkaDefault: def("30000"),
+			value: ms(func(c Config) time.Duration { return c.ReplicaLagTimeMax }),
+			doc:   "How long a follower may stay behind its leader's log end before it leaves the ISR."},
+		{name: "replica.fetch.wait.max.ms", kind: kindInt, kafkaDefault: def("500"),
+			value: ms(func(c Config) time.Duration { return c.ReplicaFetchWaitMax }),
+			doc:   "How long a follower's fetch waits at the leader for data."},
+		{name: "replica.fetch.backoff.ms", kind: kindInt, kafkaDefault: def("1000"),
+			value: ms(func(c Config) time.Duration { return c.ReplicaFetchBackoff }),
+			doc:   "How long a follower waits to fetch again after an error."},
 		// Sluice's default (Kafka's is 1000), so that a failover ends well
 		// under a second: the default in force is what a client is told.
 		{name: "controller.quorum.election.timeout.ms", kind: kindInt, kafkaDefault: def("500"),

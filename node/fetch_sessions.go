@@ -1,6 +1,7 @@
 package node
 
 import (
+	"math"
 	"time"
 
 	"github.com/sluicemq/sluice/env"
@@ -55,6 +56,9 @@ type sessionPartition struct {
 	fetchOffset int64
 	maxBytes    int32
 	leaderEpoch int32 // CurrentLeaderEpoch, -1 when the client sent none
+	// replicaHW is a follower's own high watermark (v18, KIP-1166);
+	// MaxInt64 when not sent.
+	replicaHW int64
 
 	sentHighWatermark  int64
 	sentLastStable     int64
@@ -134,7 +138,7 @@ func (c *fetchSessionCache) resolve(req *kmsg.FetchRequest, now time.Time) (*fet
 	}
 	for _, sp := range requestPartitions(req, usesIDs) {
 		if old := s.index[sp.key]; old != nil {
-			old.fetchOffset, old.maxBytes, old.leaderEpoch = sp.fetchOffset, sp.maxBytes, sp.leaderEpoch
+			old.fetchOffset, old.maxBytes, old.leaderEpoch, old.replicaHW = sp.fetchOffset, sp.maxBytes, sp.leaderEpoch, sp.replicaHW
 		} else {
 			s.add(sp)
 		}
@@ -245,8 +249,12 @@ func requestPartitions(req *kmsg.FetchRequest, usesIDs bool) []*sessionPartition
 			if req.Version >= 9 {
 				leaderEpoch = p.CurrentLeaderEpoch
 			}
+			replicaHW := int64(math.MaxInt64)
+			if req.Version >= 18 {
+				replicaHW = p.HighWatermark
+			}
 			out = append(out, &sessionPartition{
-				key: key, fetchOffset: p.FetchOffset, maxBytes: p.PartitionMaxBytes, leaderEpoch: leaderEpoch,
+				key: key, fetchOffset: p.FetchOffset, maxBytes: p.PartitionMaxBytes, leaderEpoch: leaderEpoch, replicaHW: replicaHW,
 				sentHighWatermark: -1, sentLastStable: -1, sentLogStartOffset: -1,
 			})
 		}

@@ -46,7 +46,7 @@ func (b *Broker) applyRecords(records []raftmeta.Record) error {
 	return nil
 }
 
-// servePartitions opens the partitions of t that this node leads, each
+// servePartitions opens the partitions of t that this node holds, each
 // once any removal of a deleted topic's directory of the same name has
 // finished (a new topic may reuse a deleted one's name at once).
 func (b *Broker) servePartitions(t *raftmeta.Topic) {
@@ -55,7 +55,7 @@ func (b *Broker) servePartitions(t *raftmeta.Topic) {
 	}
 	var waitFor []string
 	for _, mp := range t.Partitions {
-		if mp.Leader != b.cfg.NodeID {
+		if !slices.Contains(mp.Replicas, b.cfg.NodeID) {
 			continue
 		}
 		if dir := partitionDir(t.Name, mp.Index); b.removing[dir] != nil {
@@ -116,7 +116,7 @@ func (b *Broker) dropTopic(t *raftmeta.Topic) {
 }
 
 // reconcilePartitions brings every partition in line with the image, after
-// the image was replaced wholesale (a snapshot): open what this node leads,
+// the image was replaced wholesale (a snapshot): open what this node holds,
 // drop what no longer exists.
 func (b *Broker) reconcilePartitions() {
 	for _, key := range b.sortedPartitionKeys() {
@@ -135,24 +135,20 @@ func (b *Broker) reconcilePartitions() {
 	}
 }
 
-// followLeadership serves a partition whose leadership came to this broker
-// and stops serving one whose leadership left (its log stays open: with one
-// replica per partition, the data is only here).
+// followLeadership hands a partition change (leader, epochs, ISR) to this
+// node's replica of the partition, opening it if it has none yet.
 func (b *Broker) followLeadership(r raftmeta.PartitionChangeRecord) {
 	key := partitionKey{r.Topic, r.Partition}
+	mp, ok := b.imagePartition(key)
+	if !ok {
+		return
+	}
 	p := b.partitions[key]
 	if p == nil {
-		if r.Leader == b.cfg.NodeID {
+		if slices.Contains(mp.Replicas, b.cfg.NodeID) {
 			b.servePartitions(b.image.Topics[r.Topic])
 		}
 		return
 	}
-	p.leaderEpoch = r.LeaderEpoch
-	p.leading = r.Leader == b.cfg.NodeID
-	if !p.leading {
-		// Parked fetches answer now, with NOT_LEADER_OR_FOLLOWER.
-		for _, f := range slices.Clone(p.watchers) {
-			f.wake()
-		}
-	}
+	b.followMetadata(p, mp)
 }

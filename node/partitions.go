@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sluicemq/sluice/internal/invariants"
+	"github.com/sluicemq/sluice/isr"
 	"github.com/sluicemq/sluice/log"
 	"github.com/sluicemq/sluice/raftmeta"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -24,20 +25,23 @@ type partitionKey struct {
 	index int32
 }
 
-// partition is a partition this broker leads: its log, and what waits on it.
+// partition is a partition this broker holds a replica of: its log, its
+// replication state, and what waits on it.
 type partition struct {
+	b           *Broker
 	topic       string
 	topicID     raftmeta.TopicID
 	index       int32
 	leaderEpoch int32
 	// leading says the image names this broker the partition's leader.
 	// A partition whose leadership moved away stays open (its data is
-	// here) but serves nothing until it comes back.
+	// here) and follows the new leader.
 	leading bool
 	// recovered says the tail its log recovered is durable: until then
-	// the partition serves nothing, since a record the recovery found only
-	// in the page cache could still be lost, and serving it would move the
-	// high watermark past what a power loss keeps.
+	// the partition serves nothing and its replica has no role, since a
+	// record the recovery found only in the page cache could still be
+	// lost, and serving it would move the high watermark past what a
+	// power loss keeps.
 	recovered bool
 	// recoveryDone says recover finished (recoveryErr: how), and
 	// recoveryWaiters wait for it.
@@ -45,17 +49,33 @@ type partition struct {
 	recoveryErr     error
 	recoveryWaiters waiters
 	log             *log.Log
-	// hw is the high watermark: on a single node, the durable end of the
-	// log. Only records below it are served, so a consumer never sees a
-	// record that a power loss could take back.
+	// rep decides replication (package isr); the node does what its
+	// Ready says (replication.go).
+	rep *isr.Replica
+	// hw is the high watermark, rep's, kept here for the fast path. Only
+	// records below it are served, so a consumer never sees a record that
+	// a power loss of every replica could take back.
 	hw int64
-	// watchers are parked fetches to wake when hw moves.
+	// watchers are parked fetches to wake when hw moves (and, for
+	// followers' fetches, when the log grows).
 	watchers []*fetchWait
+	// hwWaiters are acks=all produces waiting for hw to pass their
+	// records, in the order they were appended.
+	hwWaiters []hwWaiter
+	// Follower state: query is an epoch query to send to the leader
+	// (rep's Ready), fetching says the truncation is done and the
+	// partition belongs in its leader's fetches, truncating that a
+	// truncation is on its way to the disk.
+	query      *isr.EpochQuery
+	fetching   bool
+	truncating bool
 }
 
 // serving says this broker answers produces and fetches for the
 // partition: it leads it and its recovery is durable.
-func (p *partition) serving() bool { return p != nil && p.leading && p.recovered }
+func (p *partition) serving() bool {
+	return p != nil && p.leading && p.recovered && p.rep.Role() == isr.RoleLeader
+}
 
 // highWatermark is the end of what may be served and acknowledged. Every
 // caller relies on log start <= high watermark <= durable end <= log end,
@@ -76,35 +96,25 @@ func (p *partition) checkOffsets() {
 	}
 }
 
-// flushTo asks the log to make everything before end durable; the high
-// watermark follows when it is.
+// flushTo asks the log to make everything before end durable; the replica
+// learns its new position when it is. A flush that fails fails the
+// produces waiting on the partition with the log's error.
 func (p *partition) flushTo(end int64) {
-	p.log.Flush(end, func(error) { p.advance() })
+	p.log.Flush(end, func(err error) {
+		if err != nil {
+			p.failWaiters(err)
+		}
+		p.b.localMoved(p)
+	})
 }
 
 // whenDurable calls done once everything before end is durable (or with
 // the error that stopped it).
 func (p *partition) whenDurable(end int64, done func(error)) {
 	p.log.Flush(end, func(err error) {
-		p.advance()
+		p.b.localMoved(p)
 		done(err)
 	})
-}
-
-// advance moves the high watermark to the durable end and wakes fetches.
-func (p *partition) advance() {
-	durable := min(p.log.DurableOffset(), p.log.LogEndOffset())
-	if durable <= p.hw {
-		return
-	}
-	p.hw = durable
-	if invariants.Enabled {
-		p.checkOffsets()
-	}
-	// A woken fetch that finishes removes itself from p.watchers.
-	for _, f := range slices.Clone(p.watchers) {
-		f.wake()
-	}
 }
 
 // partitionDir is Kafka's directory name for a partition.
@@ -132,12 +142,12 @@ func (b *Broker) openTopicPartitions(t *raftmeta.Topic) ([]*partition, error) {
 	var opened []*partition
 	var errs []error
 	for _, mp := range t.Partitions {
-		if mp.Leader != b.cfg.NodeID {
+		if !slices.Contains(mp.Replicas, b.cfg.NodeID) {
 			continue
 		}
 		key := partitionKey{t.ID, mp.Index}
 		if p := b.partitions[key]; p != nil {
-			p.leading, p.leaderEpoch = true, mp.LeaderEpoch
+			b.followMetadata(p, mp)
 			continue
 		}
 		cfg := b.logConfig(t, mp.Index)
@@ -154,24 +164,25 @@ func (b *Broker) openTopicPartitions(t *raftmeta.Topic) ([]*partition, error) {
 		}
 		delete(b.offline, key)
 		b.writePartitionMetadata(cfg.Dir, t.ID)
-		p := &partition{topic: t.Name, topicID: t.ID, index: mp.Index, leaderEpoch: mp.LeaderEpoch, leading: true, log: l}
-		// What recovery found may sit only in the page cache (a process
-		// crash keeps it there): it is served once a flush proves it
-		// durable (see recover).
-		p.hw = min(l.DurableOffset(), l.LogEndOffset())
+		p := &partition{b: b, topic: t.Name, topicID: t.ID, index: mp.Index, leaderEpoch: mp.LeaderEpoch,
+			leading: mp.Leader == b.cfg.NodeID, log: l}
+		b.newReplica(p, t)
 		b.partitions[key] = p
 		opened = append(opened, p)
 	}
 	return opened, errors.Join(errs...)
 }
 
-// recover makes p's recovered tail durable and then lets it serve; done
-// gets the error that stopped it. A log recovered from anything but a
+// recover makes p's recovered tail durable and then starts its replica
+// (which serves, if it leads); done gets the error that stopped it. A log recovered from anything but a
 // clean shutdown refuses appends until its recovery is durable
 // (Log.Ready).
 func (b *Broker) recover(p *partition, done func(error)) {
 	finish := func(err error) {
 		p.recovered, p.recoveryDone, p.recoveryErr = err == nil, true, err
+		if err == nil {
+			b.startReplica(p)
+		}
 		done(err)
 		p.recoveryWaiters.wake(err)
 	}

@@ -237,12 +237,6 @@ func (b *Broker) planTopic(spec topicSpec) (*raftmeta.Topic, *kerr.Error, string
 	if err != nil {
 		return nil, err, why
 	}
-	if len(assignment[0]) > 1 {
-		// Until partitions are replicated (the isr package), a second
-		// replica would hold nothing: refused rather than promised.
-		return nil, kerr.InvalidReplicationFactor, fmt.Sprintf(
-			"Replication factor %d is not supported yet: Sluice keeps one replica per partition until replication exists; use 1.", len(assignment[0]))
-	}
 	if why := topicConfigsProblem(spec.configs); why != "" {
 		return nil, kerr.InvalidConfig, why
 	}

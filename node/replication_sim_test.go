@@ -1,0 +1,115 @@
+package node
+
+import (
+	"testing"
+	"time"
+
+	"github.com/sluicemq/sluice/isr"
+	"github.com/sluicemq/sluice/wire"
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// replicaOf is node i's replica of topic's partition, nil when it has none.
+func (c *simCluster) replicaOf(i int, topic string, partition int32) *partition {
+	b := c.brokers[i]
+	if b == nil {
+		return nil
+	}
+	t := b.image.TopicByName(topic)
+	if t == nil {
+		return nil
+	}
+	return b.partitions[partitionKey{t.ID, partition}]
+}
+
+// leaderOf runs the world until node i's image names a leader of the
+// partition, and returns its index.
+func (c *simCluster) leaderOf(i int, topic string, partition int32) int {
+	c.t.Helper()
+	leader := int32(-1)
+	require.True(c.t, c.world.RunUntil(func() bool {
+		l, ok := c.leaders(i, topic)[partition]
+		leader = l
+		return ok && l >= 0
+	}, time.Minute), "no leader of %s-%d", topic, partition)
+	return int(leader - 1)
+}
+
+// produceAt sends one batch of values to node i and returns the partition's
+// answer.
+func (c *simCluster) produceAt(i int, topic string, partition int32, acks int16, values ...string) kmsg.ProduceResponseTopicPartition {
+	c.t.Helper()
+	resp, err := c.do(i, produceRequest(topic, partition, acks, valueBatch(wire.NoProducer, 1, values...)))
+	require.NoError(c.t, err)
+	return resp.(*kmsg.ProduceResponse).Topics[0].Partitions[0]
+}
+
+func TestReplicatedProduceReachesEveryReplicaBeforeItIsAcknowledged(t *testing.T) {
+	c := newSimCluster(t, 21, 3, nil)
+	require.Zero(t, c.createTopicRF(c.controller(), "events", 1, 3))
+	leader := c.leaderOf(0, "events", 0)
+	got := c.produceAt(leader, "events", 0, -1, "a", "b", "c")
+	require.Zero(t, got.ErrorCode, "produce: %v", kerr.ErrorForCode(got.ErrorCode))
+	require.Equal(t, int64(0), got.BaseOffset)
+	// Acknowledged: the high watermark passed the records, so every ISR
+	// member has them on its disk.
+	for i := range c.brokers {
+		p := c.replicaOf(i, "events", 0)
+		require.NotNil(t, p, "node %d holds no replica", i+1)
+		require.GreaterOrEqual(t, p.log.DurableOffset(), int64(3), "node %d", i+1)
+	}
+	lp := c.replicaOf(leader, "events", 0)
+	require.Equal(t, int64(3), lp.hw)
+	require.Equal(t, isr.RoleLeader, lp.rep.Role())
+	// The followers learn the high watermark with their next fetch.
+	require.True(t, c.world.RunUntil(func() bool {
+		for i := range c.brokers {
+			if c.replicaOf(i, "events", 0).hw != 3 {
+				return false
+			}
+		}
+		return true
+	}, time.Minute))
+}
+
+func TestReplicatedRecordsSurviveTheLeadersDeath(t *testing.T) {
+	c := newSimCluster(t, 22, 3, nil)
+	require.Zero(t, c.createTopicRF(c.controller(), "events", 1, 3))
+	leader := c.leaderOf(0, "events", 0)
+	for _, v := range []string{"a", "b", "c"} {
+		got := c.produceAt(leader, "events", 0, -1, v)
+		require.Zero(t, got.ErrorCode, "produce: %v", kerr.ErrorForCode(got.ErrorCode))
+	}
+	c.world.Node(c.host(leader)).Kill()
+	c.brokers[leader], c.clients[leader] = nil, nil
+	other := (leader + 1) % 3
+	var next int
+	require.True(t, c.world.RunUntil(func() bool {
+		l, ok := c.leaders(other, "events")[0]
+		next = int(l - 1)
+		return ok && l >= 0 && next != leader
+	}, time.Minute), "no new leader")
+	var records []wire.Record
+	require.True(t, c.world.RunUntil(func() bool {
+		resp, err := c.do(next, fetchRequest("events", 0, 0, 0))
+		if err != nil {
+			return false
+		}
+		fp := resp.(*kmsg.FetchResponse).Topics[0].Partitions[0]
+		if fp.ErrorCode != 0 || fp.HighWatermark < 3 {
+			return false
+		}
+		records, err = wire.DecodeBatches(fp.RecordBatches)
+		require.NoError(t, err)
+		return true
+	}, time.Minute), "the new leader never served the records")
+	require.Len(t, records, 3)
+	require.Equal(t, "a", string(records[0].Value))
+	require.Equal(t, "c", string(records[2].Value))
+	// New writes are acknowledged by the two left.
+	got := c.produceAt(next, "events", 0, -1, "d")
+	require.Zero(t, got.ErrorCode, "produce: %v", kerr.ErrorForCode(got.ErrorCode))
+	require.Equal(t, int64(3), got.BaseOffset)
+}
