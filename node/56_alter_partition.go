@@ -55,7 +55,7 @@ func (b *Broker) handleAlterPartition(r *request) {
 		return
 	}
 	parts, alters := b.alterPartitionsOf(req, resp)
-	b.alterPartitionsLocally(alters, func(top *kerr.Error, replies []raftmeta.AlterPartitionReply, err error) {
+	b.alterPartitionsLocally(req.BrokerID, req.BrokerEpoch, alters, func(top *kerr.Error, replies []raftmeta.AlterPartitionReply, err error) {
 		switch {
 		case err != nil:
 			resp.ErrorCode, resp.Topics = commitErrorCode(err).Code, nil
@@ -156,16 +156,17 @@ func fillAlterPartitionResponse(resp *kmsg.AlterPartitionResponse, parts []alter
 	}
 }
 
-// alterPartitionsLocally decides alters on this node's controller and
-// calls done once their records have committed and been applied here: top
-// is a request-level refusal (then there are no replies), err a proposal
-// that failed (this node is not, or no longer, the controller).
-func (b *Broker) alterPartitionsLocally(alters []raftmeta.AlterPartition, done func(top *kerr.Error, replies []raftmeta.AlterPartitionReply, err error)) {
+// alterPartitionsLocally decides alters, broker brokerID's at brokerEpoch,
+// on this node's controller and calls done once their records have
+// committed and been applied here: top is a request-level refusal (then
+// there are no replies), err a proposal that failed (this node is not, or
+// no longer, the controller).
+func (b *Broker) alterPartitionsLocally(brokerID int32, brokerEpoch int64, alters []raftmeta.AlterPartition, done func(top *kerr.Error, replies []raftmeta.AlterPartitionReply, err error)) {
 	if b.ctl == nil {
 		b.env.Loop.Post(func() { done(nil, nil, errNotController) })
 		return
 	}
-	top, msg, replies, records := b.ctl.AlterPartitions(alters)
+	top, msg, replies, records := b.ctl.AlterPartitions(brokerID, brokerEpoch, alters)
 	if top != nil {
 		b.env.Log.Debug("AlterPartition refused", "err", top.Message, "why", msg)
 	}
@@ -192,7 +193,7 @@ const alterPartitionTimeout = 5 * time.Second
 // connection's failure): the caller retries.
 func (b *Broker) alterPartition(req raftmeta.AlterPartition, done func(raftmeta.AlterPartitionReply, error)) {
 	if b.meta.activeTerm != 0 && b.ctl != nil {
-		b.alterPartitionsLocally([]raftmeta.AlterPartition{req}, func(top *kerr.Error, replies []raftmeta.AlterPartitionReply, err error) {
+		b.alterPartitionsLocally(req.BrokerID, req.BrokerEpoch, []raftmeta.AlterPartition{req}, func(top *kerr.Error, replies []raftmeta.AlterPartitionReply, err error) {
 			switch {
 			case err != nil:
 				done(raftmeta.AlterPartitionReply{}, err)

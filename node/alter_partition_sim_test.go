@@ -185,6 +185,14 @@ func TestAlterPartitionRefusalsCarryKafkasCodes(t *testing.T) {
 		}, kerr.InvalidRequest},
 		{"ISR without the leader", func() *kmsg.AlterPartitionRequest { return c.alterRequest(3, 1, "r", 0, 2, 3) }, kerr.InvalidRequest},
 		{"not a replica", func() *kmsg.AlterPartitionRequest { return c.alterRequest(3, 1, "r", 0, 1, 4) }, kerr.InvalidRequest},
+		{"a member twice", func() *kmsg.AlterPartitionRequest { return c.alterRequest(3, 1, "r", 0, 1, 2, 1) }, kerr.InvalidRequest},
+		{"empty ISR", func() *kmsg.AlterPartitionRequest { return c.alterRequest(3, 1, "r", 0) }, kerr.InvalidRequest},
+		{"empty ISR (v2)", func() *kmsg.AlterPartitionRequest { return c.alterRequest(2, 1, "r", 0) }, kerr.InvalidRequest},
+		{"negative partition", func() *kmsg.AlterPartitionRequest {
+			req := c.alterRequest(3, 1, "r", 0, 1)
+			req.Topics[0].Partitions[0].Partition = -1
+			return req
+		}, kerr.UnknownTopicOrPartition},
 	} {
 		got := onePartition(t, c.alter(tc.req()))
 		require.Equal(t, tc.want.Code, got.ErrorCode, "%s: got %v", tc.name, kerr.ErrorForCode(got.ErrorCode))
@@ -199,6 +207,12 @@ func TestAlterPartitionRefusalsCarryKafkasCodes(t *testing.T) {
 	req = c.alterRequest(3, 1, "r", 0, 1, 3)
 	req.BrokerID = 9
 	require.Equal(t, kerr.BrokerIDNotRegistered.Code, c.alter(req).ErrorCode)
+	// The requester is checked first, even when no partition reaches the
+	// controller's decision.
+	req = c.alterRequest(1, 1, "r", 0, 1, 3)
+	req.Topics[0].Topic = "nope"
+	req.BrokerEpoch--
+	require.Equal(t, kerr.StaleBrokerEpoch.Code, c.alter(req).ErrorCode)
 }
 
 func TestAlterPartitionV0NamesTheTopic(t *testing.T) {

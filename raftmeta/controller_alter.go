@@ -6,34 +6,33 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 )
 
-// AlterPartitions decides the partitions of one AlterPartition request,
-// all made by one broker, as Kafka's ReplicationControlManager.alterPartition
-// does: the requester is checked first, and an unknown id or a stale
+// AlterPartitions decides the partitions of one AlterPartition request of
+// broker brokerID, as Kafka's ReplicationControlManager.alterPartition
+// does: the requester is checked first, and an unknown id or another
 // epoch answers the whole request (BROKER_ID_NOT_REGISTERED,
-// STALE_BROKER_EPOCH, with no replies); then each partition is decided as
-// AlterPartition decides it, in request order, each against the view the
-// ones before it left. The records of all of them form one batch, for one
-// proposal.
+// STALE_BROKER_EPOCH, with no replies), even one that names no partition;
+// then each partition is decided as AlterPartition decides it, in request
+// order, each against the view the ones before it left. (Each req's
+// BrokerID and BrokerEpoch are taken to be the requester's.) The records
+// of all of them form one batch, for one proposal.
 //
 // Kafka validates every partition of a request against the state before
 // the request, so a partition named twice writes two records from the
 // same epochs; here the second is decided after the first, and with the
 // same epochs it is INVALID_UPDATE_VERSION when the first changed the
 // partition.
-func (c *Controller) AlterPartitions(reqs []AlterPartition) (*kerr.Error, string, []AlterPartitionReply, []Record) {
+func (c *Controller) AlterPartitions(brokerID int32, brokerEpoch int64, reqs []AlterPartition) (*kerr.Error, string, []AlterPartitionReply, []Record) {
 	if c.failed != nil {
 		err, msg := c.failedErr()
 		return err, msg, nil, nil
 	}
-	if len(reqs) == 0 {
-		return nil, "", nil, nil
-	}
-	if err, msg := c.requesterProblem(reqs[0].BrokerID, reqs[0].BrokerEpoch); err != nil {
+	if err, msg := c.requesterProblem(brokerID, brokerEpoch); err != nil {
 		return err, msg, nil, nil
 	}
 	replies := make([]AlterPartitionReply, len(reqs))
 	var records []Record
 	for i, req := range reqs {
+		req.BrokerID, req.BrokerEpoch = brokerID, brokerEpoch
 		var batch []Record
 		replies[i], batch = c.AlterPartition(req)
 		records = append(records, batch...)

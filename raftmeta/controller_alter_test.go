@@ -74,7 +74,7 @@ func TestAlterPartitionRefusesARecoveringLeader(t *testing.T) {
 
 func TestAlterPartitionsDecidesEveryPartitionInOneBatch(t *testing.T) {
 	h, topic := newAlterHarness(t)
-	err, _, replies, records := h.c.AlterPartitions([]AlterPartition{h.alterOf(topic, 0, 1, 2), h.alterOf(topic, 1, 1, 3)})
+	err, _, replies, records := h.c.AlterPartitions(1, h.c.View().Brokers[1].Epoch, []AlterPartition{h.alterOf(topic, 0, 1, 2), h.alterOf(topic, 1, 1, 3)})
 	require.Nil(t, err)
 	require.Len(t, replies, 2)
 	require.Len(t, records, 2, "one record per partition, in one batch")
@@ -96,7 +96,7 @@ func TestAlterPartitionsDecidesEveryPartitionInOneBatch(t *testing.T) {
 func TestAlterPartitionsDecidesADuplicateAfterTheFirst(t *testing.T) {
 	h, topic := newAlterHarness(t)
 	first, again := h.alterOf(topic, 0, 1, 2), h.alterOf(topic, 0, 1)
-	err, _, replies, records := h.c.AlterPartitions([]AlterPartition{first, again})
+	err, _, replies, records := h.c.AlterPartitions(1, h.c.View().Brokers[1].Epoch, []AlterPartition{first, again})
 	require.Nil(t, err)
 	require.Nil(t, replies[0].Err)
 	require.Equal(t, kerr.InvalidUpdateVersion, replies[1].Err, replies[1].Message)
@@ -106,7 +106,7 @@ func TestAlterPartitionsDecidesADuplicateAfterTheFirst(t *testing.T) {
 
 	// The same ISR twice at the current epochs changes nothing, twice.
 	same := h.alterOf(topic, 0, 1, 2)
-	err, _, replies, records = h.c.AlterPartitions([]AlterPartition{same, same})
+	err, _, replies, records = h.c.AlterPartitions(1, h.c.View().Brokers[1].Epoch, []AlterPartition{same, same})
 	require.Nil(t, err)
 	require.Nil(t, replies[0].Err)
 	require.Nil(t, replies[1].Err)
@@ -127,13 +127,15 @@ func TestAlterPartitionsRefusesAStaleRequesterWhole(t *testing.T) {
 		for i := range reqs {
 			tc.change(&reqs[i])
 		}
-		err, _, replies, records := h.c.AlterPartitions(reqs)
+		err, _, replies, records := h.c.AlterPartitions(reqs[0].BrokerID, reqs[0].BrokerEpoch, reqs)
 		require.Equal(t, tc.want, err, tc.name)
 		require.Nil(t, replies, tc.name)
 		require.Empty(t, records, tc.name)
+		err, _, _, _ = h.c.AlterPartitions(reqs[0].BrokerID, reqs[0].BrokerEpoch, nil)
+		require.Equal(t, tc.want, err, "%s, naming no partition", tc.name)
 	}
-	err, _, replies, records := h.c.AlterPartitions(nil)
+	err, _, replies, records := h.c.AlterPartitions(1, h.c.View().Brokers[1].Epoch, nil)
 	require.Nil(t, err)
-	require.Nil(t, replies)
+	require.Empty(t, replies)
 	require.Nil(t, records)
 }
