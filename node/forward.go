@@ -202,13 +202,19 @@ func (b *Broker) toController(req kmsg.Request, timeout time.Duration, done func
 		}
 	}
 	timer := b.env.Clock.AfterFunc(timeout, func() {
-		if !answered && b.ctlConn != nil {
+		if answered {
+			return
+		}
+		// Answered before the close below, which fails the request still
+		// pending on the connection and would answer first, with a
+		// closed connection instead of the timeout.
+		finish(nil, fmt.Errorf("%w (%v)", errControllerTimeout, timeout))
+		if b.ctlConn != nil {
 			// The connection may be stuck behind a partition: the next
 			// request dials afresh.
 			b.ctlConn.Close()
 			b.ctlConn = nil
 		}
-		finish(nil, fmt.Errorf("%w (%v)", errControllerTimeout, timeout))
 	})
 	b.controllerClient(func(c *wire.Client, err error) {
 		if answered {

@@ -23,6 +23,7 @@ func (b *Broker) apiHandlers() []apiHandler {
 		{key: 43, min: 0, max: 2, handle: b.forControllers(b.handleElectLeaders)},
 		{key: 44, min: 0, max: 1, handle: b.forControllers(b.handleIncrementalAlterConfigs)},
 		{key: 55, min: 0, max: 2, handle: b.handleDescribeQuorum},
+		{key: 56, min: 0, max: 3, handle: b.handleAlterPartition},
 		{key: 58, min: 0, max: 0, handle: b.handleEnvelope},
 		{key: 60, min: 0, max: 2, handle: b.handleDescribeCluster},
 		{key: 62, min: 0, max: 4, handle: b.handleBrokerRegistration},

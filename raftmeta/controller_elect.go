@@ -259,6 +259,17 @@ type AlterPartition struct {
 	LeaderEpoch    int32
 	PartitionEpoch int32
 	ISR            []int32
+	// ISREpochs, when not nil, is each ISR member's broker epoch, in ISR
+	// order (AlterPartition v3's NewIsrWithEpochs, KIP-903); -1 skips the
+	// check of that member, as in Kafka. A member now registered with
+	// another epoch has restarted since its leader saw it catch up, and
+	// may have lost what it acknowledged: INELIGIBLE_REPLICA.
+	ISREpochs []int64
+	// LeaderRecoveryState is the leader's claim (v1+): 0 recovered, 1
+	// recovering from an unclean election. Sluice never elects uncleanly,
+	// so every partition is recovered, and Kafka refuses a change from
+	// recovered to recovering (INVALID_REQUEST).
+	LeaderRecoveryState int8
 }
 
 // AlterPartitionReply answers AlterPartition with the partition's state
@@ -279,8 +290,10 @@ type AlterPartitionReply struct {
 // leader, or an ISR that is not distinct replicas including the leader, is
 // INVALID_REQUEST; a partition epoch below it is INVALID_UPDATE_VERSION; an
 // ISR member that may not be in an ISR (not registered, fenced, in
-// controlled shutdown) is INELIGIBLE_REPLICA. A valid request for the ISR
-// the partition already has writes nothing.
+// controlled shutdown, or registered with another epoch than ISREpochs
+// names) is INELIGIBLE_REPLICA; ISREpochs not matching the ISR, or a
+// leader recovery state other than recovered, is INVALID_REQUEST. A valid
+// request for the ISR the partition already has writes nothing.
 func (c *Controller) AlterPartition(req AlterPartition) (AlterPartitionReply, []Record) {
 	if c.failed != nil {
 		err, msg := c.failedErr()
@@ -331,9 +344,18 @@ func (c *Controller) alterPartitionProblem(req AlterPartition) (*Topic, int, *ke
 	if err := checkPartition(&next); err != nil {
 		return nil, 0, kerr.InvalidRequest, err.Error()
 	}
-	for _, r := range req.ISR {
+	if req.ISREpochs != nil && len(req.ISREpochs) != len(req.ISR) {
+		return nil, 0, kerr.InvalidRequest, fmt.Sprintf("%d broker epochs for the %d ISR members", len(req.ISREpochs), len(req.ISR))
+	}
+	if req.LeaderRecoveryState != 0 {
+		return nil, 0, kerr.InvalidRequest, fmt.Sprintf("leader recovery state %d: the partition is recovered", req.LeaderRecoveryState)
+	}
+	for k, r := range req.ISR {
 		if !c.eligible(r) {
 			return nil, 0, kerr.IneligibleReplica, fmt.Sprintf("replica %d is not registered, fenced or shutting down", r)
+		}
+		if req.ISREpochs != nil && req.ISREpochs[k] != -1 && req.ISREpochs[k] != c.view.Brokers[r].Epoch {
+			return nil, 0, kerr.IneligibleReplica, fmt.Sprintf("replica %d has broker epoch %d, not %d", r, c.view.Brokers[r].Epoch, req.ISREpochs[k])
 		}
 	}
 	return t, int(req.Partition), nil, ""
