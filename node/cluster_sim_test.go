@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluicemq/sluice/env"
+	"github.com/sluicemq/sluice/raftmeta"
 	"github.com/sluicemq/sluice/sim"
 	"github.com/sluicemq/sluice/sim/simnet"
 	"github.com/sluicemq/sluice/wire"
@@ -26,6 +27,8 @@ type simCluster struct {
 	cfgs    []Config
 	brokers []*Broker
 	clients []*wire.Client
+	// answered is the partition callAlterPartition last saw answered.
+	answered raftmeta.Partition
 }
 
 func newSimCluster(t *testing.T, seed uint64, n int, tweak func(int, *Config)) *simCluster {
