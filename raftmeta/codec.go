@@ -520,6 +520,9 @@ func (d *decoder) partitions(withELR bool) []Partition {
 			ps[i].ELR, ps[i].LastKnownELR = nilIfEmpty(d.int32s()), nilIfEmpty(d.int32s())
 		}
 	}
+	if withELR && d.err == nil && !partitionsHaveELR(ps) {
+		d.fail(errors.New("partitions of the ELR layout without an ELR"))
+	}
 	if d.err != nil {
 		return nil
 	}
