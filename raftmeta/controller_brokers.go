@@ -189,9 +189,9 @@ func stateOf(b Broker) brokerState {
 //     active broker (unfenced, not shutting down) has applied the log up
 //     to the end of the batch that began the shutdown.
 //
-// Fencing and controlled shutdown take the broker out of every ISR where it
-// is not the last member and move its leaderships (leader choice in
-// controller_elect.go). Shutting down fences it. A broker not registered
+// Fencing and controlled shutdown take the broker out of every ISR (into
+// the ELR where the ISR falls below min ISR) and move its leaderships
+// (leader choice in controller_elect.go). Shutting down fences it. A broker not registered
 // gets BROKER_ID_NOT_REGISTERED, one with another epoch STALE_BROKER_EPOCH.
 func (c *Controller) Heartbeat(now time.Time, hb BrokerHeartbeat) (HeartbeatReply, []Record) {
 	c.observe(now)
@@ -306,8 +306,8 @@ func (c *Controller) beginControlledShutdown(b *batch, id int32) {
 }
 
 // UnregisterBroker removes a broker (Kafka's UnregisterBroker admin call):
-// its leaderships move and it leaves the ISRs where it is not the last
-// member, then the registration goes. Its session ends.
+// its leaderships move and it leaves every ISR (into the ELR where the ISR
+// falls below min ISR, as in Kafka), then the registration goes. Its session ends.
 func (c *Controller) UnregisterBroker(id int32) (*kerr.Error, []Record) {
 	if c.failed != nil {
 		err, _ := c.failedErr()

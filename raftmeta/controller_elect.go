@@ -47,7 +47,16 @@ import (
 //     the first replica that may lead; else NoLeader. The last two are
 //     unclean: the ISR becomes the new leader alone and the ELR is
 //     emptied. Kafka also marks such a leader RECOVERING; Sluice has no
-//     leader recovery state yet.
+//     leader recovery state yet. As in Kafka 4, the last known leader is
+//     elected whether or not unclean election is on: with Sluice's
+//     flush-before-ack durability target (DESIGN.md section 6) it holds
+//     every acknowledged record even after an unclean shutdown, and
+//     without it a partition whose every replica crashed would stay
+//     offline for good.
+//   - A preferred election (ElectLeaders type 0, the periodic rebalance)
+//     moves the leadership to the first replica when it may lead and the
+//     rule above would let it: in the ISR, or in the ELR when no ISR
+//     member may lead.
 //   - A change that empties the ISR of a partition with a leader records
 //     that leader as the LastKnownELR; a change that leaves the partition
 //     with a leader clears it.
@@ -147,8 +156,8 @@ func (b *batch) applyChange(t *Topic, i int, ch partitionChange) bool {
 		leader, unclean = c.electLeader(t, p, isr, elr, ch)
 	}
 	if leader != NoLeader && indexOf(isr, leader) < 0 {
-		if invariants.Enabled && !ch.elect && indexOf(elr, leader) < 0 {
-			invariants.Panicf("controller: partition %s-%d: leader %d given, in neither ISR %v nor ELR %v", t.Name, i, leader, isr, elr)
+		if invariants.Enabled && !ch.elect && indexOf(elr, leader) < 0 && indexOf(p.ELR, leader) < 0 {
+			invariants.Panicf("controller: partition %s-%d: leader %d given, in neither ISR %v nor ELR %v", t.Name, i, leader, isr, p.ELR)
 		}
 		// Elected from the ELR, or unclean: it alone is in sync.
 		isr = []int32{leader}

@@ -59,7 +59,8 @@ type BrokerChangeRecord struct {
 
 // UnregisterBrokerRecord removes a broker (Kafka's UnregisterBrokerRecord).
 // The broker must lead nothing; it stays in the replica lists, and in the
-// ISRs where it was the last member, as in KRaft.
+// ISRs and ELRs that still hold it (the controller takes it out of the
+// ISRs first), as in KRaft.
 type UnregisterBrokerRecord struct {
 	BrokerID    int32 `json:"broker_id"`
 	BrokerEpoch int64 `json:"broker_epoch"`
