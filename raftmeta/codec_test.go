@@ -109,6 +109,10 @@ func TestJournalRecordsOfBeforeStillDecode(t *testing.T) {
 			CreateTopicRecord{Topic: Topic{Name: "t", ID: TopicID{1}, Configs: map[string]string{"retention.ms": "5"},
 				Partitions: []Partition{{Index: 0, Replicas: []int32{1}, ISR: []int32{1}, Leader: 1}}}}},
 		{`{"type":"delete_topic","body":{"id":"01000000-0000-0000-0000-000000000000"}}`, DeleteTopicRecord{ID: TopicID{1}}},
+		{`{"type":"partition_change","body":{"topic":"01000000-0000-0000-0000-000000000000","partition":0,"leader":2,"isr":[2],"leader_epoch":1,"partition_epoch":1}}`,
+			PartitionChangeRecord{Topic: TopicID{1}, Leader: 2, ISR: []int32{2}, LeaderEpoch: 1, PartitionEpoch: 1}},
+		{`{"type":"partition_change","body":{"topic":"01000000-0000-0000-0000-000000000000","partition":0,"leader":-1,"leader_epoch":1,"partition_epoch":1}}`,
+			PartitionChangeRecord{Topic: TopicID{1}, Leader: NoLeader, LeaderEpoch: 1, PartitionEpoch: 1}},
 		{`{"type":"config","body":{"resource":"topic","name":"t","key":"k","value":null}}`, ConfigRecord{Resource: ConfigTopic, Name: "t", Key: "k"}},
 		{`{"type":"producer_ids","body":{"first":0,"count":1000}}`, ProducerIDsRecord{First: 0, Count: 1000}},
 	} {
