@@ -61,7 +61,9 @@ import (
 //     that leader as the LastKnownELR; a change that leaves the partition
 //     with a leader clears it.
 //   - When a broker is unfenced, every partition without a leader that
-//     has it as a replica holds an election.
+//     has it as a replica holds an election; so does every partition
+//     without a leader of a topic whose unclean election AlterConfigs has
+//     just turned on (controller_topics.go).
 //   - A change writes the leader epoch up by one when the leader changes,
 //     and the partition epoch up by one always.
 //
