@@ -7,17 +7,21 @@ import (
 )
 
 // ElectLeaders, versions 0-2 (KIP-183, KIP-460), on the active controller
-// (any other broker forwards it): move leadership back to each partition's
-// preferred (first) replica, as raftmeta.Controller's ElectPreferredLeaders
-// decides, with its per-partition codes (ELECTION_NOT_NEEDED,
-// PREFERRED_LEADER_NOT_AVAILABLE, UNKNOWN_TOPIC_OR_PARTITION).
+// (any other broker forwards it), as raftmeta.Controller decides:
 //
+//   - ElectionType 0 (preferred; versions 0 know no other):
+//     ElectPreferredLeaders moves leadership back to each partition's
+//     preferred (first) replica, with its per-partition codes
+//     (ELECTION_NOT_NEEDED, PREFERRED_LEADER_NOT_AVAILABLE,
+//     UNKNOWN_TOPIC_OR_PARTITION).
+//   - ElectionType 1 (unclean): ElectUncleanLeaders gives each partition
+//     without a leader one, from outside the ISR and ELR if it must,
+//     whatever the topic's unclean.leader.election.enable says, as Kafka
+//     does (ELECTION_NOT_NEEDED when it has a leader,
+//     ELIGIBLE_LEADERS_NOT_AVAILABLE when no replica may lead,
+//     UNKNOWN_TOPIC_OR_PARTITION). Any other type is INVALID_REQUEST.
 //   - Null topics mean every partition; the answer then leaves out those
 //     that needed no election, as Kafka's does.
-//   - ElectionType 1 (unclean) is served as the preferred election: with
-//     one replica per partition the only replica that may lead is the
-//     preferred one, so the two coincide until replication exists. Any
-//     other type is INVALID_REQUEST.
 //   - A TimeoutMillis of zero or less is REQUEST_TIMED_OUT, as Kafka's
 //     controller answers a request whose deadline has passed.
 //   - The answer comes once the new leaders are applied on the broker that
@@ -42,7 +46,11 @@ func (b *Broker) handleElectLeaders(r *request) {
 			asked = append(asked, raftmeta.TopicPartitions{Topic: t.Topic, Partitions: t.Partitions})
 		}
 	}
-	results, records := b.ctl.ElectPreferredLeaders(asked)
+	elect := b.ctl.ElectPreferredLeaders
+	if req.ElectionType == 1 {
+		elect = b.ctl.ElectUncleanLeaders
+	}
+	results, records := elect(asked)
 	b.propose(records, func(err error) {
 		byTopic := map[string]int{}
 		for _, res := range results {

@@ -23,6 +23,9 @@ import (
 //   - The answer carries, in a tagged field of Sluice's own, the metadata
 //     index at which the registration is applied on the controller: the
 //     broker goes on once it has applied that far.
+//   - PreviousBrokerEpoch (v3+; -1 before) goes to the controller: a new
+//     incarnation that does not name the epoch it replaces shut down
+//     uncleanly and leaves every ISR and ELR (KIP-966).
 //   - Features, log dirs and the ZooKeeper migration flag are ignored.
 func (b *Broker) handleBrokerRegistration(r *request) {
 	req := r.body.(*kmsg.BrokerRegistrationRequest)
@@ -32,6 +35,8 @@ func (b *Broker) handleBrokerRegistration(r *request) {
 		ClusterID:     req.ClusterID,
 		IncarnationID: raftmeta.IncarnationID(req.IncarnationID),
 		Rack:          derefName(req.Rack),
+
+		PreviousBrokerEpoch: req.PreviousBrokerEpoch,
 	}
 	for _, l := range req.Listeners {
 		reg.Listeners = append(reg.Listeners, raftmeta.Listener{Name: l.Name, Host: l.Host, Port: int32(l.Port)})
@@ -103,6 +108,11 @@ func (b *Broker) registration() raftmeta.BrokerRegistration {
 		ClusterID:     b.image.ClusterID,
 		IncarnationID: b.incarnation,
 		Rack:          b.cfg.BrokerRack,
+		// The broker keeps no epoch across a clean shutdown yet (Kafka
+		// writes it to the log dirs' clean-shutdown file), so every
+		// restart counts as unclean: it leaves the ELRs, and partitions
+		// it alone led come back through their last known leader.
+		PreviousBrokerEpoch: -1,
 	}
 	for _, l := range b.cfg.Advertised() {
 		reg.Listeners = append(reg.Listeners, raftmeta.Listener{Name: l.Name, Host: l.Host, Port: l.Port})
@@ -161,6 +171,7 @@ func (b *Broker) register(done func(error)) {
 	reg := b.registration()
 	req := kmsg.NewPtrBrokerRegistrationRequest()
 	req.BrokerID, req.ClusterID, req.IncarnationID = reg.BrokerID, reg.ClusterID, reg.IncarnationID
+	req.PreviousBrokerEpoch = reg.PreviousBrokerEpoch
 	if reg.Rack != "" {
 		req.Rack = &reg.Rack
 	}

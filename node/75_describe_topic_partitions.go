@@ -35,8 +35,9 @@ import (
 //   - Each partition, as Kafka's: leader (-1 when it is not a registered
 //     broker), leader epoch, replicas, ISR, and offline replicas: those not
 //     registered or fenced, and this node when the partition's log is
-//     offline here; no partition error codes. Eligible leader replicas and
-//     last known ELR are empty (no KIP-966 ELR).
+//     offline here, eligible leader replicas and last known ELR from the
+//     image (raftmeta's KIP-966 rules; empty lists when there are none); no
+//     partition error codes.
 //   - Authorized operations: every operation (no ACLs yet). No topic is
 //     internal.
 func (b *Broker) handleDescribeTopicPartitions(r *request) {
@@ -121,7 +122,9 @@ func (b *Broker) describeTopicPartitions(t *raftmeta.Topic, first int32, limit i
 		rp.Partition, rp.LeaderID, rp.LeaderEpoch = p.Index, p.Leader, p.LeaderEpoch
 		rp.Replicas = append([]int32{}, p.Replicas...)
 		rp.ISR = append([]int32{}, p.ISR...)
-		rp.EligibleLeaderReplicas, rp.LastKnownELR, rp.OfflineReplicas = []int32{}, []int32{}, []int32{}
+		rp.EligibleLeaderReplicas = append([]int32{}, p.ELR...)
+		rp.LastKnownELR = append([]int32{}, p.LastKnownELR...)
+		rp.OfflineReplicas = []int32{}
 		if _, ok := b.image.Brokers[p.Leader]; !ok {
 			rp.LeaderID = -1
 		}

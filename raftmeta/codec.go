@@ -33,10 +33,18 @@ import (
 //	uuid      = 16 bytes
 //	int32s    = uvarint (count+1), then each; 0 means absent (nil)
 //	partition = index, int32s replicas, int32s isr, leader, leader epoch, partition epoch
+//	            [int32s elr, int32s last known elr: only in the ...ELR types below]
 //	broker    = id, uuid incarnation, epoch, uvarint count, (string name, string host, port)*,
 //	            string rack, flags(1 byte: 1 fenced, 2 in controlled shutdown)
 //
-// and each type's body is its fields in declaration order. A decoder refuses
+// and each type's body is its fields in declaration order. Eligible leader
+// replicas (KIP-966) came later: a create-topic, create-partitions or
+// partition-change record that carries none is written in its first
+// layout, byte for byte as before, and one that does takes a type code of
+// its own whose body adds them (each partition's ELR and last known ELR;
+// a change's ELR and last known ELR after its other fields), so entries
+// and snapshots written before still decode, and an older reader refuses
+// a record it cannot represent rather than dropping its ELR. A decoder refuses
 // a record of another format, an unknown type, a truncated body and bytes
 // left over: bad input is an error, never a panic.
 //
@@ -58,6 +66,10 @@ const (
 	codeUnregisterBroker = 8
 	codeCreatePartitions = 9
 	codePartitionChange  = 10
+	// The same records, carrying ELR fields.
+	codeCreateTopicELR      = 11
+	codeCreatePartitionsELR = 12
+	codePartitionChangeELR  = 13
 )
 
 // envelope is a record's JSON encoding: its type tag and its body.
@@ -145,20 +157,23 @@ func AppendBinaryRecord(dst []byte, r Record) ([]byte, error) {
 		e.int(int64(r.BrokerID))
 		e.int(r.BrokerEpoch)
 	case CreateTopicRecord:
-		e.b = append(e.b, codeCreateTopic)
+		elr := partitionsHaveELR(r.Topic.Partitions)
+		e.b = append(e.b, pick(elr, codeCreateTopicELR, codeCreateTopic))
 		e.str(r.Topic.Name)
 		e.b = append(e.b, r.Topic.ID[:]...)
-		e.partitions(r.Topic.Partitions)
+		e.partitions(r.Topic.Partitions, elr)
 		e.configs(r.Topic.Configs)
 	case DeleteTopicRecord:
 		e.b = append(e.b, codeDeleteTopic)
 		e.b = append(e.b, r.ID[:]...)
 	case CreatePartitionsRecord:
-		e.b = append(e.b, codeCreatePartitions)
+		elr := partitionsHaveELR(r.Partitions)
+		e.b = append(e.b, pick(elr, codeCreatePartitionsELR, codeCreatePartitions))
 		e.b = append(e.b, r.Topic[:]...)
-		e.partitions(r.Partitions)
+		e.partitions(r.Partitions, elr)
 	case PartitionChangeRecord:
-		e.b = append(e.b, codePartitionChange)
+		elr := r.ELR != nil || r.LastKnownELR != nil
+		e.b = append(e.b, pick(elr, codePartitionChangeELR, codePartitionChange))
 		e.b = append(e.b, r.Topic[:]...)
 		e.int(int64(r.Partition))
 		e.int(int64(r.Leader))
@@ -166,6 +181,10 @@ func AppendBinaryRecord(dst []byte, r Record) ([]byte, error) {
 		e.int32s(r.Replicas)
 		e.int(int64(r.LeaderEpoch))
 		e.int(int64(r.PartitionEpoch))
+		if elr {
+			e.int32s(r.ELR)
+			e.int32s(r.LastKnownELR)
+		}
 	case ConfigRecord:
 		e.b = append(e.b, codeConfig)
 		e.str(string(r.Resource))
@@ -185,6 +204,22 @@ func AppendBinaryRecord(dst []byte, r Record) ([]byte, error) {
 		return dst, fmt.Errorf("encode record: no binary encoding for %T", r)
 	}
 	return e.b, nil
+}
+
+func pick(cond bool, yes, no byte) byte {
+	if cond {
+		return yes
+	}
+	return no
+}
+
+func partitionsHaveELR(ps []Partition) bool {
+	for i := range ps {
+		if len(ps[i].ELR) > 0 || len(ps[i].LastKnownELR) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 func deref[R Record](p *R) (Record, bool) {
@@ -242,16 +277,27 @@ func (e *encoder) int32s(ids []int32) {
 	}
 }
 
-func (e *encoder) partitions(ps []Partition) {
+// partitions writes ps; withELR adds each one's ELR fields. A nil ISR
+// (which Equal cannot tell from an empty one) is written as empty, and an
+// empty ELR as none, so that equal images encode equally.
+func (e *encoder) partitions(ps []Partition, withELR bool) {
 	e.uint(uint64(len(ps)))
 	for i := range ps {
 		p := &ps[i]
 		e.int(int64(p.Index))
 		e.int32s(p.Replicas)
-		e.int32s(p.ISR)
+		if p.ISR == nil {
+			e.int32s([]int32{})
+		} else {
+			e.int32s(p.ISR)
+		}
 		e.int(int64(p.Leader))
 		e.int(int64(p.LeaderEpoch))
 		e.int(int64(p.PartitionEpoch))
+		if withELR {
+			e.int32s(nilIfEmpty(p.ELR))
+			e.int32s(nilIfEmpty(p.LastKnownELR))
+		}
 	}
 }
 
@@ -333,18 +379,25 @@ func (d *decoder) record(code byte) Record {
 		return BrokerChangeRecord{BrokerID: d.int32(), BrokerEpoch: d.int(), Change: BrokerChange(d.byte())}
 	case codeUnregisterBroker:
 		return UnregisterBrokerRecord{BrokerID: d.int32(), BrokerEpoch: d.int()}
-	case codeCreateTopic:
+	case codeCreateTopic, codeCreateTopicELR:
 		t := Topic{Name: d.str(), ID: d.uuid()}
-		t.Partitions = d.partitions()
+		t.Partitions = d.partitions(code == codeCreateTopicELR)
 		t.Configs = d.configs()
 		return CreateTopicRecord{Topic: t}
 	case codeDeleteTopic:
 		return DeleteTopicRecord{ID: d.uuid()}
-	case codeCreatePartitions:
-		return CreatePartitionsRecord{Topic: d.uuid(), Partitions: d.partitions()}
-	case codePartitionChange:
-		return PartitionChangeRecord{Topic: d.uuid(), Partition: d.int32(), Leader: d.int32(),
+	case codeCreatePartitions, codeCreatePartitionsELR:
+		return CreatePartitionsRecord{Topic: d.uuid(), Partitions: d.partitions(code == codeCreatePartitionsELR)}
+	case codePartitionChange, codePartitionChangeELR:
+		r := PartitionChangeRecord{Topic: d.uuid(), Partition: d.int32(), Leader: d.int32(),
 			ISR: d.int32s(), Replicas: d.int32s(), LeaderEpoch: d.int32(), PartitionEpoch: d.int32()}
+		if code == codePartitionChangeELR {
+			r.ELR, r.LastKnownELR = d.int32s(), d.int32s()
+			if r.ELR == nil && r.LastKnownELR == nil {
+				d.fail(errors.New("a partition change of the ELR layout without ELR fields"))
+			}
+		}
+		return r
 	case codeConfig:
 		r := ConfigRecord{Resource: ConfigResource(d.str()), Name: d.str(), Key: d.str()}
 		switch d.byte() {
@@ -456,13 +509,19 @@ func (d *decoder) int32s() []int32 {
 	return d.slab[start:len(d.slab):len(d.slab)]
 }
 
-func (d *decoder) partitions() []Partition {
+func (d *decoder) partitions(withELR bool) []Partition {
 	// A partition takes at least 6 bytes.
 	n := d.count(6)
 	ps := make([]Partition, n)
 	for i := range ps {
 		ps[i] = Partition{Index: d.int32(), Replicas: d.int32s(), ISR: d.int32s(),
 			Leader: d.int32(), LeaderEpoch: d.int32(), PartitionEpoch: d.int32()}
+		if withELR {
+			ps[i].ELR, ps[i].LastKnownELR = nilIfEmpty(d.int32s()), nilIfEmpty(d.int32s())
+		}
+	}
+	if withELR && d.err == nil && !partitionsHaveELR(ps) {
+		d.fail(errors.New("partitions of the ELR layout without an ELR"))
 	}
 	if d.err != nil {
 		return nil

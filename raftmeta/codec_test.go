@@ -3,6 +3,7 @@ package raftmeta
 import (
 	"bytes"
 	"encoding/binary"
+	"encoding/hex"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -28,6 +29,17 @@ func everyRecord() []Record {
 		CreatePartitionsRecord{Topic: TopicID{7}, Partitions: []Partition{{Index: 2, Replicas: []int32{1}, ISR: []int32{1}, Leader: 1}}},
 		PartitionChangeRecord{Topic: TopicID{7}, Partition: 1, Leader: 2, ISR: []int32{2, 1}, Replicas: []int32{2, 1, 3}, LeaderEpoch: 1, PartitionEpoch: 1},
 		PartitionChangeRecord{Topic: TopicID{7}, Partition: 0, Leader: NoLeader, LeaderEpoch: 4, PartitionEpoch: 10},
+		CreateTopicRecord{Topic: Topic{Name: "e", ID: TopicID{8}, Partitions: []Partition{
+			{Index: 0, Replicas: []int32{1, 2, 3}, ISR: []int32{}, Leader: NoLeader, LeaderEpoch: 2, PartitionEpoch: 5,
+				ELR: []int32{1, 3}, LastKnownELR: []int32{3}},
+			{Index: 1, Replicas: []int32{2, 1}, ISR: []int32{2, 1}, Leader: 2},
+		}}},
+		CreatePartitionsRecord{Topic: TopicID{8}, Partitions: []Partition{{Index: 2, Replicas: []int32{1, 2}, ISR: []int32{1}, Leader: 1, ELR: []int32{2}}}},
+		PartitionChangeRecord{Topic: TopicID{7}, Partition: 0, Leader: NoLeader, ISR: []int32{}, ELR: []int32{2, 1}, LastKnownELR: []int32{2},
+			LeaderEpoch: 4, PartitionEpoch: 10},
+		PartitionChangeRecord{Topic: TopicID{7}, Partition: 0, Leader: 1, ISR: []int32{1}, ELR: []int32{}, LastKnownELR: []int32{},
+			LeaderEpoch: 5, PartitionEpoch: 11},
+		PartitionChangeRecord{Topic: TopicID{7}, Partition: 0, Leader: 1, LastKnownELR: []int32{}, LeaderEpoch: 5, PartitionEpoch: 12},
 		ConfigRecord{Resource: ConfigBroker, Name: "", Key: "k", Value: &v},
 		ConfigRecord{Resource: ConfigTopic, Name: "t", Key: "k"},
 		ProducerIDsRecord{First: 1000, Count: 1000},
@@ -97,6 +109,10 @@ func TestJournalRecordsOfBeforeStillDecode(t *testing.T) {
 			CreateTopicRecord{Topic: Topic{Name: "t", ID: TopicID{1}, Configs: map[string]string{"retention.ms": "5"},
 				Partitions: []Partition{{Index: 0, Replicas: []int32{1}, ISR: []int32{1}, Leader: 1}}}}},
 		{`{"type":"delete_topic","body":{"id":"01000000-0000-0000-0000-000000000000"}}`, DeleteTopicRecord{ID: TopicID{1}}},
+		{`{"type":"partition_change","body":{"topic":"01000000-0000-0000-0000-000000000000","partition":0,"leader":2,"isr":[2],"leader_epoch":1,"partition_epoch":1}}`,
+			PartitionChangeRecord{Topic: TopicID{1}, Leader: 2, ISR: []int32{2}, LeaderEpoch: 1, PartitionEpoch: 1}},
+		{`{"type":"partition_change","body":{"topic":"01000000-0000-0000-0000-000000000000","partition":0,"leader":-1,"leader_epoch":1,"partition_epoch":1}}`,
+			PartitionChangeRecord{Topic: TopicID{1}, Leader: NoLeader, LeaderEpoch: 1, PartitionEpoch: 1}},
 		{`{"type":"config","body":{"resource":"topic","name":"t","key":"k","value":null}}`, ConfigRecord{Resource: ConfigTopic, Name: "t", Key: "k"}},
 		{`{"type":"producer_ids","body":{"first":0,"count":1000}}`, ProducerIDsRecord{First: 0, Count: 1000}},
 	} {
@@ -104,6 +120,70 @@ func TestJournalRecordsOfBeforeStillDecode(t *testing.T) {
 		require.NoError(t, err, tc.json)
 		require.Equal(t, tc.want, got)
 	}
+}
+
+// Records without ELR fields keep the binary layout they had before ELR
+// existed, byte for byte, so the quorum's entries and snapshots written
+// then still decode, and those bytes decode to the records they were.
+func TestBinaryLayoutOfBeforeELRIsUnchanged(t *testing.T) {
+	topic := TopicID{0xaa, 0xbb}
+	uuid := "aabb0000000000000000000000000000"
+	for _, tc := range []struct {
+		r   Record
+		hex string
+	}{
+		// format, type 10, topic, partition 3, leader 2, isr [2 1], no
+		// replicas, leader epoch 4, partition epoch 9 (zigzag varints).
+		{PartitionChangeRecord{Topic: topic, Partition: 3, Leader: 2, ISR: []int32{2, 1}, LeaderEpoch: 4, PartitionEpoch: 9},
+			"010a" + uuid + "06" + "04" + "030402" + "00" + "08" + "12"},
+		// format, type 9, topic, one partition: index 1, replicas [1],
+		// isr [1], leader 1, epochs 0/0.
+		{CreatePartitionsRecord{Topic: topic, Partitions: []Partition{{Index: 1, Replicas: []int32{1}, ISR: []int32{1}, Leader: 1}}},
+			"0109" + uuid + "01" + "02" + "0202" + "0202" + "02" + "00" + "00"},
+	} {
+		b, err := EncodeBinaryRecord(tc.r)
+		require.NoError(t, err)
+		require.Equal(t, tc.hex, hex.EncodeToString(b), "%T", tc.r)
+		back, err := DecodeRecord(b)
+		require.NoError(t, err)
+		require.Equal(t, tc.r, back)
+	}
+	// With ELR fields the record takes its own type code, so a reader of
+	// before refuses it instead of dropping them.
+	b, err := EncodeBinaryRecord(PartitionChangeRecord{Topic: topic, Partition: 3, Leader: 2, ELR: []int32{1}, LeaderEpoch: 4, PartitionEpoch: 9})
+	require.NoError(t, err)
+	require.Equal(t, byte(codePartitionChangeELR), b[1])
+	// The ELR layouts with no ELR in them are not canonical: refused.
+	b, err = EncodeBinaryRecord(PartitionChangeRecord{Topic: topic, Partition: 3, Leader: 2, LeaderEpoch: 4, PartitionEpoch: 9})
+	require.NoError(t, err)
+	b[1] = codePartitionChangeELR
+	_, err = DecodeRecord(append(b, 0, 0))
+	require.ErrorContains(t, err, "without ELR fields")
+	b, err = EncodeBinaryRecord(CreatePartitionsRecord{Topic: topic, Partitions: []Partition{{Index: 1, Replicas: []int32{1}, ISR: []int32{1}, Leader: 1}}})
+	require.NoError(t, err)
+	b[1] = codeCreatePartitionsELR
+	_, err = DecodeRecord(append(b, 0, 0))
+	require.ErrorContains(t, err, "without an ELR")
+}
+
+// An image with ELRs survives a snapshot, and its digest tells ELRs apart.
+func TestSnapshotKeepsELR(t *testing.T) {
+	im := clusterImage(t)
+	require.NoError(t, im.Apply(PartitionChangeRecord{Topic: TopicID{1}, Partition: 0, Leader: NoLeader, ISR: []int32{},
+		ELR: []int32{1, 2}, LastKnownELR: []int32{1}, LeaderEpoch: 1, PartitionEpoch: 1}))
+	loaded, err := DecodeSnapshot(im.EncodeSnapshot())
+	require.NoError(t, err)
+	require.True(t, im.Equal(loaded))
+	require.Equal(t, []int32{1, 2}, loaded.Topics[TopicID{1}].Partitions[0].ELR)
+	require.Equal(t, []int32{1}, loaded.Topics[TopicID{1}].Partitions[0].LastKnownELR)
+	require.Equal(t, im.Digest(), loaded.Digest())
+
+	other := im.Clone()
+	require.NoError(t, other.Apply(PartitionChangeRecord{Topic: TopicID{1}, Partition: 0, Leader: NoLeader, ELR: []int32{2},
+		LeaderEpoch: 1, PartitionEpoch: 2}))
+	other.Applied = im.Applied
+	require.False(t, im.Equal(other))
+	require.NotEqual(t, im.Digest(), other.Digest())
 }
 
 // Every prefix, every record with a byte changed and bytes appended is

@@ -16,6 +16,13 @@ type BrokerRegistration struct {
 	IncarnationID IncarnationID
 	Listeners     []Listener
 	Rack          string
+	// PreviousBrokerEpoch is the epoch the broker had when it last shut
+	// down cleanly (Kafka's BrokerRegistrationRequest v3+ field of that
+	// name), -1 when it did not or does not know. A new incarnation whose
+	// previous epoch is not the registration's it replaces shut down
+	// uncleanly: it leaves every ISR and ELR (KIP-966). The broker must
+	// keep the epoch it had across a clean shutdown to set it.
+	PreviousBrokerEpoch int64
 }
 
 // RegistrationReply answers a registration.
@@ -44,6 +51,11 @@ type RegistrationReply struct {
 //     ISR places are given up first, as a fencing would. (Kafka writes the
 //     fenced registration without moving them, and relies on its periodic
 //     session check having fenced the broker before.)
+//   - A new incarnation is taken for one after an unclean shutdown unless
+//     its PreviousBrokerEpoch is the epoch of the registration it replaces
+//     (Kafka's check; a broker not registered then counts as unclean
+//     too): it leaves every ISR and ELR, and partitions it led elect
+//     again (controller_elect.go).
 //   - The same incarnation asking again is the same process retrying: it
 //     keeps its epoch and state and gets no record, unless its listeners or
 //     rack changed, which a record with the same epoch amends (Kafka
@@ -76,7 +88,10 @@ func (c *Controller) RegisterBroker(now time.Time, req BrokerRegistration) (Regi
 			Message: fmt.Sprintf("broker %d is registered by incarnation %s, whose session is live", req.BrokerID, old.IncarnationID)}, nil
 	}
 	b := c.batch()
-	if exists && !old.Fenced {
+	switch {
+	case !exists || req.PreviousBrokerEpoch != old.Epoch:
+		c.uncleanShutdown(b, req.BrokerID)
+	case !old.Fenced:
 		c.giveUpPartitions(b, req.BrokerID)
 	}
 	next.Epoch = int64(c.view.Applied) + 1
@@ -174,9 +189,9 @@ func stateOf(b Broker) brokerState {
 //     active broker (unfenced, not shutting down) has applied the log up
 //     to the end of the batch that began the shutdown.
 //
-// Fencing and controlled shutdown take the broker out of every ISR where it
-// is not the last member and move its leaderships (leader choice in
-// controller_elect.go). Shutting down fences it. A broker not registered
+// Fencing and controlled shutdown take the broker out of every ISR (into
+// the ELR where the ISR falls below min ISR) and move its leaderships
+// (leader choice in controller_elect.go). Shutting down fences it. A broker not registered
 // gets BROKER_ID_NOT_REGISTERED, one with another epoch STALE_BROKER_EPOCH.
 func (c *Controller) Heartbeat(now time.Time, hb BrokerHeartbeat) (HeartbeatReply, []Record) {
 	c.observe(now)
@@ -291,8 +306,8 @@ func (c *Controller) beginControlledShutdown(b *batch, id int32) {
 }
 
 // UnregisterBroker removes a broker (Kafka's UnregisterBroker admin call):
-// its leaderships move and it leaves the ISRs where it is not the last
-// member, then the registration goes. Its session ends.
+// its leaderships move and it leaves every ISR (into the ELR where the ISR
+// falls below min ISR, as in Kafka), then the registration goes. Its session ends.
 func (c *Controller) UnregisterBroker(id int32) (*kerr.Error, []Record) {
 	if c.failed != nil {
 		err, _ := c.failedErr()

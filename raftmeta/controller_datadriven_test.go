@@ -19,14 +19,15 @@ import (
 // Commands:
 //
 //	init [session=9s] [auto-rebalance] [interval=300s] [imbalance=10] [seed=1]
-//	register id=N [rack=R] [new-incarnation] [epoch-of=N]
+//	register id=N [rack=R] [new-incarnation] [clean]
+//	                          clean: after a clean shutdown (previous epoch = its epoch)
 //	heartbeat id=N [epoch=E] [offset=O] [fence] [shutdown]
 //	advance by=D              move the clock
 //	tick                      Tick at the current time
 //	create-topic name=T [partitions=P rf=F] [assign=(1 2,2 3)] [config=(k=v,...)]
 //	create-partitions name=T count=C [assign=(...)]
 //	delete-topic name=T
-//	elect [T/P ...]           preferred election (no args: every partition)
+//	elect [unclean] [T/P ...] preferred (or unclean) election (no partitions: every one)
 //	alter-isr T/P isr=(1 2) [from=N] [leader-epoch=E] [partition-epoch=E]
 //	                          the leader's AlterPartition, at the current epochs by default
 //	unregister id=N
@@ -162,7 +163,11 @@ func cmdRegister(t *testing.T, h *harness, td *datadriven.TestData) string {
 	if td.HasArg("new-incarnation") {
 		h.incarnations[id]++
 	}
-	reply := h.register(id, rack)
+	previous := int64(-1)
+	if td.HasArg("clean") {
+		previous = h.c.View().Brokers[id].Epoch
+	}
+	reply := h.registerAfter(id, rack, previous)
 	out := fmt.Sprintf("register %d: %s", id, errName(reply.Err))
 	if reply.Err == nil {
 		out += fmt.Sprintf(" epoch=%d", reply.Epoch)
@@ -257,14 +262,19 @@ func cmdCreatePartitions(t *testing.T, h *harness, td *datadriven.TestData) stri
 
 func cmdElect(t *testing.T, h *harness, td *datadriven.TestData) string {
 	var req []TopicPartitions
+	elect := h.c.ElectPreferredLeaders
 	for _, arg := range td.CmdArgs {
+		if arg.Key == "unclean" {
+			elect = h.c.ElectUncleanLeaders
+			continue
+		}
 		topic, part, ok := strings.Cut(arg.Key, "/")
 		require.True(t, ok, "elect takes topic/partition arguments")
 		n, err := strconv.Atoi(part)
 		require.NoError(t, err)
 		req = append(req, TopicPartitions{Topic: topic, Partitions: []int32{int32(n)}})
 	}
-	results, records := h.c.ElectPreferredLeaders(req)
+	results, records := elect(req)
 	h.propose(records)
 	var b strings.Builder
 	for _, r := range results {

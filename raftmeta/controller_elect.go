@@ -2,31 +2,85 @@ package raftmeta
 
 import (
 	"fmt"
+	"strconv"
+	"strings"
 
+	"github.com/sluicemq/sluice/internal/invariants"
 	"github.com/twmb/franz-go/pkg/kerr"
 )
 
-// Leader choice, in the manner of Kafka's PartitionChangeBuilder with
-// unclean election off and without eligible leader replicas (KIP-966):
+// Leader choice and the ISR's eligible leader replicas, in the manner of
+// Kafka 4's PartitionChangeBuilder with eligible leader replicas enabled
+// (KIP-966). Every change the controller decides goes through applyChange,
+// so the rules below hold for fencing, controlled shutdown, unregistration,
+// re-registration, unfencing, preferred and unclean elections and the
+// leader's AlterPartition alike.
 //
 //   - A broker may lead, and may be chosen into a new ISR, when it is
 //     registered, unfenced and not in controlled shutdown (Kafka's
 //     "active" broker).
+//   - Min ISR is the topic's min.insync.replicas, else the cluster
+//     default (broker config resource ""), else 1; at most the replica
+//     count. Whenever a change leaves the ISR below it, the members that
+//     leave (and the ELR before) form the ELR, in replica order, minus the
+//     new ISR; when the ISR is at least min ISR, the ELR is emptied. An
+//     ELR member holds every record committed before it left, since
+//     acks=all needed min ISR members to commit.
 //   - When a broker is fenced, begins a controlled shutdown, is replaced by
-//     a new incarnation or is unregistered, every partition whose ISR holds
-//     it loses it from the ISR, unless it is the last member: KRaft keeps
-//     the last member so that a clean election remains possible when it
-//     comes back. A partition it led keeps no leader of its own choosing:
-//     the new leader is the first replica, in replica order, that is in the
-//     new ISR and may lead; NoLeader when none may.
-//   - When a broker is unfenced, every partition without a leader whose ISR
-//     holds it elects the first replica in the ISR that may lead (which is
-//     it, unless another member came back before).
+//     a new incarnation or is unregistered, it leaves every ISR, the last
+//     member too (the ISR may be empty, as in Kafka with ELR; the member
+//     then goes to the ELR). A fenced broker stays in the ELRs it is in.
+//   - A broker whose new incarnation registers without the epoch of the
+//     registration it replaces (BrokerRegistration.PreviousBrokerEpoch:
+//     the node sets it only after a clean shutdown) shut down uncleanly:
+//     its unflushed records may be gone, so it leaves every ISR and ELR.
+//   - Election, when the leader must change or the partition has none:
+//     the current leader stays while it may lead and is in the ISR; else
+//     the first replica in replica order that is in the ISR and may lead;
+//     else the first in the ELR that may lead, which becomes the whole
+//     ISR and leaves the ELR; else, when ISR and ELR are both empty and
+//     the last known leader (LastKnownELR) may lead, it (Kafka's
+//     last-known-leader recovery: it led when the last ISR member left,
+//     so it had every committed record); else, when unclean election is
+//     allowed (the topic's unclean.leader.election.enable, else the
+//     cluster default, else false; or an ElectLeaders of type unclean),
+//     the first replica that may lead; else NoLeader. The last two are
+//     unclean: the ISR becomes the new leader alone and the ELR is
+//     emptied. Kafka also marks such a leader RECOVERING; Sluice has no
+//     leader recovery state yet. As in Kafka 4, the last known leader is
+//     elected whether or not unclean election is on: with Sluice's
+//     flush-before-ack durability target (DESIGN.md section 6) it holds
+//     every acknowledged record even after an unclean shutdown, and
+//     without it a partition whose every replica crashed would stay
+//     offline for good.
+//   - A preferred election (ElectLeaders type 0, the periodic rebalance)
+//     moves the leadership to the first replica when it may lead and the
+//     rule above would let it: in the ISR, or in the ELR when no ISR
+//     member may lead.
+//   - A change that empties the ISR of a partition with a leader records
+//     that leader as the LastKnownELR; a change that leaves the partition
+//     with a leader clears it.
+//   - When a broker is unfenced, every partition without a leader that
+//     has it as a replica holds an election; so does every partition
+//     without a leader of a topic whose unclean election AlterConfigs has
+//     just turned on (controller_topics.go).
 //   - A change writes the leader epoch up by one when the leader changes,
 //     and the partition epoch up by one always.
 //
-// Unclean election (a leader from outside the ISR) is not offered: it is
-// off by default in Kafka, and DESIGN.md section 6 keeps it off.
+// Kafka elects from the ELR only when the ISR is empty; here an ELR member
+// may lead whenever no ISR member may. The two differ only for an ISR that
+// holds a member that may not lead, which no change here leaves behind
+// (images written before ELR existed can hold one). Kafka leaves the other
+// ELR members in place when one is elected from it; here the ELR is
+// emptied then if the new ISR reaches min ISR, since records the new
+// leader commits alone are not on them.
+
+// MinISRConfig and UncleanLeaderElectionConfig are the topic configs (and
+// cluster defaults) the controller reads.
+const (
+	MinISRConfig                = "min.insync.replicas"
+	UncleanLeaderElectionConfig = "unclean.leader.election.enable"
+)
 
 // eligible reports whether a broker may lead or be chosen into an ISR.
 func (c *Controller) eligible(id int32) bool {
@@ -34,38 +88,177 @@ func (c *Controller) eligible(id int32) bool {
 	return ok && !b.Fenced && !b.InControlledShutdown
 }
 
-// firstEligible returns the first replica, in replica order, that is in
-// isr, is not exclude and may lead; NoLeader when none.
-func (c *Controller) firstEligible(replicas, isr []int32, exclude int32) int32 {
+// topicConfig returns the topic's value of key, else the cluster
+// default's, else "".
+func (c *Controller) topicConfig(t *Topic, key string) string {
+	if v, ok := t.Configs[key]; ok {
+		return v
+	}
+	return c.view.BrokerConfigs[""][key]
+}
+
+// minISR is the partition's effective min.insync.replicas: the topic's,
+// else the cluster default, else 1, and at most the replica count. A
+// value that does not parse (the node validates them) counts as unset.
+func (c *Controller) minISR(t *Topic, p *Partition) int {
+	n := 1
+	for _, v := range []string{c.view.BrokerConfigs[""][MinISRConfig], t.Configs[MinISRConfig]} {
+		if m, err := strconv.Atoi(strings.TrimSpace(v)); err == nil && m >= 1 {
+			n = m
+		}
+	}
+	return min(n, len(p.Replicas))
+}
+
+// uncleanAllowed reports whether the topic allows unclean election.
+func (c *Controller) uncleanAllowed(t *Topic) bool {
+	return strings.EqualFold(strings.TrimSpace(c.topicConfig(t, UncleanLeaderElectionConfig)), "true")
+}
+
+// partitionChange is what a caller asks of one partition; applyChange
+// works out the rest (ELR, election, last known ELR, epochs).
+type partitionChange struct {
+	// isr is the target ISR; nil keeps the current one.
+	isr []int32
+	// leader is the leader to keep or move to, unless elect.
+	leader int32
+	// elect chooses the leader by the election rule.
+	elect bool
+	// unclean allows an unclean election whatever the topic says.
+	unclean bool
+	// exclude may not lead (a broker being fenced or removed); NoLeader
+	// for none.
+	exclude int32
+	// uncleanShutdown leaves the ISR and the ELR; NoLeader for none.
+	uncleanShutdown int32
+}
+
+// changePartition adds the record that moves partition i of t to leader
+// and isr (nil: unchanged), with the ELR and epochs that follow; nothing
+// when nothing changes.
+func (b *batch) changePartition(t *Topic, i int, leader int32, isr []int32) {
+	b.applyChange(t, i, partitionChange{isr: isr, leader: leader, exclude: NoLeader, uncleanShutdown: NoLeader})
+}
+
+// applyChange adds the record for ch (see the rules at the top of the
+// file); nothing when nothing changes. It reports whether the partition
+// has a leader afterwards.
+func (b *batch) applyChange(t *Topic, i int, ch partitionChange) bool {
+	c := b.c
+	p := &t.Partitions[i]
+	isr := p.ISR
+	if ch.isr != nil {
+		isr = ch.isr
+	}
+	isr = without(isr, ch.uncleanShutdown)
+	minISR := c.minISR(t, p)
+	elr := c.nextELR(p, isr, minISR, ch.uncleanShutdown)
+	leader, unclean := ch.leader, false
+	if ch.elect {
+		leader, unclean = c.electLeader(t, p, isr, elr, ch)
+	}
+	if leader != NoLeader && indexOf(isr, leader) < 0 {
+		if invariants.Enabled && !ch.elect && indexOf(elr, leader) < 0 && indexOf(p.ELR, leader) < 0 {
+			invariants.Panicf("controller: partition %s-%d: leader %d given, in neither ISR %v nor ELR %v", t.Name, i, leader, isr, p.ELR)
+		}
+		// Elected from the ELR, or unclean: it alone is in sync.
+		isr = []int32{leader}
+		elr = without(elr, leader)
+		if len(isr) >= minISR {
+			elr = nil
+		}
+	}
+	if unclean {
+		elr = nil
+	}
+	lastKnown := p.LastKnownELR
+	switch {
+	case len(isr) == 0 && len(p.ISR) > 0 && p.Leader != NoLeader:
+		lastKnown = []int32{p.Leader}
+	case leader != NoLeader:
+		lastKnown = nil
+	}
+	b.addChange(t, p, leader, isr, elr, lastKnown)
+	return leader != NoLeader
+}
+
+// addChange writes the record moving p to the given state, with the
+// epochs that follow; nothing when it is p's state already.
+func (b *batch) addChange(t *Topic, p *Partition, leader int32, isr, elr, lastKnown []int32) {
+	r := PartitionChangeRecord{Topic: t.ID, Partition: p.Index, Leader: leader,
+		LeaderEpoch: p.LeaderEpoch, PartitionEpoch: p.PartitionEpoch + 1}
+	if !int32sEqual(isr, p.ISR) {
+		r.ISR = append([]int32{}, isr...)
+	}
+	if !int32sEqual(elr, p.ELR) {
+		r.ELR = append([]int32{}, elr...)
+	}
+	if !int32sEqual(lastKnown, p.LastKnownELR) {
+		r.LastKnownELR = append([]int32{}, lastKnown...)
+	}
+	if leader == p.Leader && r.ISR == nil && r.ELR == nil && r.LastKnownELR == nil {
+		return
+	}
+	if leader != p.Leader {
+		r.LeaderEpoch++
+	}
+	b.add(r)
+}
+
+// nextELR is the ELR that goes with a target ISR: empty once the ISR
+// reaches min ISR, else the members of the current ISR and ELR outside the
+// target ISR, in replica order, without a broker that shut down uncleanly.
+func (c *Controller) nextELR(p *Partition, isr []int32, minISR int, uncleanShutdown int32) []int32 {
+	if len(isr) >= minISR {
+		return nil
+	}
+	var elr []int32
+	for _, r := range p.Replicas {
+		was := indexOf(p.ISR, r) >= 0 || indexOf(p.ELR, r) >= 0
+		if was && indexOf(isr, r) < 0 && r != uncleanShutdown {
+			elr = append(elr, r)
+		}
+	}
+	return elr
+}
+
+// electLeader chooses p's leader for the target ISR and ELR, and reports
+// whether the choice is unclean.
+func (c *Controller) electLeader(t *Topic, p *Partition, isr, elr []int32, ch partitionChange) (int32, bool) {
+	mayLead := func(r int32) bool { return r != ch.exclude && r != ch.uncleanShutdown && c.eligible(r) }
+	if p.Leader != NoLeader && indexOf(isr, p.Leader) >= 0 && mayLead(p.Leader) {
+		return p.Leader, false
+	}
+	if r := firstOf(p.Replicas, isr, mayLead); r != NoLeader {
+		return r, false
+	}
+	if r := firstOf(p.Replicas, elr, mayLead); r != NoLeader {
+		return r, false
+	}
+	if len(isr) == 0 && len(elr) == 0 && len(p.LastKnownELR) == 1 && mayLead(p.LastKnownELR[0]) {
+		return p.LastKnownELR[0], true
+	}
+	if ch.unclean || c.uncleanAllowed(t) {
+		if r := firstOf(p.Replicas, p.Replicas, mayLead); r != NoLeader {
+			return r, true
+		}
+	}
+	return NoLeader, false
+}
+
+// firstOf returns the first replica, in replica order, that is in set and
+// passes ok; NoLeader when none.
+func firstOf(replicas, set []int32, ok func(int32) bool) int32 {
 	for _, r := range replicas {
-		if r != exclude && indexOf(isr, r) >= 0 && c.eligible(r) {
+		if indexOf(set, r) >= 0 && ok(r) {
 			return r
 		}
 	}
 	return NoLeader
 }
 
-// changePartition adds the record that moves partition i of t to leader
-// and isr (nil: unchanged), with the epochs that follow; nothing when
-// neither changes.
-func (b *batch) changePartition(t *Topic, i int, leader int32, isr []int32) {
-	p := &t.Partitions[i]
-	if isr != nil && int32sEqual(isr, p.ISR) {
-		isr = nil
-	}
-	if leader == p.Leader && isr == nil {
-		return
-	}
-	leaderEpoch := p.LeaderEpoch
-	if leader != p.Leader {
-		leaderEpoch++
-	}
-	b.add(PartitionChangeRecord{Topic: t.ID, Partition: p.Index, Leader: leader, ISR: isr,
-		LeaderEpoch: leaderEpoch, PartitionEpoch: p.PartitionEpoch + 1})
-}
-
-// giveUpPartitions takes the broker out of every ISR where it is not the
-// last member and moves every leadership it holds.
+// giveUpPartitions takes the broker out of every ISR and moves every
+// leadership it holds.
 func (c *Controller) giveUpPartitions(b *batch, id int32) {
 	for _, name := range c.view.TopicNames() {
 		t := c.view.TopicByName(name)
@@ -74,30 +267,37 @@ func (c *Controller) giveUpPartitions(b *batch, id int32) {
 			if indexOf(p.ISR, id) < 0 {
 				continue
 			}
-			isr := p.ISR
-			if len(isr) > 1 {
-				isr = without(isr, id)
-			}
-			leader := p.Leader
-			if leader == id || (leader != NoLeader && !c.eligible(leader)) {
-				leader = c.firstEligible(p.Replicas, isr, id)
-			}
-			b.changePartition(t, i, leader, isr)
+			b.applyChange(t, i, partitionChange{isr: without(p.ISR, id), elect: true, exclude: id, uncleanShutdown: NoLeader})
 		}
 	}
 }
 
-// electLeaderless elects a leader for every partition without one whose
-// ISR holds the broker.
+// uncleanShutdown takes a broker that shut down uncleanly out of every ISR
+// and ELR (Kafka's handleBrokerUncleanShutdown).
+func (c *Controller) uncleanShutdown(b *batch, id int32) {
+	for _, name := range c.view.TopicNames() {
+		t := c.view.TopicByName(name)
+		for i := range t.Partitions {
+			p := &t.Partitions[i]
+			if indexOf(p.ISR, id) < 0 && indexOf(p.ELR, id) < 0 {
+				continue
+			}
+			b.applyChange(t, i, partitionChange{elect: true, exclude: id, uncleanShutdown: id})
+		}
+	}
+}
+
+// electLeaderless holds an election in every partition without a leader
+// that has the broker as a replica.
 func (c *Controller) electLeaderless(b *batch, id int32) {
 	for _, name := range c.view.TopicNames() {
 		t := c.view.TopicByName(name)
 		for i := range t.Partitions {
 			p := &t.Partitions[i]
-			if p.Leader != NoLeader || indexOf(p.ISR, id) < 0 {
+			if p.Leader != NoLeader || indexOf(p.Replicas, id) < 0 {
 				continue
 			}
-			b.changePartition(t, i, c.firstEligible(p.Replicas, p.ISR, NoLeader), nil)
+			b.applyChange(t, i, partitionChange{elect: true, exclude: NoLeader, uncleanShutdown: NoLeader})
 		}
 	}
 }
@@ -128,8 +328,9 @@ type ElectionResult struct {
 
 // ElectPreferredLeaders is ElectLeaders with election type 0 (preferred),
 // following Kafka's ReplicationControlManager.electLeaders: each named
-// partition moves its leadership to its first replica when that replica is
-// in the ISR and may lead. Answers per partition: none when it moved,
+// partition moves its leadership to its first replica when that replica
+// may lead and is in the ISR (or in the ELR, when no ISR member may lead).
+// Answers per partition: none when it moved,
 // ELECTION_NOT_NEEDED when the first replica leads already,
 // PREFERRED_LEADER_NOT_AVAILABLE when it may not lead or is not in the
 // ISR, UNKNOWN_TOPIC_OR_PARTITION for a topic or partition that does not
@@ -144,6 +345,29 @@ type ElectionResult struct {
 // without a leader (controller_elect.go) already elects any eligible ISR
 // member as soon as one exists.
 func (c *Controller) ElectPreferredLeaders(req []TopicPartitions) ([]ElectionResult, []Record) {
+	return c.electLeaders(req, c.electPreferred)
+}
+
+// ElectUncleanLeaders is ElectLeaders with election type 1 (unclean),
+// following Kafka's ReplicationControlManager.electLeader with
+// Election.UNCLEAN: each named partition without a leader elects one by
+// the rule of every election (controller_elect.go's top), with unclean
+// election allowed whatever the topic's unclean.leader.election.enable
+// says, as in Kafka: an ISR member, else an ELR member, else the last
+// known leader, else the first replica that may lead, which then is the
+// whole ISR. Answers per partition: none when it got a leader,
+// ELECTION_NOT_NEEDED when it has one, ELIGIBLE_LEADERS_NOT_AVAILABLE when
+// no replica may lead (none registered, unfenced and not shutting down),
+// UNKNOWN_TOPIC_OR_PARTITION for a topic or partition that does not exist.
+// A nil request means every partition, and then partitions that need no
+// election are left out of the answer.
+func (c *Controller) ElectUncleanLeaders(req []TopicPartitions) ([]ElectionResult, []Record) {
+	return c.electLeaders(req, c.electUnclean)
+}
+
+// electLeaders runs elect on each partition req names (every partition
+// when nil) and gathers the answers.
+func (c *Controller) electLeaders(req []TopicPartitions, elect func(*batch, *Topic, int) (*kerr.Error, string)) ([]ElectionResult, []Record) {
 	if c.failed != nil {
 		err, msg := c.failedErr()
 		return []ElectionResult{{Err: err, Message: msg}}, nil
@@ -154,7 +378,7 @@ func (c *Controller) ElectPreferredLeaders(req []TopicPartitions) ([]ElectionRes
 		for _, name := range c.view.TopicNames() {
 			t := c.view.TopicByName(name)
 			for i := range t.Partitions {
-				if err, msg := c.electPreferred(b, t, i); err != kerr.ElectionNotNeeded {
+				if err, msg := elect(b, t, i); err != kerr.ElectionNotNeeded {
 					out = append(out, ElectionResult{Topic: name, Partition: int32(i), Err: err, Message: msg})
 				}
 			}
@@ -171,12 +395,25 @@ func (c *Controller) ElectPreferredLeaders(req []TopicPartitions) ([]ElectionRes
 			case i < 0 || int(i) >= len(t.Partitions):
 				res.Err, res.Message = kerr.UnknownTopicOrPartition, fmt.Sprintf("no partition %s-%d", tp.Topic, i)
 			default:
-				res.Err, res.Message = c.electPreferred(b, t, int(i))
+				res.Err, res.Message = elect(b, t, int(i))
 			}
 			out = append(out, res)
 		}
 	}
 	return c.electionResults(out, b)
+}
+
+// electUnclean elects a leader for partition i if it has none, unclean
+// election allowed.
+func (c *Controller) electUnclean(b *batch, t *Topic, i int) (*kerr.Error, string) {
+	p := &t.Partitions[i]
+	if p.Leader != NoLeader {
+		return kerr.ElectionNotNeeded, ""
+	}
+	if !b.applyChange(t, i, partitionChange{elect: true, unclean: true, exclude: NoLeader, uncleanShutdown: NoLeader}) {
+		return kerr.EligibleLeadersNotAvailable, fmt.Sprintf("no replica of %v is registered, unfenced and not shutting down", p.Replicas)
+	}
+	return nil, ""
 }
 
 // electionResults finishes an election batch; if the controller failed on
@@ -192,14 +429,17 @@ func (c *Controller) electionResults(out []ElectionResult, b *batch) ([]Election
 }
 
 // electPreferred moves partition i's leadership to its first replica if
-// it may lead.
+// it may lead and is in the ISR, or in the ELR when no ISR member may
+// lead (it then is the whole ISR, as in any election from the ELR).
 func (c *Controller) electPreferred(b *batch, t *Topic, i int) (*kerr.Error, string) {
 	p := &t.Partitions[i]
 	preferred := p.Replicas[0]
+	inISR := indexOf(p.ISR, preferred) >= 0
+	fromELR := !inISR && indexOf(p.ELR, preferred) >= 0 && firstOf(p.Replicas, p.ISR, c.eligible) == NoLeader
 	switch {
 	case p.Leader == preferred:
 		return kerr.ElectionNotNeeded, ""
-	case indexOf(p.ISR, preferred) < 0:
+	case !inISR && !fromELR:
 		return kerr.PreferredLeaderNotAvailable, fmt.Sprintf("preferred replica %d is not in the ISR %v", preferred, p.ISR)
 	case !c.eligible(preferred):
 		return kerr.PreferredLeaderNotAvailable, fmt.Sprintf("preferred replica %d is fenced, shutting down or not registered", preferred)

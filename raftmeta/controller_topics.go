@@ -333,8 +333,9 @@ type ConfigAlteration struct {
 // UNKNOWN_TOPIC_OR_PARTITION, a broker name that is not a broker id
 // INVALID_REQUEST (Kafka allows configs of brokers not registered, and so
 // does this), an empty key INVALID_REQUEST. A change that leaves the value
-// as it is writes no record. The answer has one error (nil for success)
-// per alteration.
+// as it is writes no record. A change that allows unclean election elects
+// the leaderless partitions it concerns in the same batch. The answer has
+// one error (nil for success) per alteration.
 func (c *Controller) AlterConfigs(alts []ConfigAlteration) ([]*kerr.Error, []Record) {
 	out := make([]*kerr.Error, len(alts))
 	b := c.batch()
@@ -370,6 +371,9 @@ func (c *Controller) AlterConfigs(alts []ConfigAlteration) ([]*kerr.Error, []Rec
 		for _, r := range records {
 			b.add(r)
 		}
+		if len(records) > 0 {
+			c.electIfUncleanAllowed(b, alt)
+		}
 	}
 	records := b.done()
 	if c.failed != nil {
@@ -378,6 +382,39 @@ func (c *Controller) AlterConfigs(alts []ConfigAlteration) ([]*kerr.Error, []Rec
 		}
 	}
 	return out, records
+}
+
+// electIfUncleanAllowed holds an election in every partition without a
+// leader of the topics whose unclean election alt has just turned on (the
+// topic's, or every topic's for the cluster default), as Kafka's
+// controller does when unclean.leader.election.enable is enabled
+// dynamically, so turning it on brings such a partition back at once.
+func (c *Controller) electIfUncleanAllowed(b *batch, alt ConfigAlteration) {
+	touched := false
+	for _, ch := range alt.Changes {
+		touched = touched || ch.Key == UncleanLeaderElectionConfig
+	}
+	if !touched {
+		return
+	}
+	var names []string
+	switch {
+	case alt.Resource == ConfigTopic:
+		names = []string{alt.Name}
+	case alt.Resource == ConfigBroker && alt.Name == "":
+		names = c.view.TopicNames()
+	}
+	for _, name := range names {
+		t := c.view.TopicByName(name)
+		if t == nil || !c.uncleanAllowed(t) {
+			continue
+		}
+		for i := range t.Partitions {
+			if t.Partitions[i].Leader == NoLeader {
+				b.applyChange(t, i, partitionChange{elect: true, exclude: NoLeader, uncleanShutdown: NoLeader})
+			}
+		}
+	}
 }
 
 // currentConfigs returns the resource's configs, or why it cannot have any.

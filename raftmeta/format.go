@@ -24,8 +24,15 @@ func formatIDs(ids []int32) string {
 }
 
 func (p Partition) String() string {
-	return fmt.Sprintf("%d: replicas=%s isr=%s leader=%d epochs=%d/%d",
+	s := fmt.Sprintf("%d: replicas=%s isr=%s leader=%d epochs=%d/%d",
 		p.Index, formatIDs(p.Replicas), formatIDs(p.ISR), p.Leader, p.LeaderEpoch, p.PartitionEpoch)
+	if len(p.ELR) > 0 {
+		s += " elr=" + formatIDs(p.ELR)
+	}
+	if len(p.LastKnownELR) > 0 {
+		s += " last_known_elr=" + formatIDs(p.LastKnownELR)
+	}
+	return s
 }
 
 func (b Broker) String() string {
@@ -93,6 +100,12 @@ func (r PartitionChangeRecord) String() string {
 	}
 	if r.Replicas != nil {
 		fmt.Fprintf(&s, " replicas=%s", formatIDs(r.Replicas))
+	}
+	if r.ELR != nil {
+		fmt.Fprintf(&s, " elr=%s", formatIDs(r.ELR))
+	}
+	if r.LastKnownELR != nil {
+		fmt.Fprintf(&s, " last_known_elr=%s", formatIDs(r.LastKnownELR))
 	}
 	fmt.Fprintf(&s, " epochs=%d/%d", r.LeaderEpoch, r.PartitionEpoch)
 	return s.String()

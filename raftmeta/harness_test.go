@@ -103,10 +103,18 @@ func (h *harness) incarnation(id int32) IncarnationID {
 	return IncarnationID{byte(id), h.incarnations[id]}
 }
 
-// register registers broker id with its current incarnation.
+// register registers broker id with its current incarnation, as after an
+// unclean shutdown (no previous epoch).
 func (h *harness) register(id int32, rack string) RegistrationReply {
+	return h.registerAfter(id, rack, -1)
+}
+
+// registerAfter registers broker id with its current incarnation and the
+// previous epoch given (the epoch it had at a clean shutdown, or -1).
+func (h *harness) registerAfter(id int32, rack string, previousEpoch int64) RegistrationReply {
 	reply, records := h.c.RegisterBroker(h.now, BrokerRegistration{BrokerID: id, IncarnationID: h.incarnation(id),
-		Listeners: []Listener{{Name: "PLAINTEXT", Host: fmt.Sprintf("b%d", id), Port: 9092}}, Rack: rack})
+		Listeners: []Listener{{Name: "PLAINTEXT", Host: fmt.Sprintf("b%d", id), Port: 9092}}, Rack: rack,
+		PreviousBrokerEpoch: previousEpoch})
 	h.propose(records)
 	return reply
 }

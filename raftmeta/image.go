@@ -74,10 +74,23 @@ type Partition struct {
 	Index int32 `json:"index"`
 	// Replicas are in preference order: the first is the preferred leader.
 	Replicas []int32 `json:"replicas"`
-	// ISR is never empty: when every member but one has left, the last
-	// stays (so that a clean election remains possible when it returns),
-	// as in KRaft.
+	// ISR is empty only when the partition has no leader: as in Kafka 4
+	// with eligible leader replicas, the last member leaves it like any
+	// other, into the ELR.
 	ISR []int32 `json:"isr"`
+	// ELR are the eligible leader replicas (KIP-966): replicas that left
+	// the ISR while it was below min.insync.replicas, so every record
+	// committed before they left is on them, and each may lead once no ISR
+	// member may (it then becomes the whole ISR). Disjoint from the ISR,
+	// in replica order, emptied whenever the ISR is at least
+	// min.insync.replicas; a replica whose broker shut down uncleanly
+	// leaves it. Nil when empty.
+	ELR []int32 `json:"elr,omitempty"`
+	// LastKnownELR is, as Kafka 4 keeps it, the leader the partition had
+	// when its ISR became empty: it may lead again when neither ISR nor ELR
+	// holds anyone (KIP-966's last-known-leader recovery). Cleared once
+	// the partition has a leader. Nil when empty.
+	LastKnownELR []int32 `json:"last_known_elr,omitempty"`
 	// Leader is a member of the ISR, or NoLeader.
 	Leader int32 `json:"leader"`
 	// LeaderEpoch increases with every leader change; produce and fetch carry
@@ -100,9 +113,10 @@ type Topic struct {
 //
 // Invariants (Validate checks them all): Topics and topicNames are each
 // other's inverse; every partition's Index equals its position in
-// Partitions and its shape is valid (distinct replicas, a non-empty ISR
-// within them, a leader in the ISR or none); leaders and partitions count
-// what Topics holds; a broker's Host and Port are its first listener's; no
+// Partitions and its shape is valid (distinct replicas; an ISR, an ELR and
+// a last known ELR of distinct replicas, the ELRs disjoint from the ISR; a
+// leader in the ISR or none, and an empty ISR only with none); leaders and
+// partitions count what Topics holds; a broker's Host and Port are its first listener's; no
 // fenced broker is in controlled shutdown; no config map is empty.
 type Image struct {
 	ClusterID string
@@ -298,7 +312,8 @@ func topicsEqual(a, b *Topic) bool {
 
 func partitionsEqual(a, b *Partition) bool {
 	return a.Index == b.Index && a.Leader == b.Leader && a.LeaderEpoch == b.LeaderEpoch &&
-		a.PartitionEpoch == b.PartitionEpoch && int32sEqual(a.Replicas, b.Replicas) && int32sEqual(a.ISR, b.ISR)
+		a.PartitionEpoch == b.PartitionEpoch && int32sEqual(a.Replicas, b.Replicas) && int32sEqual(a.ISR, b.ISR) &&
+		int32sEqual(a.ELR, b.ELR) && int32sEqual(a.LastKnownELR, b.LastKnownELR)
 }
 
 func int32sEqual(a, b []int32) bool {

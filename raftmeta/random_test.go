@@ -17,6 +17,8 @@ type randomDriver struct {
 	h   *harness
 	r   *rng.Rand
 	ops int
+	// uncleanAsked is set by a step that asked for unclean elections.
+	uncleanAsked bool
 }
 
 func newRandomDriver(t testing.TB, seed uint64) *randomDriver {
@@ -26,8 +28,40 @@ func newRandomDriver(t testing.TB, seed uint64) *randomDriver {
 	return &randomDriver{h: newHarness(t, cfg, seed), r: r.Fork("ops")}
 }
 
-// step does one random thing.
-func (d *randomDriver) step() {
+// step does one random thing, and checks that every leader it elected was
+// in the ISR, the ELR or the last known ELR, unless unclean election was
+// allowed; it returns how many unclean elections it made.
+func (d *randomDriver) step() int {
+	before := d.h.c.View().Clone()
+	d.uncleanAsked, d.h.last = false, nil
+	d.do()
+	unclean := 0
+	for _, rec := range d.h.last {
+		if pc, ok := rec.(PartitionChangeRecord); ok {
+			unclean += d.checkElection(before, pc)
+		}
+		require.NoError(d.h.t, before.Apply(rec))
+	}
+	return unclean
+}
+
+// checkElection checks one change against the partition before it.
+func (d *randomDriver) checkElection(before *Image, r PartitionChangeRecord) int {
+	t := before.Topics[r.Topic]
+	p := t.Partitions[r.Partition]
+	if r.Leader == NoLeader || r.Leader == p.Leader || indexOf(p.ISR, r.Leader) >= 0 || indexOf(p.ELR, r.Leader) >= 0 ||
+		indexOf(p.LastKnownELR, r.Leader) >= 0 {
+		return 0
+	}
+	allowed := d.uncleanAsked || t.Configs[UncleanLeaderElectionConfig] == "true" ||
+		(t.Configs[UncleanLeaderElectionConfig] == "" && before.BrokerConfigs[""][UncleanLeaderElectionConfig] == "true")
+	require.True(d.h.t, allowed, "partition %s-%d elected %d, outside ISR %v, ELR %v and last known ELR %v, unclean election off",
+		t.Name, r.Partition, r.Leader, p.ISR, p.ELR, p.LastKnownELR)
+	return 1
+}
+
+// do does one random thing.
+func (d *randomDriver) do() {
 	h, r := d.h, d.r
 	d.ops++
 	brokerID := int32(1 + r.Intn(6))
@@ -37,7 +71,13 @@ func (d *randomDriver) step() {
 			h.incarnations[brokerID]++
 		}
 		racks := []string{"", "a", "b", "c"}
-		h.register(brokerID, racks[r.Intn(len(racks))])
+		// Half the restarts are clean (the previous epoch named), so
+		// brokers both keep and lose their ELR places.
+		previous := int64(-1)
+		if b, ok := h.c.View().Brokers[brokerID]; ok && r.Chance(0.5) {
+			previous = b.Epoch
+		}
+		h.registerAfter(brokerID, racks[r.Intn(len(racks))], previous)
 	case op < 40:
 		d.heartbeat(brokerID)
 	case op < 50:
@@ -51,9 +91,16 @@ func (d *randomDriver) step() {
 		d.deleteTopic()
 	case op < 72:
 		d.alterISR()
+	case op < 74:
+		_, records := h.c.ElectPreferredLeaders(nil)
+		h.propose(records)
 	case op < 76:
-		results, records := h.c.ElectPreferredLeaders(nil)
-		_ = results
+		elect := h.c.ElectUncleanLeaders
+		d.uncleanAsked = true
+		if r.Chance(0.5) {
+			elect, d.uncleanAsked = h.c.ElectPreferredLeaders, false
+		}
+		_, records := elect([]TopicPartitions{{Topic: d.topicName(), Partitions: []int32{int32(r.Intn(4))}}})
 		h.propose(records)
 	case op < 80:
 		d.alterConfig()
@@ -119,6 +166,15 @@ func (d *randomDriver) createTopic() {
 	if r.Chance(0.3) {
 		spec.Configs = map[string]string{"retention.ms": fmt.Sprint(r.Intn(1000))}
 	}
+	if r.Chance(0.5) {
+		if spec.Configs == nil {
+			spec.Configs = map[string]string{}
+		}
+		spec.Configs[MinISRConfig] = fmt.Sprint(1 + r.Intn(3))
+		if r.Chance(0.3) {
+			spec.Configs[UncleanLeaderElectionConfig] = "true"
+		}
+	}
 	_, records := h.c.CreateTopics([]TopicSpec{spec})
 	h.propose(records)
 }
@@ -173,10 +229,16 @@ func (d *randomDriver) alterConfig() {
 	}
 	for n := 1 + r.Intn(3); n > 0; n-- {
 		key := fmt.Sprintf("k%d", r.Intn(4))
+		v := fmt.Sprint(r.Intn(3))
+		switch r.Intn(4) {
+		case 0:
+			key, v = MinISRConfig, fmt.Sprint(1+r.Intn(3))
+		case 1:
+			key, v = UncleanLeaderElectionConfig, []string{"true", "false"}[r.Intn(2)]
+		}
 		if r.Chance(0.3) {
 			alt.Changes = append(alt.Changes, ConfigEntry{Key: key})
 		} else {
-			v := fmt.Sprint(r.Intn(3))
 			alt.Changes = append(alt.Changes, ConfigEntry{Key: key, Value: &v})
 		}
 	}
@@ -200,12 +262,19 @@ func TestControllerRandomRequestsKeepInvariants(t *testing.T) {
 	for seed := uint64(0); seed < 100; seed++ {
 		d := newRandomDriver(t, seed)
 		for i := 0; i < 1000; i++ {
-			d.step()
+			kinds["unclean election"] += d.step()
 			for _, r := range d.h.last {
 				kinds[r.recordType()]++
+				if pc, ok := r.(PartitionChangeRecord); ok {
+					countELRChange(kinds, pc)
+				}
 			}
 		}
 		d.finish()
+	}
+	// And every kind of ELR change.
+	for _, kind := range []string{"elr set", "elr emptied", "isr emptied", "last known set", "last known emptied", "unclean election"} {
+		require.Positive(t, kinds[kind], "no %s in the random runs", kind)
 	}
 	// The driver reaches every kind of record the controller writes.
 	for _, kind := range []string{"register_broker", "broker_change", "unregister_broker", "create_topic",
@@ -213,6 +282,21 @@ func TestControllerRandomRequestsKeepInvariants(t *testing.T) {
 		require.Positive(t, kinds[kind], "no %s record in the random runs", kind)
 	}
 	t.Logf("records by kind: %v", kinds)
+}
+
+func countELRChange(kinds map[string]int, r PartitionChangeRecord) {
+	for _, c := range []struct {
+		ids  []int32
+		name string
+	}{{r.ELR, "elr"}, {r.ISR, "isr"}, {r.LastKnownELR, "last known"}} {
+		switch {
+		case c.ids == nil:
+		case len(c.ids) == 0:
+			kinds[c.name+" emptied"]++
+		default:
+			kinds[c.name+" set"]++
+		}
+	}
 }
 
 // TestSnapshotOfRandomSequencesLoadsEqual: for record sequences a

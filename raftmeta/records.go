@@ -59,7 +59,8 @@ type BrokerChangeRecord struct {
 
 // UnregisterBrokerRecord removes a broker (Kafka's UnregisterBrokerRecord).
 // The broker must lead nothing; it stays in the replica lists, and in the
-// ISRs where it was the last member, as in KRaft.
+// ISRs and ELRs that still hold it (the controller takes it out of the
+// ISRs first), as in KRaft.
 type UnregisterBrokerRecord struct {
 	BrokerID    int32 `json:"broker_id"`
 	BrokerEpoch int64 `json:"broker_epoch"`
@@ -84,10 +85,11 @@ type CreatePartitionsRecord struct {
 	Partitions []Partition `json:"partitions"`
 }
 
-// PartitionChangeRecord changes one partition's leader, ISR or replicas
-// (Kafka's PartitionChangeRecord). Leader is the new leader (NoLeader for
-// none; the old one when it stays). ISR and Replicas are the new lists, or
-// nil when they stay. The record carries the epochs the partition takes, so
+// PartitionChangeRecord changes one partition's leader, ISR, ELR, last
+// known ELR or replicas (Kafka's PartitionChangeRecord). Leader is the new
+// leader (NoLeader for none; the old one when it stays). ISR, ELR,
+// LastKnownELR and Replicas are the new lists, or nil when they stay (an
+// empty, non-nil list empties one; JSON keeps the difference). The record carries the epochs the partition takes, so
 // that every replay checks them: the partition epoch grows by exactly one
 // at every change; the leader epoch by exactly one when the leader changes
 // or a replica leaves the replica list (as in KRaft, so a removed replica is
@@ -97,10 +99,12 @@ type PartitionChangeRecord struct {
 	Topic          TopicID `json:"topic"`
 	Partition      int32   `json:"partition"`
 	Leader         int32   `json:"leader"`
-	ISR            []int32 `json:"isr,omitempty"`
+	ISR            []int32 `json:"isr,omitzero"`
 	Replicas       []int32 `json:"replicas,omitempty"`
 	LeaderEpoch    int32   `json:"leader_epoch"`
 	PartitionEpoch int32   `json:"partition_epoch"`
+	ELR            []int32 `json:"elr,omitzero"`
+	LastKnownELR   []int32 `json:"last_known_elr,omitzero"`
 }
 
 // ConfigRecord sets (Value non-nil) or removes (Value nil) one config of a
@@ -296,14 +300,15 @@ func (r UnregisterBrokerRecord) applyTo(im *Image) error {
 }
 
 // checkPartition checks one partition's shape: distinct, non-negative
-// replicas; a non-empty ISR of distinct replicas; a leader in the ISR or
-// none; non-negative epochs.
+// replicas; an ISR of distinct replicas, empty only when there is no
+// leader; a leader in the ISR or none; an ELR and a last known ELR of
+// distinct replicas outside the ISR; non-negative epochs.
 func checkPartition(p *Partition) error {
 	switch {
 	case len(p.Replicas) == 0:
 		return errors.New("no replicas")
-	case len(p.ISR) == 0:
-		return errors.New("an empty ISR")
+	case len(p.ISR) == 0 && p.Leader != NoLeader:
+		return fmt.Errorf("an empty ISR with leader %d", p.Leader)
 	case p.LeaderEpoch < 0 || p.PartitionEpoch < 0:
 		return fmt.Errorf("negative epochs: leader epoch %d, partition epoch %d", p.LeaderEpoch, p.PartitionEpoch)
 	}
@@ -315,18 +320,41 @@ func checkPartition(p *Partition) error {
 			return fmt.Errorf("replica %d twice in %v", r, p.Replicas)
 		}
 	}
-	for i, r := range p.ISR {
-		if indexOf(p.Replicas, r) < 0 {
-			return fmt.Errorf("ISR member %d is not a replica of %v", r, p.Replicas)
-		}
-		if indexOf(p.ISR[:i], r) >= 0 {
-			return fmt.Errorf("ISR member %d twice in %v", r, p.ISR)
-		}
+	if err := checkReplicaSet("ISR", p.ISR, p.Replicas, nil); err != nil {
+		return err
 	}
 	if p.Leader != NoLeader && indexOf(p.ISR, p.Leader) < 0 {
 		return fmt.Errorf("leader %d is not in the ISR %v", p.Leader, p.ISR)
 	}
+	if err := checkReplicaSet("ELR", p.ELR, p.Replicas, p.ISR); err != nil {
+		return err
+	}
+	return checkReplicaSet("last known ELR", p.LastKnownELR, p.Replicas, p.ISR)
+}
+
+// checkReplicaSet checks that ids are distinct replicas, none in outside.
+func checkReplicaSet(what string, ids, replicas, outside []int32) error {
+	for i, r := range ids {
+		if indexOf(replicas, r) < 0 {
+			return fmt.Errorf("%s member %d is not a replica of %v", what, r, replicas)
+		}
+		if indexOf(ids[:i], r) >= 0 {
+			return fmt.Errorf("%s member %d twice in %v", what, r, ids)
+		}
+		if indexOf(outside, r) >= 0 {
+			return fmt.Errorf("%s member %d is in the ISR %v", what, r, outside)
+		}
+	}
 	return nil
+}
+
+// nilIfEmpty returns ids, or nil when it is empty: an image holds no empty
+// ELR, so equal images encode equally.
+func nilIfEmpty(ids []int32) []int32 {
+	if len(ids) == 0 {
+		return nil
+	}
+	return ids
 }
 
 func indexOf(ids []int32, id int32) int {
@@ -490,6 +518,12 @@ func (r PartitionChangeRecord) changed(old *Partition) (Partition, error) {
 	if r.Replicas != nil {
 		next.Replicas = r.Replicas
 	}
+	if r.ELR != nil {
+		next.ELR = nilIfEmpty(r.ELR)
+	}
+	if r.LastKnownELR != nil {
+		next.LastKnownELR = nilIfEmpty(r.LastKnownELR)
+	}
 	if err := checkPartition(&next); err != nil {
 		return Partition{}, err
 	}
@@ -498,7 +532,8 @@ func (r PartitionChangeRecord) changed(old *Partition) (Partition, error) {
 	for _, id := range old.Replicas {
 		replicaLeft = replicaLeft || indexOf(next.Replicas, id) < 0
 	}
-	if !leaderMoved && int32sEqual(next.ISR, old.ISR) && int32sEqual(next.Replicas, old.Replicas) {
+	if !leaderMoved && int32sEqual(next.ISR, old.ISR) && int32sEqual(next.Replicas, old.Replicas) &&
+		int32sEqual(next.ELR, old.ELR) && int32sEqual(next.LastKnownELR, old.LastKnownELR) {
 		return Partition{}, errors.New("the change changes nothing")
 	}
 	if old.PartitionEpoch == math.MaxInt32 || r.PartitionEpoch != old.PartitionEpoch+1 {

@@ -103,7 +103,15 @@ func TestPartitionChangeEpochs(t *testing.T) {
 		{"leader outside the ISR", PartitionChangeRecord{Topic: id, Partition: 0, Leader: 2, ISR: []int32{1}, LeaderEpoch: 1, PartitionEpoch: 1}, false},
 		{"leader not registered", PartitionChangeRecord{Topic: id, Partition: 0, Leader: 7, ISR: []int32{7}, Replicas: []int32{1, 7}, LeaderEpoch: 1, PartitionEpoch: 1}, false},
 		{"ISR outside the replicas", PartitionChangeRecord{Topic: id, Partition: 0, Leader: 1, ISR: []int32{1, 3}, PartitionEpoch: 1}, false},
-		{"empty ISR", PartitionChangeRecord{Topic: id, Partition: 0, Leader: NoLeader, ISR: []int32{}, LeaderEpoch: 1, PartitionEpoch: 1}, false},
+		{"empty ISR with a leader", PartitionChangeRecord{Topic: id, Partition: 0, Leader: 1, ISR: []int32{}, PartitionEpoch: 1}, false},
+		{"empty ISR without a leader", PartitionChangeRecord{Topic: id, Partition: 0, Leader: NoLeader, ISR: []int32{}, ELR: []int32{1, 2}, LeaderEpoch: 1, PartitionEpoch: 1}, true},
+		{"ELR change bumps the partition epoch only", PartitionChangeRecord{Topic: id, Partition: 0, Leader: 1, ISR: []int32{1}, ELR: []int32{2}, PartitionEpoch: 1}, true},
+		{"ELR alone changes", PartitionChangeRecord{Topic: id, Partition: 0, Leader: 1, LastKnownELR: []int32{}, PartitionEpoch: 1}, false},
+		{"ELR in the ISR", PartitionChangeRecord{Topic: id, Partition: 0, Leader: 1, ELR: []int32{2}, PartitionEpoch: 1}, false},
+		{"ELR outside the replicas", PartitionChangeRecord{Topic: id, Partition: 0, Leader: 1, ISR: []int32{1}, ELR: []int32{3}, PartitionEpoch: 1}, false},
+		{"ELR member twice", PartitionChangeRecord{Topic: id, Partition: 0, Leader: NoLeader, ISR: []int32{}, ELR: []int32{2, 2}, LeaderEpoch: 1, PartitionEpoch: 1}, false},
+		{"last known ELR in the ISR", PartitionChangeRecord{Topic: id, Partition: 0, Leader: 1, LastKnownELR: []int32{1}, PartitionEpoch: 1}, false},
+		{"last known ELR outside the replicas", PartitionChangeRecord{Topic: id, Partition: 0, Leader: NoLeader, ISR: []int32{}, LastKnownELR: []int32{3}, LeaderEpoch: 1, PartitionEpoch: 1}, false},
 		{"duplicate replicas", PartitionChangeRecord{Topic: id, Partition: 0, Leader: 1, Replicas: []int32{1, 2, 2}, PartitionEpoch: 1}, false},
 		{"replica added keeps the leader epoch", PartitionChangeRecord{Topic: id, Partition: 0, Leader: 1, Replicas: []int32{1, 2, 3}, PartitionEpoch: 1}, true},
 		{"replica removed bumps the leader epoch", PartitionChangeRecord{Topic: id, Partition: 0, Leader: 1, ISR: []int32{1}, Replicas: []int32{1}, LeaderEpoch: 1, PartitionEpoch: 1}, true},
@@ -122,6 +130,34 @@ func TestPartitionChangeEpochs(t *testing.T) {
 			require.Equal(t, tc.change.LeaderEpoch, p.LeaderEpoch)
 			require.Equal(t, tc.change.PartitionEpoch, p.PartitionEpoch)
 			require.Equal(t, tc.change.Leader, p.Leader)
+			if tc.change.ELR != nil {
+				require.Equal(t, nilIfEmpty(tc.change.ELR), p.ELR)
+			}
+		})
+	}
+}
+
+// TestValidateChecksELRShape breaks one ELR rule at a time in an image and
+// expects Validate to name it.
+func TestValidateChecksELRShape(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		edit func(p *Partition)
+		want string
+	}{
+		{"ELR member in the ISR", func(p *Partition) { p.ELR = []int32{2} }, "ELR member 2 is in the ISR"},
+		{"ELR member not a replica", func(p *Partition) { p.ISR = []int32{1}; p.ELR = []int32{3} }, "ELR member 3 is not a replica"},
+		{"ELR member twice", func(p *Partition) { p.ISR = []int32{1}; p.ELR = []int32{2, 2} }, "ELR member 2 twice"},
+		{"last known ELR in the ISR", func(p *Partition) { p.LastKnownELR = []int32{1} }, "last known ELR member 1 is in the ISR"},
+		{"empty ISR with a leader", func(p *Partition) { p.ISR = []int32{} }, "an empty ISR with leader 1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			im := clusterImage(t)
+			require.NoError(t, im.Validate())
+			tc.edit(&im.Topics[TopicID{1}].Partitions[0])
+			err := im.Validate()
+			require.Error(t, err)
+			require.Contains(t, err.Error(), tc.want)
 		})
 	}
 }
