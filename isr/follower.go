@@ -34,11 +34,11 @@ func stepFollower(r *Replica, m Message) {
 			return
 		}
 		r.phase = phaseFetch
-		if r.hw > r.local.LogEnd {
+		if r.hw > r.local.Position {
 			// Only where CheckTruncation is off (an unclean election, a
 			// power loss with page-cache positions): what was called
 			// committed here is gone.
-			r.hw, r.hwMoved = r.local.LogEnd, true
+			r.hw, r.hwMoved = r.local.Position, true
 		}
 		if !r.truncationDone {
 			r.askEpoch()
@@ -70,11 +70,12 @@ func (r *Replica) truncate(offset int64, done bool) {
 	r.phase, r.truncateTo = phaseTruncate, offset
 }
 
-// followLeaderHW takes the leader's high watermark, capped at what this
-// replica has.
+// followLeaderHW takes the leader's high watermark, capped at this
+// replica's position: what it has (on its disk, where positions are
+// durable).
 func (r *Replica) followLeaderHW(leaderHW int64) {
 	r.leaderHW = leaderHW
-	r.setFollowerHW(min(leaderHW, r.local.LogEnd))
+	r.setFollowerHW(min(leaderHW, r.local.Position))
 }
 
 func (r *Replica) setFollowerHW(hw int64) {

@@ -131,7 +131,7 @@ func CheckEvents(events []Event, cfg Config) Result {
 	r.Notes = append(r.Notes, dupNotes...)
 	r.Notes = append(r.Notes, lostNotes...)
 	var found []Violation
-	for _, vs := range [][]Violation{lost, checkOffsetConflict(a), dups, checkReadShape(a), checkPhantom(a), checkProducerOrder(a), checkPositions(a), checkOwnership(a), checkOffsets(a)} {
+	for _, vs := range [][]Violation{lost, checkOffsetConflict(a), dups, checkReadShape(a), checkPhantom(a), checkProducerOrder(a), checkPositions(a), checkOwnership(a), checkOffsets(a), checkLeaderAcks(a)} {
 		if len(vs) > cfg.ViolationsMax {
 			r.Notes = append(r.Notes, fmt.Sprintf("%s: %d more violations not shown", vs[0].Check, len(vs)-cfg.ViolationsMax))
 			vs = vs[:cfg.ViolationsMax]

@@ -67,6 +67,17 @@ func TestCheckAcceptsLegalHistories(t *testing.T) {
 			produced(h, t0, 1, "b")
 			finalRead(h, t0, "a", "b")
 		}},
+		{"an acks=1 write lost, its offset taken by a later write", func(h *History) {
+			produced(h, t0, 0, "a")
+			h.ProduceOk(h.InvokeProduceLeaderAck(0, t0, false, "b"), 1) // the leader died before its followers had it
+			produced(h, t0, 1, "c")
+			finalRead(h, t0, "a", "c")
+		}},
+		{"an acks=1 write kept where it was acknowledged", func(h *History) {
+			h.ProduceOk(h.InvokeProduceLeaderAck(0, t0, false, "a"), 0)
+			fetched(h, t0, 0, Record{Offset: 0, Value: "a"})
+			finalRead(h, t0, "a")
+		}},
 		{"concurrent produces land in either order", func(h *History) {
 			a := h.InvokeProduce(0, t0, true, "a")
 			b := h.InvokeProduce(1, t0, true, "b")
@@ -264,6 +275,11 @@ var violationCases = []struct {
 		produced(h, t0, 1, "b")
 		finalRead(h, t0, "a")
 	}, []string{CheckLinearizable, CheckLostWrite}},
+	{"an acks=1 write read at another offset than acknowledged", func(h *History) {
+		produced(h, t0, 0, "a")
+		h.ProduceOk(h.InvokeProduceLeaderAck(0, t0, false, "b"), 2)
+		finalRead(h, t0, "a", "b")
+	}, []string{CheckLeaderAck}},
 	{"acknowledged write lost, offset reused", func(h *History) {
 		produced(h, t0, 0, "a")
 		b := h.InvokeProduce(1, t0, true, "b")

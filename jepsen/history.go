@@ -121,6 +121,12 @@ type Event struct {
 	// producer was idempotent (then no value may land twice).
 	Values     []string `json:"values,omitempty"`
 	Idempotent bool     `json:"idempotent,omitempty"`
+	// LeaderAck marks a produce sent with acks=1: its acknowledgement says
+	// only that the leader appended it, so, as Kafka's contract allows, it
+	// may still be lost (a leader that dies before its followers have the
+	// records). Its outcome is judged as unknown, except that if its values
+	// are read at all, they must be at the offset acknowledged.
+	LeaderAck bool `json:"leader_ack,omitempty"`
 	// Produce ok: the base offset (values[i] sits at Offset+i), or
 	// OffsetUnknown. Position note: the consumer's next offset.
 	// DeleteRecords invoke: the offset asked for, records below it to go
@@ -135,6 +141,16 @@ type Event struct {
 	From  int64 `json:"from,omitempty"`
 	Max   int   `json:"max,omitempty"`
 	Final bool  `json:"final,omitempty"`
+	// Epoch is the partition leader epoch an answer is known to come from
+	// (nil: unknown, as on a single broker): on a fetch invoke, the
+	// CurrentLeaderEpoch the client sent, which the broker checks, so an
+	// answer comes from a leader of exactly that epoch; on a produce ok,
+	// an epoch the acknowledging leader's cannot exceed. A leader that has
+	// not yet learned it was replaced may answer a high watermark below
+	// one its successor answered (Kafka's contract allows stale reads);
+	// the offsets check holds answers only to those of epochs at most
+	// their own.
+	Epoch *int32 `json:"epoch,omitempty"`
 	// Fetch ok: what the read returned, in order, and the partition's
 	// watermarks as the answer gave them (nil if it did not record them).
 	Records    []Record    `json:"records,omitempty"`
@@ -280,11 +296,25 @@ func (h *History) InvokeProduce(client int, tp TopicPartition, idempotent bool, 
 	return h.invoke(Event{Client: client, Type: TypeProduce, TopicPartition: tp, Values: vs, Idempotent: idempotent})
 }
 
+// InvokeProduceLeaderAck is InvokeProduce for a produce sent with acks=1
+// (see Event.LeaderAck).
+func (h *History) InvokeProduceLeaderAck(client int, tp TopicPartition, idempotent bool, values ...string) OpID {
+	id := h.InvokeProduce(client, tp, idempotent, values...)
+	h.events[len(h.events)-1].LeaderAck = true
+	return id
+}
+
 // InvokeFetch records a client's call to read tp from offset from,
 // accepting at most max records (0: any number). Kafka's own limits are in
 // bytes; max is for a client that caps what it takes in records.
 func (h *History) InvokeFetch(client int, tp TopicPartition, from int64, max int) OpID {
 	return h.invoke(Event{Client: client, Type: TypeFetch, TopicPartition: tp, From: from, Max: max})
+}
+
+// InvokeFetchAtEpoch is InvokeFetch with the CurrentLeaderEpoch the fetch
+// carries (see Event.Epoch).
+func (h *History) InvokeFetchAtEpoch(client int, tp TopicPartition, from int64, max int, epoch int32) OpID {
+	return h.invoke(Event{Client: client, Type: TypeFetch, TopicPartition: tp, From: from, Max: max, Epoch: &epoch})
 }
 
 // InvokeFinalRead records the start of the final read of tp: a read of the
@@ -321,6 +351,12 @@ func (h *History) complete(id OpID, e Event) (Event, bool) {
 // offset (OffsetUnknown if the broker gave none).
 func (h *History) ProduceOk(id OpID, offset int64) {
 	h.ok(id, TypeProduce, Event{Offset: offset})
+}
+
+// ProduceOkAtEpoch is ProduceOk from a leader whose epoch was at most
+// epoch (see Event.Epoch).
+func (h *History) ProduceOkAtEpoch(id OpID, offset int64, epoch int32) {
+	h.ok(id, TypeProduce, Event{Offset: offset, Epoch: &epoch})
 }
 
 // ok closes operation id, which must be of type want, with the result in e.

@@ -19,6 +19,7 @@ const (
 	CheckPositionBackwards = "position-backwards" // a consumer's position went back without a new assignment
 	CheckSplitOwnership    = "split-ownership"    // two consumers own one partition in one generation
 	CheckProducerOrder     = "producer-order"     // an idempotent producer's acknowledged values out of send order
+	CheckLeaderAck         = "leader-ack"         // an acks=1 value read at an offset other than the one acknowledged
 )
 
 // Violation is one broken rule, with the events that show it.
@@ -506,6 +507,32 @@ func checkOwnership(a *analysis) []Violation {
 		}
 		vs = append(vs, Violation{Check: CheckSplitOwnership, Partition: k.tp, Events: es,
 			Message: fmt.Sprintf("group %q generation %d gave %s to clients %v", k.group, k.generation, k.tp, slices.Sorted(maps.Keys(clients)))})
+	}
+	return vs
+}
+
+// checkLeaderAcks holds the one promise an acks=1 acknowledgement makes:
+// its values, if they are read at all, sit at the offsets acknowledged
+// (followers copy batches verbatim, so a value that survives a failover
+// keeps its offset).
+func checkLeaderAcks(a *analysis) []Violation {
+	var vs []Violation
+	for _, tp := range a.partitions {
+		readsOf := a.readsByValue(tp)
+		for i := range a.ops {
+			o := &a.ops[i]
+			if o.invoke.TopicPartition != tp || !o.leaderAcked() || o.done.Offset == OffsetUnknown {
+				continue
+			}
+			for j, v := range o.invoke.Values {
+				want := o.done.Offset + int64(j)
+				if at := readsOf[v]; len(at) > 0 && !slices.Equal(at, []int64{want}) {
+					vs = append(vs, Violation{Check: CheckLeaderAck, Partition: tp, Events: o.evidence(),
+						Message: fmt.Sprintf("%q acknowledged with acks=1 at %s@%d is read at %v", v, tp, want, at)})
+					break
+				}
+			}
+		}
 	}
 	return vs
 }

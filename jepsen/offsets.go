@@ -56,6 +56,17 @@ type offsetMark struct {
 	op    *op
 	value int64
 	what  string // how the answer is described in a message
+	// epoch is the leader epoch the answer is known to come from (an
+	// upper bound for an acknowledgement), -1 when unknown.
+	epoch int32
+}
+
+// markEpoch is the epoch an event carries, -1 when none.
+func markEpoch(e *Event) int32 {
+	if e.Epoch == nil {
+		return -1
+	}
+	return *e.Epoch
 }
 
 func (m offsetMark) asked() int64    { return m.op.invoke.Time }
@@ -92,7 +103,7 @@ func checkOffsets(a *analysis) []Violation {
 		vs = append(vs, po.checkStartBelowHigh(starts)...)
 		if hasFinal {
 			// Where the final read begins is the log start as it ended.
-			starts = append(starts, offsetMark{&a.ops[a.final[tp]], from, "the final read"})
+			starts = append(starts, offsetMark{&a.ops[a.final[tp]], from, "the final read", -1})
 		}
 		vs = append(vs, po.checkStartAsked(starts)...)
 		if hasFinal {
@@ -119,28 +130,28 @@ func (a *analysis) gatherOffsets(tp TopicPartition) *partitionOffsets {
 		}
 		switch {
 		case inv.Type == TypeProduce && o.done.Offset != OffsetUnknown:
-			po.acked = append(po.acked, offsetMark{o, o.done.Offset + int64(len(inv.Values)), "acknowledged produce"})
+			po.acked = append(po.acked, offsetMark{o, o.done.Offset + int64(len(inv.Values)), "acknowledged produce", markEpoch(o.done)})
 		case inv.Type == TypeFetch:
 			what := "a fetch"
 			if inv.Final {
 				what = "the final read"
 			}
-			po.reads = append(po.reads, offsetMark{o, inv.From, what})
+			po.reads = append(po.reads, offsetMark{o, inv.From, what, -1})
 			if w := o.done.Watermarks; w != nil {
 				po.fetches = append(po.fetches, o)
-				po.highMarks = append(po.highMarks, offsetMark{o, w.HighWatermark, "fetch"})
+				po.highMarks = append(po.highMarks, offsetMark{o, w.HighWatermark, "fetch", markEpoch(&o.invoke)})
 				if w.LogStart >= 0 { // unknown before fetch v5
-					po.startMarks = append(po.startMarks, offsetMark{o, w.LogStart, "fetch"})
+					po.startMarks = append(po.startMarks, offsetMark{o, w.LogStart, "fetch", -1})
 				}
 			}
 		case inv.Type == TypeListOffsets && inv.Target == TargetLatest:
-			po.highMarks = append(po.highMarks, offsetMark{o, o.done.Offset, "ListOffsets latest"})
+			po.highMarks = append(po.highMarks, offsetMark{o, o.done.Offset, "ListOffsets latest", -1})
 		case inv.Type == TypeListOffsets && inv.Target == TargetEarliest:
-			po.startMarks = append(po.startMarks, offsetMark{o, o.done.Offset, "ListOffsets earliest"})
+			po.startMarks = append(po.startMarks, offsetMark{o, o.done.Offset, "ListOffsets earliest", -1})
 		case inv.Type == TypeListOffsets:
 			po.lookups = append(po.lookups, o)
 		case inv.Type == TypeDeleteRecords:
-			po.deleted = append(po.deleted, offsetMark{o, o.done.Offset, "DeleteRecords"})
+			po.deleted = append(po.deleted, offsetMark{o, o.done.Offset, "DeleteRecords", -1})
 		}
 	}
 	return po
@@ -192,7 +203,7 @@ func (po *partitionOffsets) checkFetches() []Violation {
 // with those answered before unsettled(its ask): later ones may show what
 // a crash undid.
 func checkBackwards(tp TopicPartition, what string, marks []offsetMark, unsettled func(int64) int64) []Violation {
-	return belowEarlier(tp, marks, marks, unsettled, func(m, prior offsetMark) string {
+	return belowEarlierByEpoch(tp, marks, marks, unsettled, func(m, prior offsetMark) string {
 		return fmt.Sprintf("the %s of %s went back: %s answered %d after %s had answered %d",
 			what, tp, m.what, m.value, prior.what, prior.value)
 	})
@@ -200,12 +211,52 @@ func checkBackwards(tp TopicPartition, what string, marks []offsetMark, unsettle
 
 // checkAcked: the high watermark covers every produce acknowledged before
 // it was asked for (acks=all: an acknowledged record is below the high
-// watermark).
+// watermark), by a leader of an epoch at least the acknowledging one's.
 func (po *partitionOffsets) checkAcked() []Violation {
-	return belowEarlier(po.tp, po.highMarks, po.acked, nil, func(m, prior offsetMark) string {
+	return belowEarlierByEpoch(po.tp, po.highMarks, po.acked, nil, func(m, prior offsetMark) string {
 		return fmt.Sprintf("%s of %s answered high watermark %d, below %d, the end of a produce acknowledged before it was asked",
 			m.what, po.tp, m.value, prior.value)
 	})
+}
+
+// belowEarlierByEpoch is belowEarlier holding each mark of a known epoch
+// only to the earlier marks of epochs at most its own (and to those of
+// unknown epoch); a mark of unknown epoch is held to all of them. Without
+// epochs (a single broker) it is belowEarlier.
+func belowEarlierByEpoch(tp TopicPartition, marks, earlier []offsetMark, since func(int64) int64, describe func(m, prior offsetMark) string) []Violation {
+	var epochs []int32
+	for _, m := range marks {
+		if m.epoch >= 0 && !slices.Contains(epochs, m.epoch) {
+			epochs = append(epochs, m.epoch)
+		}
+	}
+	slices.Sort(epochs)
+	var unknown []offsetMark
+	for _, m := range marks {
+		if m.epoch < 0 {
+			unknown = append(unknown, m)
+		}
+	}
+	if vs := belowEarlier(tp, unknown, earlier, since, describe); len(vs) > 0 {
+		return vs
+	}
+	for _, e := range epochs {
+		var at, upTo []offsetMark
+		for _, m := range marks {
+			if m.epoch == e {
+				at = append(at, m)
+			}
+		}
+		for _, m := range earlier {
+			if m.epoch <= e {
+				upTo = append(upTo, m)
+			}
+		}
+		if vs := belowEarlier(tp, at, upTo, since, describe); len(vs) > 0 {
+			return vs
+		}
+	}
+	return nil
 }
 
 // checkDeleted: an acknowledged DeleteRecords is durable. No log start

@@ -19,6 +19,11 @@ func fetchedMarks(h *History, tp TopicPartition, from, hw, start int64, records 
 	h.FetchOkWatermarks(h.InvokeFetch(1, tp, from, 0), records, Watermarks{HighWatermark: hw, LogStart: start})
 }
 
+// fetchedAt is fetchedMarks from a leader of epoch.
+func fetchedAt(h *History, tp TopicPartition, epoch int32, from, hw int64, records ...Record) {
+	h.FetchOkWatermarks(h.InvokeFetchAtEpoch(1, tp, from, 0, epoch), records, Watermarks{HighWatermark: hw, LogStart: 0})
+}
+
 func listed(h *History, tp TopicPartition, target, offset int64) {
 	h.ListOffsetsOk(h.InvokeListOffsets(2, tp, target), offset)
 }
@@ -85,6 +90,29 @@ func TestOffsetsCheck(t *testing.T) {
 			listed(h, t0, TargetLatest, 1)
 			finalRead(h, t0, "a", "b")
 		}, "high watermark of t-0 went back"},
+		{"a leader not yet told it was replaced answers an older high watermark", func(h *History) {
+			h.ProduceOkAtEpoch(h.InvokeProduce(0, t0, true, "a", "b"), 0, 2) // by the epoch 2 leader
+			fetchedAt(h, t0, 2, 0, 2, log(0, "a", "b")...)
+			fetchedAt(h, t0, 1, 1, 1, log(1)...) // the epoch 1 leader, stale
+			finalRead(h, t0, "a", "b")
+		}, ""},
+		{"high watermark goes back within an epoch", func(h *History) {
+			produced(h, t0, 0, "a", "b")
+			fetchedAt(h, t0, 2, 0, 2, log(0, "a", "b")...)
+			fetchedAt(h, t0, 2, 1, 1, log(1)...)
+			finalRead(h, t0, "a", "b")
+		}, "high watermark of t-0 went back"},
+		{"a newer leader's high watermark below an older one's", func(h *History) {
+			produced(h, t0, 0, "a", "b")
+			fetchedAt(h, t0, 1, 0, 2, log(0, "a", "b")...)
+			fetchedAt(h, t0, 2, 1, 1, log(1)...)
+			finalRead(h, t0, "a", "b")
+		}, "high watermark of t-0 went back"},
+		{"a newer leader's high watermark below an acknowledgement of an older one", func(h *History) {
+			h.ProduceOkAtEpoch(h.InvokeProduce(0, t0, true, "a", "b"), 0, 1)
+			fetchedAt(h, t0, 2, 0, 1, log(0, "a")...)
+			finalRead(h, t0, "a", "b")
+		}, "below 2, the end of a produce acknowledged before it was asked"},
 		{"high watermark below an acknowledged produce", func(h *History) {
 			produced(h, t0, 0, "a", "b")
 			listed(h, t0, TargetLatest, 1)

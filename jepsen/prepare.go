@@ -16,12 +16,18 @@ type op struct {
 	done   *Event
 }
 
-// outcome is how the operation ended; a pending operation is info.
+// outcome is how the operation ended; a pending operation is info, and so
+// is an acks=1 produce the leader acknowledged (Event.LeaderAck).
 func (o *op) outcome() Kind {
-	if o.done == nil {
+	if o.done == nil || o.leaderAcked() {
 		return KindInfo
 	}
 	return o.done.Kind
+}
+
+// leaderAcked says o is an acks=1 produce its leader acknowledged.
+func (o *op) leaderAcked() bool {
+	return o.invoke.LeaderAck && o.done != nil && o.done.Kind == KindOk
 }
 
 // evidence returns the events that show what o did.
@@ -177,8 +183,8 @@ func (a *analysis) addResult(e Event, at int) error {
 		if e.Offset < OffsetUnknown {
 			return fmt.Errorf("produce acknowledged at offset %d", e.Offset)
 		}
-		if e.Offset == OffsetUnknown {
-			return nil
+		if e.Offset == OffsetUnknown || inv.LeaderAck {
+			return nil // an acks=1 acknowledgement shows nothing that must stay
 		}
 		for j, v := range inv.Values {
 			a.sightings = append(a.sightings, sighting{tp: inv.TopicPartition, offset: e.Offset + int64(j), value: v, op: at})

@@ -30,6 +30,12 @@ import (
 //   - CurrentLeaderEpoch (v9+): older than the partition's is
 //     FENCED_LEADER_EPOCH, newer UNKNOWN_LEADER_EPOCH.
 //   - Topic ids (v13+): an unknown id is UNKNOWN_TOPIC_ID.
+//   - A new leader answers consumers OFFSET_NOT_AVAILABLE (retriable; the
+//     Java consumer refreshes its metadata and retries) until its high
+//     watermark reaches the offset its epoch began at: until its followers
+//     have fetched, it cannot know what its predecessor committed, and the
+//     high watermark it would answer could be below one a consumer has
+//     seen (KIP-207 answers ListOffsets so).
 //   - Fields only a follower replica sends are decoded and ignored, as Kafka
 //     ignores them in a consumer's fetch: ReplicaState (v15+),
 //     ReplicaDirectoryId (v17+, KIP-853) and HighWatermark (v18+, KIP-1166:
@@ -200,8 +206,15 @@ func (b *Broker) fetchPartition(req *kmsg.FetchRequest, sp *sessionPartition) (*
 		return nil, kerr.UnknownTopicOrPartition
 	}
 	p, code := b.ledPartition(t, sp.key.partition, sp.leaderEpoch)
-	if id := fetchReplicaID(req); code == nil && id >= 0 && !slices.Contains(p.rep.Metadata().Replicas, id) {
+	switch id := fetchReplicaID(req); {
+	case code != nil:
+	case id >= 0 && !slices.Contains(p.rep.Metadata().Replicas, id):
 		return nil, kerr.NotLeaderForPartition // a broker that holds no replica of it
+	case id < 0 && p.hw < p.rep.EpochStart():
+		// A new leader that does not yet know what its predecessor
+		// committed: its high watermark would go back (see
+		// ListOffsets, KIP-207). The consumer retries.
+		return nil, kerr.OffsetNotAvailable
 	}
 	return p, code
 }

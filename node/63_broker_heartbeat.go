@@ -76,6 +76,26 @@ type heartbeats struct {
 	// away (controlled shutdown); shutDown waits for its go-ahead.
 	wantShutDown bool
 	shutDown     waiters
+	// leaseUntil is when this broker's lease as a partition leader ends
+	// (on the monotonic clock; zero: none held): the send time of the last
+	// heartbeat the controller answered unfenced, plus the session
+	// timeout less a margin. The controller fences the broker, and may
+	// elect other leaders for its partitions, only a session timeout
+	// after it last heard from it, which is after that send: so a broker
+	// cut off from the controller stops leading before anyone else may
+	// start, and a zombie leader never answers a fetch with a high
+	// watermark below one a new leader has acknowledged past (the
+	// cluster sweep found one that did).
+	leaseUntil time.Time
+}
+
+// leaseMargin is how much of the session timeout a lease leaves
+// unclaimed, for clocks that run at different rates.
+func leaseMargin(session time.Duration) time.Duration { return session / 10 }
+
+// leaseHeld says this broker may act as the leader of its partitions.
+func (b *Broker) leaseHeld() bool {
+	return !b.hb.leaseUntil.IsZero() && b.mono.now.Before(b.hb.leaseUntil)
 }
 
 // startHeartbeats starts the session: one heartbeat at once, then one every
@@ -115,8 +135,12 @@ func (b *Broker) sendHeartbeat() {
 		WantShutDown:   b.hb.wantShutDown,
 	}
 	b.hb.inFlight = true
+	sentAt := b.mono.now
 	answer := func(reply raftmeta.HeartbeatReply, err error) {
 		b.hb.inFlight = false
+		if err == nil && reply.Err == nil && !reply.IsFenced && !sentAt.IsZero() {
+			b.hb.leaseUntil = later(b.hb.leaseUntil, sentAt.Add(b.cfg.BrokerSessionTimeout-leaseMargin(b.cfg.BrokerSessionTimeout)))
+		}
 		if b.heartbeatAnswered(reply, err) && b.hb.due {
 			b.sendHeartbeat()
 		}
@@ -175,6 +199,13 @@ func (b *Broker) heartbeatAnswered(reply raftmeta.HeartbeatReply, err error) boo
 		b.hb.shutDown.wake(nil)
 	}
 	return true
+}
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }
 
 // reregister registers this incarnation again while it runs.

@@ -84,6 +84,7 @@ type Broker struct {
 	// followers (replication.go).
 	fetchers      map[int32]*fetcher
 	replicaTicker env.Timer
+	replStats     ReplicationView
 
 	listeners []env.Listener
 	// controllerListener is the CONTROLLER listener of a controller node:

@@ -95,6 +95,11 @@ type Config struct {
 	// ReplicaFetchBackoff is replica.fetch.backoff.ms: how long a follower
 	// waits before it fetches again after an error. Kafka's default, 1 s.
 	ReplicaFetchBackoff time.Duration
+	// ReplicaSocketTimeout is replica.socket.timeout.ms: how long past
+	// replica.fetch.wait.max.ms a follower waits for its leader's answer
+	// before it drops the connection and dials again (a leader that
+	// crashed sends nothing). Kafka's default, 30 s.
+	ReplicaSocketTimeout time.Duration
 	// ControllerQuorumElectionTimeout is
 	// controller.quorum.election.timeout.ms: how long a voter waits without
 	// hearing from a leader before it starts an election. Kafka's default
@@ -246,6 +251,7 @@ func DefaultConfig() Config {
 		ReplicaLagTimeMax:                         30 * time.Second,
 		ReplicaFetchWaitMax:                       500 * time.Millisecond,
 		ReplicaFetchBackoff:                       time.Second,
+		ReplicaSocketTimeout:                      30 * time.Second,
 		ControllerQuorumElectionTimeout:           500 * time.Millisecond,
 		ControllerQuorumFetchTimeout:              2 * time.Second,
 		ControllerQuorumRequestTimeout:            2 * time.Second,

@@ -597,6 +597,8 @@ func (c *Config) setKRaft(key, value string) (known bool, err error) {
 		err = parseMsInt32(value, 0, &c.ReplicaFetchWaitMax)
 	case "replica.fetch.backoff.ms":
 		err = parseMsInt32(value, 0, &c.ReplicaFetchBackoff)
+	case "replica.socket.timeout.ms":
+		err = parseMsInt32(value, 1, &c.ReplicaSocketTimeout)
 	case "controller.quorum.election.timeout.ms":
 		err = parseMsInt32(value, 1, &c.ControllerQuorumElectionTimeout)
 	case "controller.quorum.fetch.timeout.ms":

@@ -166,6 +166,9 @@ func kraftConfigDefs() []brokerConfigDef {
 		{name: "replica.fetch.backoff.ms", kind: kindInt, kafkaDefault: def("1000"),
 			value: ms(func(c Config) time.Duration { return c.ReplicaFetchBackoff }),
 			doc:   "How long a follower waits to fetch again after an error."},
+		{name: "replica.socket.timeout.ms", kind: kindInt, kafkaDefault: def("30000"),
+			value: ms(func(c Config) time.Duration { return c.ReplicaSocketTimeout }),
+			doc:   "How long past replica.fetch.wait.max.ms a follower waits for its leader before it reconnects."},
 		// Sluice's default (Kafka's is 1000), so that a failover ends well
 		// under a second: the default in force is what a client is told.
 		{name: "controller.quorum.election.timeout.ms", kind: kindInt, kafkaDefault: def("500"),

@@ -42,6 +42,13 @@ func (b *Broker) startMonoClock() {
 		// a 9 s session lasted 18 s.
 		now := b.env.Clock.Now()
 		elapsed := now.Sub(last)
+		if elapsed > monoJumpMax {
+			// A jump forward, or the process was stopped that long: how
+			// much time passed is unknown, so the leader lease (which
+			// this clock times) is given up until the next heartbeat
+			// renews it.
+			b.hb.leaseUntil = time.Time{}
+		}
 		if elapsed < 0 || elapsed > monoJumpMax {
 			elapsed = monoTick
 		}

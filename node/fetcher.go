@@ -26,6 +26,10 @@ type fetcher struct {
 	leader int32
 	parts  map[partitionKey]*partition
 	client *wire.Client
+	// clientEpoch is the leader's registration epoch when client was
+	// dialed: a leader that restarted since left the connection dead
+	// without a word (a crash sends no FIN), so it is dialed afresh.
+	clientEpoch int64
 	// busy says a round, a dial or a backoff is under way; a kick then
 	// waits for it to end.
 	busy bool
@@ -68,6 +72,7 @@ func (b *Broker) assignFetcher(p *partition) {
 
 // kickFetcher starts f's next round unless one is under way.
 func (b *Broker) kickFetcher(f *fetcher) {
+	b.dropStaleConnection(f)
 	if f.busy || b.state == stateStopping || b.state == stateStopped {
 		return
 	}
@@ -89,6 +94,41 @@ func (b *Broker) kickFetcher(f *fetcher) {
 			return
 		}
 		f.busy = false // nothing to fetch: a kick comes with the next change
+	})
+}
+
+// dropStaleConnection closes f's connection if its leader registered
+// again since it was made; the round waiting on it ends with the close.
+func (b *Broker) dropStaleConnection(f *fetcher) {
+	if f.client != nil && b.image.Brokers[f.leader].Epoch != f.clientEpoch {
+		f.client.Close()
+		f.client = nil
+	}
+}
+
+// leaderRegistered dials afresh the fetcher of a broker that registered
+// again (a restart).
+func (b *Broker) leaderRegistered(id int32) {
+	if f := b.fetchers[id]; f != nil {
+		b.kickFetcher(f)
+	}
+}
+
+// fetcherRequest sends one round's request on c, and fails it (closing
+// the connection) if no answer comes within replica.socket.timeout.ms past
+// the leader's own wait.
+func (b *Broker) fetcherRequest(f *fetcher, c *wire.Client, req kmsg.Request, done func(kmsg.Response, error)) {
+	answered := false
+	timer := b.env.Clock.AfterFunc(b.cfg.ReplicaFetchWaitMax+b.cfg.ReplicaSocketTimeout, func() {
+		if !answered {
+			b.env.Log.Debug("follower request unanswered; reconnecting", "node", b.cfg.NodeID, "leader", f.leader)
+			c.Close() // done runs with the close
+		}
+	})
+	c.Request(req, func(resp kmsg.Response, err error) {
+		answered = true
+		timer.Stop()
+		done(resp, err)
 	})
 }
 
@@ -123,7 +163,7 @@ func (b *Broker) fetcherClient(f *fetcher, done func(*wire.Client, error)) {
 			done(nil, fmt.Errorf("node: dial broker %d at %s: %w", f.leader, addr, err))
 			return
 		}
-		f.client = c
+		f.client, f.clientEpoch = c, b.image.Brokers[f.leader].Epoch
 		done(c, nil)
 	})
 }
@@ -184,7 +224,7 @@ func (b *Broker) sendEpochQueries(f *fetcher, c *wire.Client) bool {
 	if len(asked) == 0 {
 		return false
 	}
-	c.Request(req, func(resp kmsg.Response, err error) {
+	b.fetcherRequest(f, c, req, func(resp kmsg.Response, err error) {
 		if err != nil {
 			for i, p := range asked {
 				p.query = &queries[i] // asked again on the next connection
@@ -224,6 +264,7 @@ func (b *Broker) epochQueriesAnswered(f *fetcher, asked []*partition, queries []
 				code = kerr.ErrorForCode(rp.ErrorCode).(*kerr.Error)
 			}
 			b.env.Log.Debug("epoch query refused", "topic", p.topic, "partition", p.index, "leader", f.leader, "err", code)
+			b.countFenced(code)
 			p.query = &queries[i]
 			b.holdPartition(f, key)
 			continue
@@ -291,7 +332,7 @@ func (b *Broker) sendFetch(f *fetcher, c *wire.Client) bool {
 	for i, p := range sent {
 		offsets[i] = p.log.LogEndOffset()
 	}
-	c.Request(req, func(resp kmsg.Response, err error) {
+	b.fetcherRequest(f, c, req, func(resp kmsg.Response, err error) {
 		if err != nil {
 			b.fetcherBackoff(f)
 			return
@@ -363,6 +404,7 @@ func (b *Broker) fetchedPartition(f *fetcher, p *partition, rp *kmsg.FetchRespon
 		return
 	default:
 		b.env.Log.Debug("follower fetch refused", "topic", p.topic, "partition", p.index, "leader", f.leader, "err", code)
+		b.countFenced(code)
 		b.holdPartition(f, key)
 		done(nil)
 		return
@@ -405,6 +447,13 @@ func (b *Broker) followerAppendFailed(f *fetcher, p *partition, err error) {
 	default:
 		b.env.Log.Warn("follower append refused; fetching again", "topic", p.topic, "partition", p.index, "leader", f.leader, "err", err)
 		b.holdPartition(f, key)
+	}
+}
+
+// countFenced counts a leader's answer that the epochs disagree.
+func (b *Broker) countFenced(code error) {
+	if code == kerr.FencedLeaderEpoch || code == kerr.UnknownLeaderEpoch {
+		b.replStats.FencedFetches++
 	}
 }
 

@@ -29,6 +29,8 @@ func (b *Broker) applyRecords(records []raftmeta.Record) error {
 			continue
 		}
 		switch r := r.(type) {
+		case raftmeta.RegisterBrokerRecord:
+			b.leaderRegistered(r.Broker.ID)
 		case raftmeta.CreateTopicRecord:
 			b.servePartitions(b.image.Topics[r.Topic.ID])
 		case raftmeta.DeleteTopicRecord:

@@ -45,3 +45,21 @@ func (b *Broker) MetadataView() MetadataView {
 // MetadataView().Applied. The caller must not modify it, and must not keep
 // it past the node's next event.
 func (b *Broker) MetadataImage() *raftmeta.Image { return b.image }
+
+// ReplicationView counts what this process's replicas did, so that a
+// simulator can tell which replication paths its faults reached.
+type ReplicationView struct {
+	// Truncations counts follower truncations (after an epoch query or a
+	// log behind the leader's start).
+	Truncations int
+	// ShrinksProposed and ExpandsProposed count ISR changes this broker's
+	// leaders proposed; ISRRefused those the controller refused.
+	ShrinksProposed, ExpandsProposed, ISRRefused int
+	// FencedFetches counts follower fetches and epoch queries a leader
+	// answered FENCED_LEADER_EPOCH or UNKNOWN_LEADER_EPOCH (one side's
+	// metadata behind the other's).
+	FencedFetches int
+}
+
+// ReplicationView returns the counts; on the node's loop, as MetadataView.
+func (b *Broker) ReplicationView() ReplicationView { return b.replStats }

@@ -72,9 +72,10 @@ type partition struct {
 }
 
 // serving says this broker answers produces and fetches for the
-// partition: it leads it and its recovery is durable.
+// partition: it leads it, its recovery is durable, and it holds its lease
+// as a leader (63_broker_heartbeat.go).
 func (p *partition) serving() bool {
-	return p != nil && p.leading && p.recovered && p.rep.Role() == isr.RoleLeader
+	return p != nil && p.leading && p.recovered && p.rep.Role() == isr.RoleLeader && p.b.leaseHeld()
 }
 
 // highWatermark is the end of what may be served and acknowledged. Every

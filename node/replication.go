@@ -2,6 +2,7 @@ package node
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"strconv"
 
@@ -90,6 +91,8 @@ func replicaMetadata(mp raftmeta.Partition) isr.Metadata {
 // epochs, ISR.
 func (b *Broker) followMetadata(p *partition, mp raftmeta.Partition) {
 	wasLeading := p.serving()
+	b.env.Log.Debug("partition changed", "topic", p.topic, "partition", p.index, "leader", mp.Leader, "leader_epoch", mp.LeaderEpoch,
+		"partition_epoch", mp.PartitionEpoch, "isr", fmt.Sprint(mp.ISR), "elr", fmt.Sprint(mp.ELR), "recovered", p.recovered)
 	p.leaderEpoch, p.leading = mp.LeaderEpoch, mp.Leader == b.cfg.NodeID
 	if p.recovered {
 		b.stepReplica(p, isr.Message{Type: isr.MsgMetadata, Meta: replicaMetadata(mp)})
@@ -197,6 +200,11 @@ func (p *partition) failWaiters(err error) {
 // proposeISR sends the replica's ISR change to the controller and steps
 // the answer back.
 func (b *Broker) proposeISR(p *partition, a isr.AlterISR) {
+	if len(a.ISR) < p.rep.InSync() {
+		b.replStats.ShrinksProposed++
+	} else {
+		b.replStats.ExpandsProposed++
+	}
 	req := raftmeta.AlterPartition{BrokerID: b.cfg.NodeID, BrokerEpoch: b.brokerEpoch, Topic: p.topicID, Partition: p.index,
 		LeaderEpoch: a.LeaderEpoch, PartitionEpoch: a.PartitionEpoch, ISR: a.ISR}
 	b.env.Log.Info("proposing an ISR change", "topic", p.topic, "partition", p.index, "isr", a.ISR,
@@ -209,13 +217,14 @@ func (b *Broker) proposeISR(p *partition, a isr.AlterISR) {
 		switch {
 		case err != nil:
 		case reply.Err == kerr.InvalidUpdateVersion || reply.Err == kerr.FencedLeaderEpoch:
-			m.Err = errors.Join(reply.Err, isr.ErrStaleEpoch)
+			m.Err = fmt.Errorf("%w: %s (%w)", reply.Err, reply.Message, isr.ErrStaleEpoch)
 		case reply.Err != nil:
-			m.Err = reply.Err
+			m.Err = fmt.Errorf("%w: %s", reply.Err, reply.Message)
 		default:
 			m.Meta = replicaMetadata(reply.Partition)
 		}
 		if m.Err != nil {
+			b.replStats.ISRRefused++
 			b.env.Log.Info("ISR change refused", "topic", p.topic, "partition", p.index, "isr", a.ISR, "err", m.Err)
 		}
 		b.stepReplica(p, m)
@@ -226,6 +235,7 @@ func (b *Broker) proposeISR(p *partition, a isr.AlterISR) {
 // decided from the leader's answer, and tells it once that is durable.
 func (b *Broker) truncateFollower(p *partition, offset int64) {
 	p.truncating = true
+	b.replStats.Truncations++
 	b.env.Log.Info("follower truncating", "topic", p.topic, "partition", p.index, "to", offset, "log_end", p.log.LogEndOffset())
 	if err := p.log.TruncateTo(offset); err != nil {
 		b.partitionFailed(p, err)
@@ -237,9 +247,9 @@ func (b *Broker) truncateFollower(p *partition, offset int64) {
 			b.partitionFailed(p, err)
 			return
 		}
-		if p.hw > p.log.LogEndOffset() {
+		if pos := p.local().Position; p.hw > pos {
 			// Only past an unclean election (CheckTruncation's note).
-			p.hw = p.log.LogEndOffset()
+			p.hw = pos
 		}
 		b.stepReplica(p, isr.Message{Type: isr.MsgTruncated})
 	})

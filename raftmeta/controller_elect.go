@@ -581,6 +581,14 @@ func (c *Controller) alterPartitionProblem(req AlterPartition) (*Topic, int, *ke
 	}
 	next := *p
 	next.ISR = req.ISR
+	// The shape asked for is the ISR's alone: a member the leader takes
+	// back from the ELR leaves the ELR (applyChange decides the ELR).
+	next.ELR = nil
+	for _, r := range p.ELR {
+		if indexOf(req.ISR, r) < 0 {
+			next.ELR = append(next.ELR, r)
+		}
+	}
 	if err := checkPartition(&next); err != nil {
 		return nil, 0, kerr.InvalidRequest, err.Error()
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"math"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"time"
@@ -55,6 +56,13 @@ type ClusterOptions struct {
 	// snapshots, compact behind them and send them to nodes left behind.
 	SnapshotBytes    int64
 	SnapshotInterval time.Duration
+	// Replication: the data topic's replication factor and
+	// min.insync.replicas, the share of produces sent with acks=1 (the
+	// rest acks=all), and every broker's replica.lag.time.max.ms, short
+	// so that followers leave and rejoin ISRs within a run.
+	ReplicationFactor, MinInSync int
+	LeaderAcks                   float64
+	ReplicaLagTime               time.Duration
 }
 
 func (o ClusterOptions) String() string {
@@ -66,8 +74,9 @@ func (o ClusterOptions) String() string {
 	if o.BrokerOnly > 0 {
 		shape += fmt.Sprintf(" broker_only=%d", o.BrokerOnly)
 	}
-	return fmt.Sprintf("%s clients=%d partitions=%d producers=%d consumers=%d snapshots=%dB/%s faults=%s every=%s",
-		shape, o.Clients, o.Partitions, o.Producers, o.Consumers, o.SnapshotBytes, o.SnapshotInterval, strings.Join(names, ","), o.FaultEvery)
+	return fmt.Sprintf("%s clients=%d partitions=%d rf=%d min_isr=%d acks1=%.2f lag=%s producers=%d consumers=%d snapshots=%dB/%s faults=%s every=%s",
+		shape, o.Clients, o.Partitions, o.ReplicationFactor, o.MinInSync, o.LeaderAcks, o.ReplicaLagTime, o.Producers, o.Consumers,
+		o.SnapshotBytes, o.SnapshotInterval, strings.Join(names, ","), o.FaultEvery)
 }
 
 // clusterFaults are the faults a cluster run may mix; FaultPowerLoss only
@@ -90,6 +99,24 @@ func ChooseClusterOptions(seed uint64, nodes int) ClusterOptions {
 	o.Partitions, o.Producers, o.Consumers = 1+r.Intn(4), 1+r.Intn(2), 1+r.Intn(2)
 	o.SnapshotBytes = int64(math.Exp(math.Log(2<<10) + r.Float64()*math.Log(32))) // 2 KiB to 64 KiB
 	o.SnapshotInterval = time.Duration(1+r.Intn(20)) * time.Second
+	// Replication factor 3 in half the seeds, 2 in a fifth, 1 in the rest;
+	// min.insync.replicas 2 in most replicated seeds.
+	switch x := r.Float64(); {
+	case x < 0.5:
+		o.ReplicationFactor = 3
+	case x < 0.7:
+		o.ReplicationFactor = 2
+	default:
+		o.ReplicationFactor = 1
+	}
+	o.MinInSync = 1
+	if o.ReplicationFactor > 1 && r.Chance(0.7) {
+		o.MinInSync = 2
+	}
+	if r.Chance(0.4) {
+		o.LeaderAcks = 0.2 + 0.6*r.Float64()
+	}
+	o.ReplicaLagTime = time.Duration(1000+r.Intn(9000)) * time.Millisecond
 	return o
 }
 
@@ -141,8 +168,10 @@ type clusterNode struct {
 	seenApplied         uint64
 	sampledRaft, sample bool
 	// seenSnapshots and seenRestores are the incarnation's counts at the
-	// last sample, for the snapshot probes.
+	// last sample, for the snapshot probes; seenRepl its replication
+	// counts.
 	seenSnapshots, seenRestores int
+	seenRepl                    node.ReplicationView
 }
 
 func (n *clusterNode) broker() *node.Broker {
@@ -192,7 +221,7 @@ func runCluster(cfg Config) Summary {
 func (r *clusterRun) execute() {
 	defer func() {
 		if p := recover(); p != nil {
-			r.fail("panic at %s: %v", r.w.Now(), p)
+			r.fail("panic at %s: %v\n%s", r.w.Now(), p, debug.Stack())
 		}
 	}()
 	r.setup()
@@ -233,6 +262,7 @@ func (r *clusterRun) setup() {
 		cfg.LogRetentionBytes = node.Unlimited
 		cfg.MetadataLogMaxRecordBytesBetweenSnapshots = r.opts.SnapshotBytes
 		cfg.MetadataLogMaxSnapshotInterval = r.opts.SnapshotInterval
+		cfg.ReplicaLagTimeMax = r.opts.ReplicaLagTime
 		if err := cfg.Validate(); err != nil {
 			panic(fmt.Sprintf("simrun: cluster node config refused: %v", err))
 		}
@@ -318,8 +348,9 @@ func (r *clusterRun) sampleAll() {
 			n.seenApplied, n.sample = v.Applied, true
 		}
 		if n.seenInc != inc {
-			n.seenSnapshots, n.seenRestores = 0, 0
+			n.seenSnapshots, n.seenRestores, n.seenRepl = 0, 0, node.ReplicationView{}
 		}
+		r.replicationProbes(n, b)
 		if v.Snapshots > n.seenSnapshots {
 			r.probes.add("meta.snapshot_taken")
 		}
@@ -328,6 +359,40 @@ func (r *clusterRun) sampleAll() {
 		}
 		n.seenSnapshots, n.seenRestores = v.Snapshots, v.Restores
 		n.seenInc = inc
+	}
+}
+
+// replicationProbes fires the probes of the replication paths a node's
+// counts show it took since the last sample.
+func (r *clusterRun) replicationProbes(n *clusterNode, b *node.Broker) {
+	v := b.ReplicationView()
+	seen := n.seenRepl
+	for _, c := range []struct {
+		now, then int
+		probe     string
+	}{
+		{v.Truncations, seen.Truncations, "repl.truncation"},
+		{v.ShrinksProposed, seen.ShrinksProposed, "repl.isr_shrink"},
+		{v.ExpandsProposed, seen.ExpandsProposed, "repl.isr_expand"},
+		{v.ISRRefused, seen.ISRRefused, "repl.isr_refused"},
+		{v.FencedFetches, seen.FencedFetches, "repl.fenced_epoch"},
+	} {
+		if c.now > c.then {
+			r.probes.add(c.probe)
+		}
+	}
+	n.seenRepl = v
+	if im := b.MetadataImage(); im == nil || !n.voter {
+		return
+	}
+	if t := b.MetadataImage().TopicByName(clusterTopic); t != nil {
+		for _, p := range t.Partitions {
+			if p.Leader == jepsen.NoLeader && len(p.Replicas) > 1 && len(p.ISR) == 0 && len(p.ELR) == 0 {
+				// No replica may be elected cleanly: unclean election is
+				// off, and the partition waits for its last leader.
+				r.probes.add("repl.unclean_refused")
+			}
+		}
 	}
 }
 

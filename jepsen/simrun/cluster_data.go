@@ -3,6 +3,7 @@ package simrun
 import (
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/sluicemq/sluice/env"
@@ -19,11 +20,13 @@ import (
 // producers and consumers that find each partition's leader from Metadata,
 // follow NOT_LEADER_OR_FOLLOWER's leader hint, and refresh the metadata on
 // LEADER_NOT_AVAILABLE, a -1 leader or a lost connection. Each produce
-// sends one record, not idempotent, a fresh value every attempt; each
-// fetch reads one partition from the consumer's position. The history is
-// judged by jepsen.Check, as a single broker's is. The durability oracle
-// (durable.go) is off in cluster runs: it reads one disk, and a
-// partition's data lives on whichever node leads it.
+// sends one record, not idempotent, a fresh value every attempt, with
+// acks=all or (a share of the seed's choosing) acks=1, whose
+// acknowledgement the checker knows may be lost; each fetch reads one
+// partition from the consumer's position. The topic's replication factor
+// and min.insync.replicas are the seed's. The history is judged by
+// jepsen.Check, as a single broker's is, and every answer is held against
+// the disk of the node that gave it (durable.go).
 
 // dataClient is one producer or consumer of a cluster run.
 type dataClient struct {
@@ -38,8 +41,10 @@ type dataClient struct {
 	inc      int
 	sessions []*session
 	// leaders are the partitions' leaders by node id as last heard (-1:
-	// none known).
+	// none known), epochs their leader epochs (-1: unknown), which fetches
+	// carry as CurrentLeaderEpoch.
 	leaders  []int32
+	epochs   []int32
 	flying   bool
 	inFlight jepsen.OpID
 	// pos are a consumer's positions; values counts a producer's values.
@@ -73,8 +78,9 @@ func (d *dataClient) boot(e env.Env) {
 		d.sessions[i] = &session{e: e, addr: n.name + ":9092", clientID: d.name, dialTimeout: dialTimeout, probes: &d.r.probes}
 	}
 	d.leaders = make([]int32, d.r.partitions)
+	d.epochs = make([]int32, d.r.partitions)
 	for i := range d.leaders {
-		d.leaders[i] = -1
+		d.leaders[i], d.epochs[i] = -1, -1
 	}
 	d.later(time.Duration(d.rand.Intn(200)) * time.Millisecond)
 }
@@ -157,8 +163,8 @@ func (d *dataClient) refresh() {
 				}
 				for _, p := range t.Partitions {
 					if int(p.Partition) < len(d.leaders) && p.Partition >= 0 {
-						d.r.logf("%s: metadata says %s-%d is led by %d (error %d)", d.name, clusterTopic, p.Partition, p.Leader, p.ErrorCode)
-						d.leaders[p.Partition] = p.Leader
+						d.r.logf("%s: metadata says %s-%d is led by %d at epoch %d (error %d)", d.name, clusterTopic, p.Partition, p.Leader, p.LeaderEpoch, p.ErrorCode)
+						d.leaders[p.Partition], d.epochs[p.Partition] = p.Leader, p.LeaderEpoch
 					}
 				}
 			}
@@ -174,10 +180,20 @@ func (d *dataClient) produce(p, leader int32) {
 	tp := jepsen.TopicPartition{Topic: clusterTopic, Partition: p}
 	d.values++
 	value := fmt.Sprintf("%s-%d", d.name, d.values)
-	id := r.h.InvokeProduce(d.id, tp, false, value)
+	acks := int16(-1)
+	if !d.live && d.rand.Float64() < r.opts.LeaderAcks {
+		acks = 1
+	}
+	var id jepsen.OpID
+	if acks == 1 {
+		r.probes.add("data.acks1")
+		id = r.h.InvokeProduceLeaderAck(d.id, tp, false, value)
+	} else {
+		id = r.h.InvokeProduce(d.id, tp, false, value)
+	}
 	req := kmsg.NewPtrProduceRequest()
 	req.Version = 12
-	req.Acks, req.TimeoutMillis = -1, 5000
+	req.Acks, req.TimeoutMillis = acks, 5000
 	rt := kmsg.NewProduceRequestTopic()
 	rt.Topic = clusterTopic
 	rp := kmsg.NewProduceRequestTopicPartition()
@@ -203,8 +219,8 @@ func (d *dataClient) produce(p, leader int32) {
 				err = errors.New("produce response does not carry the partition")
 			case code == 0:
 				r.logf("%s produce %s to n%d: offset %d", d.name, tp, leader, base)
-				r.h.ProduceOk(id, base)
-				if !r.cfg.NoOracle {
+				r.h.ProduceOkAtEpoch(id, base, r.epochBound(leader, p))
+				if !r.cfg.NoOracle && acks == -1 {
 					r.probes.add("oracle.ack")
 					n := r.nodes[leader-1]
 					why, err := n.oracle.ackedProblem(tp, ackedRef(rp.Records, 1, base))
@@ -218,6 +234,12 @@ func (d *dataClient) produce(p, leader int32) {
 				return
 			default:
 				err = kerr.ErrorForCode(code)
+				switch code {
+				case kerr.NotEnoughReplicas.Code:
+					r.probes.add("data.not_enough_replicas")
+				case kerr.NotEnoughReplicasAfterAppend.Code:
+					r.probes.add("data.not_enough_replicas_after_append")
+				}
 				d.followLeader(pr, tp, code)
 			}
 		} else {
@@ -238,7 +260,7 @@ func (d *dataClient) followLeader(pr *kmsg.ProduceResponse, tp jepsen.TopicParti
 	for _, t := range pr.Topics {
 		for _, p := range t.Partitions {
 			if t.Topic == tp.Topic && p.Partition == tp.Partition && p.CurrentLeader.LeaderID > 0 && int(p.CurrentLeader.LeaderID) <= len(d.sessions) {
-				d.leaders[tp.Partition] = p.CurrentLeader.LeaderID
+				d.leaders[tp.Partition], d.epochs[tp.Partition] = p.CurrentLeader.LeaderID, p.CurrentLeader.LeaderEpoch
 				d.r.probes.add("data.leader_hint")
 			}
 		}
@@ -259,9 +281,16 @@ func (d *dataClient) fetch(p, leader int32) {
 	r := d.r
 	tp := jepsen.TopicPartition{Topic: clusterTopic, Partition: p}
 	from := d.pos[p]
-	id := r.h.InvokeFetch(d.id, tp, from, 0)
+	epoch := d.epochs[p]
+	var id jepsen.OpID
+	if epoch >= 0 {
+		id = r.h.InvokeFetchAtEpoch(d.id, tp, from, 0, epoch)
+	} else {
+		id = r.h.InvokeFetch(d.id, tp, from, 0)
+	}
 	topic := &topicInfo{id: r.topicID, partitions: r.partitions}
 	req := fetchRequest(12, topic, tp, from, fetchMaxWait)
+	req.Topics[0].Partitions[0].CurrentLeaderEpoch = epoch
 	d.flying, d.inFlight = true, id
 	inc := d.inc
 	d.sessionOf(leader).do(req, fetchRequestTimeout, func(resp kmsg.Response, err error) {
@@ -296,6 +325,19 @@ func (d *dataClient) fetch(p, leader int32) {
 	})
 }
 
+// epochBound is an epoch that the leader epoch at which node leader
+// acknowledged a produce to partition p cannot exceed: the partition's
+// epoch in that node's image as the answer arrives (images only move
+// forward), or the largest epoch when the node is down.
+func (r *clusterRun) epochBound(leader, p int32) int32 {
+	if b := r.nodes[leader-1].broker(); b != nil {
+		if t := b.MetadataImage().TopicByName(clusterTopic); t != nil && int(p) < len(t.Partitions) {
+			return t.Partitions[p].LeaderEpoch
+		}
+	}
+	return math.MaxInt32
+}
+
 // clusterTopic is the data workload's topic.
 const clusterTopic = "jepsen"
 
@@ -313,11 +355,12 @@ func (r *clusterRun) makeTopic() bool {
 		req.Version = 7
 		req.TimeoutMillis = 10000
 		t := kmsg.NewCreateTopicsRequestTopic()
-		t.Topic, t.NumPartitions, t.ReplicationFactor = clusterTopic, int32(r.partitions), 1
-		v := fmt.Sprint(topicIndexBytes)
-		c := kmsg.NewCreateTopicsRequestTopicConfig()
-		c.Name, c.Value = "segment.index.bytes", &v
-		t.Configs = append(t.Configs, c)
+		t.Topic, t.NumPartitions, t.ReplicationFactor = clusterTopic, int32(r.partitions), int16(r.opts.ReplicationFactor)
+		for _, kv := range [][2]string{{"segment.index.bytes", fmt.Sprint(topicIndexBytes)}, {"min.insync.replicas", fmt.Sprint(r.opts.MinInSync)}} {
+			c := kmsg.NewCreateTopicsRequestTopicConfig()
+			c.Name, c.Value = kv[0], &kv[1]
+			t.Configs = append(t.Configs, c)
+		}
 		req.Topics = append(req.Topics, t)
 		s.do(req, metaTimeout, func(resp kmsg.Response, err error) {
 			if err == nil {

@@ -87,7 +87,9 @@ func KnownClusterProbes(metaOnly bool) []string {
 		"observe.raft_samples", "observe.applied_samples", "meta.snapshot_taken", "meta.snapshot_restored",
 	}
 	if !metaOnly {
-		known = append(known, "data.metadata_refresh", "data.leader_hint", "oracle.ack", "oracle.fetch")
+		known = append(known, "data.metadata_refresh", "data.leader_hint", "oracle.ack", "oracle.fetch",
+			"data.acks1", "data.not_enough_replicas", "data.not_enough_replicas_after_append",
+			"repl.truncation", "repl.isr_shrink", "repl.isr_expand", "repl.isr_refused", "repl.fenced_epoch", "repl.unclean_refused")
 	}
 	return known
 }
