@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"hash/fnv"
 	"math"
-	"runtime/debug"
 	"slices"
 	"strings"
 	"time"
@@ -221,7 +220,7 @@ func runCluster(cfg Config) Summary {
 func (r *clusterRun) execute() {
 	defer func() {
 		if p := recover(); p != nil {
-			r.fail("panic at %s: %v\n%s", r.w.Now(), p, debug.Stack())
+			r.fail("panic at %s: %v", r.w.Now(), p)
 		}
 	}()
 	r.setup()
