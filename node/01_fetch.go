@@ -90,13 +90,18 @@ func fetchReplicaID(req *kmsg.FetchRequest) int32 {
 func (b *Broker) followerFetchArrived(req *kmsg.FetchRequest, ctx *fetchContext, replica int32) {
 	for _, sp := range ctx.partitions {
 		if p, code := b.fetchPartition(req, sp); code == nil && slices.Contains(p.rep.Metadata().Replicas, replica) {
+			if p.followerStarts == nil {
+				p.followerStarts = map[int32]int64{}
+			}
+			p.followerStarts[replica] = sp.logStartOffset
 			b.stepReplica(p, isr.Message{Type: isr.MsgFetch, Replica: replica, Offset: sp.fetchOffset})
 		}
 	}
 }
 
-// probe counts the bytes a response would carry now, and whether any
-// partition has an error, without copying records.
+// probe counts the bytes a response would carry now, and whether it must
+// be sent at once (failed): a partition has an error, a preferred read
+// replica or a diverging epoch. No records are copied.
 func (f *fetchWait) probe() (bytes int64, failed bool) {
 	var total int64
 	for _, sp := range f.ctx.partitions {
@@ -109,6 +114,9 @@ func (f *fetchWait) probe() (bytes int64, failed bool) {
 			// answer tells it at once.
 			return total, true
 		}
+		if f.replica < 0 && f.b.consumerAnswerNow(f.req, p, sp) {
+			return total, true
+		}
 		recs, err := f.b.readFetch(f.req, p, sp, total)
 		if err != nil {
 			return total, true
@@ -116,6 +124,17 @@ func (f *fetchWait) probe() (bytes int64, failed bool) {
 		total += recs.Size
 	}
 	return total, false
+}
+
+// consumerAnswerNow says a consumer's fetch of p is answered without its
+// records, as Kafka answers it at once: another replica is preferred
+// (KIP-392) or the consumer's log diverged (KIP-320).
+func (b *Broker) consumerAnswerNow(req *kmsg.FetchRequest, p *partition, sp *sessionPartition) bool {
+	if b.preferredReadReplica(req, p, sp.fetchOffset) >= 0 {
+		return true
+	}
+	_, diverged, code := b.divergingEpoch(req, p, sp)
+	return diverged || code != nil
 }
 
 // readFetch reads one partition's records below its high watermark (a
@@ -167,9 +186,10 @@ func (f *fetchWait) finish() {
 	f.watched = nil
 	sender, zeroCopy := f.r.c.c.(env.FileSender)
 	resp, records := f.b.fetchResponse(f.req, f.ctx, zeroCopy)
-	if f.b.hintFetchLeaders(resp) && zeroCopy {
-		// Rare (a client that has not yet heard of a leader change): the
-		// batches are copied in, so kmsg encodes the leader hints.
+	if hinted := f.b.hintFetchLeaders(resp); (hinted || hasDivergingEpoch(resp)) && zeroCopy {
+		// Rare (a client that has not yet heard of a leader change, or
+		// whose log diverged): the batches are copied in, so kmsg encodes
+		// the tagged fields.
 		for t := range resp.Topics {
 			for p := range resp.Topics[t].Partitions {
 				rp := &resp.Topics[t].Partitions[p]
@@ -188,8 +208,21 @@ func (f *fetchWait) finish() {
 	f.r.respondParts(encodeFetchFrame(f.r.header.CorrelationID, resp, records), sender)
 }
 
+// hasDivergingEpoch says a partition of resp carries a diverging epoch.
+func hasDivergingEpoch(resp *kmsg.FetchResponse) bool {
+	for _, rt := range resp.Topics {
+		for _, rp := range rt.Partitions {
+			if rp.DivergingEpoch.Epoch >= 0 {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // fetchPartition resolves a session partition against the image and checks
-// its leader epoch.
+// its leader epoch. A follower's fetch and a v4-v10 consumer's are served by
+// the leader only; a v11+ consumer's by any replica here (readPartition).
 func (b *Broker) fetchPartition(req *kmsg.FetchRequest, sp *sessionPartition) (*partition, *kerr.Error) {
 	var t *raftmeta.Topic
 	if req.Version >= 13 {
@@ -198,6 +231,9 @@ func (b *Broker) fetchPartition(req *kmsg.FetchRequest, sp *sessionPartition) (*
 		}
 	} else if t = b.image.TopicByName(sp.key.topic); t == nil {
 		return nil, kerr.UnknownTopicOrPartition
+	}
+	if fetchReplicaID(req) < 0 && req.Version >= 11 {
+		return b.readPartition(t, sp.key.partition, sp.leaderEpoch)
 	}
 	p, code := b.ledPartition(t, sp.key.partition, sp.leaderEpoch)
 	if id := fetchReplicaID(req); code == nil && id >= 0 && !slices.Contains(p.rep.Metadata().Replicas, id) {
@@ -255,6 +291,17 @@ func (b *Broker) fetchOne(req *kmsg.FetchRequest, sp *sessionPartition, used int
 		rp.LogStartOffset = p.log.LogStartOffset()
 	}
 	var recs log.Records
+	if code == nil {
+		if id := b.preferredReadReplica(req, p, sp.fetchOffset); id >= 0 {
+			rp.PreferredReadReplica = id // and no records, as Kafka skips the read
+			return rp, recs
+		}
+		var diverged bool
+		rp.DivergingEpoch, diverged, code = b.divergingEpoch(req, p, sp)
+		if diverged {
+			return rp, recs
+		}
+	}
 	if code == nil {
 		var err error
 		recs, err = b.readFetch(req, p, sp, used)

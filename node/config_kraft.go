@@ -618,10 +618,25 @@ func (c *Config) setKRaft(key, value string) (known bool, err error) {
 		}
 	case "broker.rack":
 		c.BrokerRack = strings.TrimSpace(value)
+	case "replica.selector.class":
+		c.ReplicaSelectorClass, err = parseReplicaSelector(value)
 	default:
 		return false, nil
 	}
 	return true, err
+}
+
+// parseReplicaSelector reads replica.selector.class. Kafka loads any class
+// implementing ReplicaSelector; Sluice knows the one Kafka ships, and
+// refuses any other name rather than serve every fetch from the leader
+// while the operator believes otherwise.
+func parseReplicaSelector(s string) (string, error) {
+	s = strings.TrimSpace(s)
+	if s != "" && s != rackAwareSelectorClass {
+		return "", fmt.Errorf("unknown replica selector class %q: the one supported is %s (or none: consumers read from the leader)",
+			s, rackAwareSelectorClass)
+	}
+	return s, nil
 }
 
 // parseRoles reads process.roles: broker, controller, or both, in either
