@@ -14,8 +14,8 @@ import (
 
 // Fetch, versions 4-18 (Kafka 4 removed 0-3 with message formats v0 and v1).
 //
-//   - Reads only below the high watermark, which on a single node is the
-//     durable end of the log; a fetch offset between the high watermark and
+//   - Reads only below the high watermark (a follower replica's fetch:
+//     below the log end); a fetch offset between the high watermark and
 //     the log end returns nothing, one outside [log start, log end] is
 //     OFFSET_OUT_OF_RANGE. READ_COMMITTED reads to the last stable offset,
 //     which equals the high watermark while transactions are not served.
@@ -25,20 +25,33 @@ import (
 //     oversized batch never stalls a consumer.
 //   - Long polling: when fewer than MinBytes are available the request
 //     parks until a watched partition's high watermark moves (then it reads
-//     again) or MaxWaitMillis passes.
+//     again) or MaxWaitMillis passes. An error, a preferred read replica or
+//     a diverging epoch answers at once.
 //   - Fetch sessions (KIP-227, v7+): see fetch_sessions.go.
 //   - CurrentLeaderEpoch (v9+): older than the partition's is
 //     FENCED_LEADER_EPOCH, newer UNKNOWN_LEADER_EPOCH.
+//   - Who serves (KIP-392, replica_selector.go): followers' fetches
+//     (ReplicaID, or ReplicaState v15+, >= 0) and v4-v10 consumers' are
+//     served by the leader only, else NOT_LEADER_OR_FOLLOWER with KIP-951's
+//     current leader (v12+) and its endpoint (v16+). A v11+ consumer's is
+//     served by any replica here, a follower below its own high watermark
+//     with CurrentLeaderEpoch checked against the epoch it knows. With
+//     replica.selector.class set, the leader answers a consumer that names
+//     its Rack with PreferredReadReplica and no records when Kafka's
+//     RackAwareReplicaSelector picks a follower.
+//   - LastFetchedEpoch (v12+, KIP-320, diverging_epoch.go): a consumer whose
+//     (epoch, offset) is not on this replica's log gets DivergingEpoch and
+//     no records; an epoch with no end here is OFFSET_OUT_OF_RANGE. Such a
+//     response is encoded by kmsg (a tagged field).
 //   - Topic ids (v13+): an unknown id is UNKNOWN_TOPIC_ID.
-//   - Fields only a follower replica sends are decoded and ignored, as Kafka
-//     ignores them in a consumer's fetch: ReplicaState (v15+),
-//     ReplicaDirectoryId (v17+, KIP-853) and HighWatermark (v18+, KIP-1166:
-//     the follower's own high watermark, by which Kafka's leader answers a
-//     parked follower fetch sooner when its own is ahead).
-//     Sluice has no follower replicas yet (DESIGN.md section 6), so every
-//     fetch is served as a consumer's. v18 differs from v17 only by that
-//     tagged field, which a consumer leaves at its default (MaxInt64: not
-//     sent); the responses of the two versions are identical.
+//   - A follower replica's fetch moves its replica's position at the
+//     leader (replication.go); its HighWatermark (v18+, KIP-1166) answers
+//     a parked follower fetch as soon as the leader's is ahead. In a
+//     consumer's fetch ReplicaState (v15+), ReplicaDirectoryId (v17+,
+//     KIP-853) and HighWatermark are decoded and ignored, as Kafka ignores
+//     them. v18 differs from v17 only by that tagged field, which a
+//     consumer leaves at its default (MaxInt64: not sent); the responses
+//     of the two versions are identical.
 func (b *Broker) handleFetch(r *request) {
 	req := r.body.(*kmsg.FetchRequest)
 	ctx, sessionErr := b.fetchSessions.resolve(req, b.env.Clock.Now())
