@@ -199,7 +199,7 @@ func (f *fetchWait) finish() {
 	f.watched = nil
 	sender, zeroCopy := f.r.c.c.(env.FileSender)
 	resp, records := f.b.fetchResponse(f.req, f.ctx, zeroCopy)
-	if hinted := f.b.hintFetchLeaders(resp); (hinted || hasDivergingEpoch(resp)) && zeroCopy {
+	if (f.b.hintFetchLeaders(resp) || hasDivergingEpoch(resp)) && zeroCopy {
 		// Rare (a client that has not yet heard of a leader change, or
 		// whose log diverged): the batches are copied in, so kmsg encodes
 		// the tagged fields.
