@@ -290,10 +290,21 @@ func (c Config) Validate() error {
 		c.validateMetadataLogDir,
 		c.validateTimeouts,
 		c.validateReplicationFactor,
+		c.validateReplicaSelector,
 	} {
 		if err := check(); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// validateReplicaSelector refuses a replica.selector.class set other than
+// by ParseProperties (which refuses it as it reads it).
+func (c Config) validateReplicaSelector() error {
+	if c.ReplicaSelectorClass != "" && c.ReplicaSelectorClass != rackAwareSelectorClass {
+		return fmt.Errorf("config replica.selector.class=%s: unknown replica selector class: the one supported is %s",
+			c.ReplicaSelectorClass, rackAwareSelectorClass)
 	}
 	return nil
 }

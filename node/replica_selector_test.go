@@ -34,3 +34,12 @@ func TestSelectRackAwareAsKafkasRackAwareReplicaSelector(t *testing.T) {
 		require.Equal(t, tc.want, got.id, tc.name)
 	}
 }
+
+// A configuration built in code is checked as a file's is.
+func TestValidateRefusesAnUnknownReplicaSelector(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.ReplicaSelectorClass = "org.example.NearestSelector"
+	require.ErrorContains(t, cfg.Validate(), "config replica.selector.class=org.example.NearestSelector")
+	cfg.ReplicaSelectorClass = rackAwareSelectorClass
+	require.NoError(t, cfg.Validate())
+}
