@@ -284,3 +284,30 @@ func TestAFollowerServesBelowItsHighWatermarkAndWakesParkedConsumers(t *testing.
 	require.GreaterOrEqual(t, waited, healAt, "answered before the follower could know")
 	require.Less(t, waited, maxWait/2, "woken by the high watermark, not by the deadline")
 }
+
+// A dead follower is not chosen once its broker is fenced: a fenced broker
+// has no endpoint (Kafka's getPartitionReplicaEndpoints leaves it out), and
+// the controller takes it out of the ISR too, so either rule excludes it
+// here; TestSelectRackAwareAsKafkasRackAwareReplicaSelector checks the
+// endpoint rule alone.
+func TestAFencedFollowerIsNotPreferred(t *testing.T) {
+	c := newRackCluster(t, 36, rackAwareSelectorClass, nil)
+	ctl := c.controller()
+	require.Zero(t, c.createTopicRF(ctl, "events", 1, 3))
+	leader, _ := c.replicatedTo("events", "a")
+	follower := (leader + 1) % 3
+	if follower == ctl {
+		follower = (leader + 2) % 3
+	}
+	rp, _ := c.fetchAt(leader, consumerFetch("events", 0, 0, nodeRack(follower), -1))
+	require.Equal(t, int32(follower+1), rp.PreferredReadReplica, "alive: chosen")
+
+	c.world.Node(c.host(follower)).Kill()
+	c.brokers[follower], c.clients[follower] = nil, nil
+	id := int32(follower + 1)
+	require.True(t, c.world.RunUntil(func() bool { return c.brokers[leader].image.Brokers[id].Fenced }, time.Minute),
+		"the dead follower was never fenced")
+	rp, recs := c.fetchAt(leader, consumerFetch("events", 0, 0, nodeRack(follower), -1))
+	require.Equal(t, int32(-1), rp.PreferredReadReplica, "fenced: not chosen")
+	requireValues(t, recs, "a")
+}
