@@ -270,6 +270,15 @@ func (r *Replica) FollowerOffset(id int32) int64 {
 	return -1
 }
 
+// FollowerCaughtUp is when follower id was last caught up with the
+// leader's log end (zero unknown), for KIP-392's preferred read replica.
+func (r *Replica) FollowerCaughtUp(id int32) time.Time {
+	if f := r.followerOf(id); f != nil {
+		return f.caughtUp
+	}
+	return time.Time{}
+}
+
 // Step takes one input.
 func (r *Replica) Step(m Message) {
 	switch m.Type {

@@ -14,8 +14,8 @@ import (
 
 // Fetch, versions 4-18 (Kafka 4 removed 0-3 with message formats v0 and v1).
 //
-//   - Reads only below the high watermark, which on a single node is the
-//     durable end of the log; a fetch offset between the high watermark and
+//   - Reads only below the high watermark (a follower replica's fetch:
+//     below the log end); a fetch offset between the high watermark and
 //     the log end returns nothing, one outside [log start, log end] is
 //     OFFSET_OUT_OF_RANGE. READ_COMMITTED reads to the last stable offset,
 //     which equals the high watermark while transactions are not served.
@@ -25,10 +25,24 @@ import (
 //     oversized batch never stalls a consumer.
 //   - Long polling: when fewer than MinBytes are available the request
 //     parks until a watched partition's high watermark moves (then it reads
-//     again) or MaxWaitMillis passes.
+//     again) or MaxWaitMillis passes. An error, a preferred read replica or
+//     a diverging epoch answers at once.
 //   - Fetch sessions (KIP-227, v7+): see fetch_sessions.go.
 //   - CurrentLeaderEpoch (v9+): older than the partition's is
 //     FENCED_LEADER_EPOCH, newer UNKNOWN_LEADER_EPOCH.
+//   - Who serves (KIP-392, replica_selector.go): followers' fetches
+//     (ReplicaID, or ReplicaState v15+, >= 0) and v4-v10 consumers' are
+//     served by the leader only, else NOT_LEADER_OR_FOLLOWER with KIP-951's
+//     current leader (v12+) and its endpoint (v16+). A v11+ consumer's is
+//     served by any replica here, a follower below its own high watermark
+//     with CurrentLeaderEpoch checked against the epoch it knows. With
+//     replica.selector.class set, the leader answers a consumer that names
+//     its Rack with PreferredReadReplica and no records when Kafka's
+//     RackAwareReplicaSelector picks a follower.
+//   - LastFetchedEpoch (v12+, KIP-320, diverging_epoch.go): a consumer whose
+//     (epoch, offset) is not on this replica's log gets DivergingEpoch and
+//     no records; an epoch with no end here is OFFSET_OUT_OF_RANGE. Such a
+//     response is encoded by kmsg (a tagged field).
 //   - Topic ids (v13+): an unknown id is UNKNOWN_TOPIC_ID.
 //   - A new leader answers consumers OFFSET_NOT_AVAILABLE (retriable; the
 //     Java consumer refreshes its metadata and retries) until its high
@@ -36,15 +50,14 @@ import (
 //     have fetched, it cannot know what its predecessor committed, and the
 //     high watermark it would answer could be below one a consumer has
 //     seen (KIP-207 answers ListOffsets so).
-//   - Fields only a follower replica sends are decoded and ignored, as Kafka
-//     ignores them in a consumer's fetch: ReplicaState (v15+),
-//     ReplicaDirectoryId (v17+, KIP-853) and HighWatermark (v18+, KIP-1166:
-//     the follower's own high watermark, by which Kafka's leader answers a
-//     parked follower fetch sooner when its own is ahead).
-//     Sluice has no follower replicas yet (DESIGN.md section 6), so every
-//     fetch is served as a consumer's. v18 differs from v17 only by that
-//     tagged field, which a consumer leaves at its default (MaxInt64: not
-//     sent); the responses of the two versions are identical.
+//   - A follower replica's fetch moves its replica's position at the
+//     leader (replication.go); its HighWatermark (v18+, KIP-1166) answers
+//     a parked follower fetch as soon as the leader's is ahead. In a
+//     consumer's fetch ReplicaState (v15+), ReplicaDirectoryId (v17+,
+//     KIP-853) and HighWatermark are decoded and ignored, as Kafka ignores
+//     them. v18 differs from v17 only by that tagged field, which a
+//     consumer leaves at its default (MaxInt64: not sent); the responses
+//     of the two versions are identical.
 func (b *Broker) handleFetch(r *request) {
 	req := r.body.(*kmsg.FetchRequest)
 	ctx, sessionErr := b.fetchSessions.resolve(req, b.env.Clock.Now())
@@ -96,13 +109,18 @@ func fetchReplicaID(req *kmsg.FetchRequest) int32 {
 func (b *Broker) followerFetchArrived(req *kmsg.FetchRequest, ctx *fetchContext, replica int32) {
 	for _, sp := range ctx.partitions {
 		if p, code := b.fetchPartition(req, sp); code == nil && slices.Contains(p.rep.Metadata().Replicas, replica) {
+			if p.followerStarts == nil {
+				p.followerStarts = map[int32]int64{}
+			}
+			p.followerStarts[replica] = sp.logStartOffset
 			b.stepReplica(p, isr.Message{Type: isr.MsgFetch, Replica: replica, Offset: sp.fetchOffset})
 		}
 	}
 }
 
-// probe counts the bytes a response would carry now, and whether any
-// partition has an error, without copying records.
+// probe counts the bytes a response would carry now, and whether it must
+// be sent at once (failed): a partition has an error, a preferred read
+// replica or a diverging epoch. No records are copied.
 func (f *fetchWait) probe() (bytes int64, failed bool) {
 	var total int64
 	for _, sp := range f.ctx.partitions {
@@ -115,6 +133,9 @@ func (f *fetchWait) probe() (bytes int64, failed bool) {
 			// answer tells it at once.
 			return total, true
 		}
+		if f.replica < 0 && f.b.consumerAnswerNow(f.req, p, sp) {
+			return total, true
+		}
 		recs, err := f.b.readFetch(f.req, p, sp, total)
 		if err != nil {
 			return total, true
@@ -122,6 +143,17 @@ func (f *fetchWait) probe() (bytes int64, failed bool) {
 		total += recs.Size
 	}
 	return total, false
+}
+
+// consumerAnswerNow says a consumer's fetch of p is answered without its
+// records, as Kafka answers it at once: another replica is preferred
+// (KIP-392) or the consumer's log diverged (KIP-320).
+func (b *Broker) consumerAnswerNow(req *kmsg.FetchRequest, p *partition, sp *sessionPartition) bool {
+	if b.preferredReadReplica(req, p, sp.fetchOffset) >= 0 {
+		return true
+	}
+	_, diverged, code := b.divergingEpoch(req, p, sp)
+	return diverged || code != nil
 }
 
 // readFetch reads one partition's records below its high watermark (a
@@ -173,9 +205,10 @@ func (f *fetchWait) finish() {
 	f.watched = nil
 	sender, zeroCopy := f.r.c.c.(env.FileSender)
 	resp, records := f.b.fetchResponse(f.req, f.ctx, zeroCopy)
-	if f.b.hintFetchLeaders(resp) && zeroCopy {
-		// Rare (a client that has not yet heard of a leader change): the
-		// batches are copied in, so kmsg encodes the leader hints.
+	if (f.b.hintFetchLeaders(resp) || hasDivergingEpoch(resp)) && zeroCopy {
+		// Rare (a client that has not yet heard of a leader change, or
+		// whose log diverged): the batches are copied in, so kmsg encodes
+		// the tagged fields.
 		for t := range resp.Topics {
 			for p := range resp.Topics[t].Partitions {
 				rp := &resp.Topics[t].Partitions[p]
@@ -194,8 +227,21 @@ func (f *fetchWait) finish() {
 	f.r.respondParts(encodeFetchFrame(f.r.header.CorrelationID, resp, records), sender)
 }
 
+// hasDivergingEpoch says a partition of resp carries a diverging epoch.
+func hasDivergingEpoch(resp *kmsg.FetchResponse) bool {
+	for _, rt := range resp.Topics {
+		for _, rp := range rt.Partitions {
+			if rp.DivergingEpoch.Epoch >= 0 {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // fetchPartition resolves a session partition against the image and checks
-// its leader epoch.
+// its leader epoch. A follower's fetch and a v4-v10 consumer's are served by
+// the leader only; a v11+ consumer's by any replica here (readPartition).
 func (b *Broker) fetchPartition(req *kmsg.FetchRequest, sp *sessionPartition) (*partition, *kerr.Error) {
 	var t *raftmeta.Topic
 	if req.Version >= 13 {
@@ -205,12 +251,18 @@ func (b *Broker) fetchPartition(req *kmsg.FetchRequest, sp *sessionPartition) (*
 	} else if t = b.image.TopicByName(sp.key.topic); t == nil {
 		return nil, kerr.UnknownTopicOrPartition
 	}
-	p, code := b.ledPartition(t, sp.key.partition, sp.leaderEpoch)
+	var p *partition
+	var code *kerr.Error
+	if fetchReplicaID(req) < 0 && req.Version >= 11 {
+		p, code = b.readPartition(t, sp.key.partition, sp.leaderEpoch)
+	} else {
+		p, code = b.ledPartition(t, sp.key.partition, sp.leaderEpoch)
+	}
 	switch id := fetchReplicaID(req); {
 	case code != nil:
 	case id >= 0 && !slices.Contains(p.rep.Metadata().Replicas, id):
 		return nil, kerr.NotLeaderForPartition // a broker that holds no replica of it
-	case id < 0 && p.hw < p.rep.EpochStart():
+	case id < 0 && p.serving() && p.hw < p.rep.EpochStart():
 		// A new leader that does not yet know what its predecessor
 		// committed: its high watermark would go back (see
 		// ListOffsets, KIP-207). The consumer retries.
@@ -268,6 +320,17 @@ func (b *Broker) fetchOne(req *kmsg.FetchRequest, sp *sessionPartition, used int
 		rp.LogStartOffset = p.log.LogStartOffset()
 	}
 	var recs log.Records
+	if code == nil {
+		if id := b.preferredReadReplica(req, p, sp.fetchOffset); id >= 0 {
+			rp.PreferredReadReplica = id // and no records, as Kafka skips the read
+			return rp, recs
+		}
+		var diverged bool
+		rp.DivergingEpoch, diverged, code = b.divergingEpoch(req, p, sp)
+		if diverged {
+			return rp, recs
+		}
+	}
 	if code == nil {
 		var err error
 		recs, err = b.readFetch(req, p, sp, used)

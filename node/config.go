@@ -138,6 +138,12 @@ type Config struct {
 	LeaderImbalancePerBrokerPercentage int32
 	// BrokerRack is broker.rack; empty means none.
 	BrokerRack string
+	// ReplicaSelectorClass is replica.selector.class: empty (Kafka's
+	// default, null) sends every consumer to the leader; Kafka's
+	// RackAwareReplicaSelector (rackAwareSelectorClass) points a consumer
+	// that names its rack to a replica in that rack (KIP-392,
+	// replica_selector.go).
+	ReplicaSelectorClass string
 
 	// NumPartitions is num.partitions, used by auto-creation and by
 	// CreateTopics requests that leave the count to the broker (-1).

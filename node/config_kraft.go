@@ -290,10 +290,21 @@ func (c Config) Validate() error {
 		c.validateMetadataLogDir,
 		c.validateTimeouts,
 		c.validateReplicationFactor,
+		c.validateReplicaSelector,
 	} {
 		if err := check(); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// validateReplicaSelector refuses a replica.selector.class set other than
+// by ParseProperties (which refuses it as it reads it).
+func (c Config) validateReplicaSelector() error {
+	if c.ReplicaSelectorClass != "" && c.ReplicaSelectorClass != rackAwareSelectorClass {
+		return fmt.Errorf("config replica.selector.class=%s: unknown replica selector class: the one supported is %s",
+			c.ReplicaSelectorClass, rackAwareSelectorClass)
 	}
 	return nil
 }
@@ -620,10 +631,25 @@ func (c *Config) setKRaft(key, value string) (known bool, err error) {
 		}
 	case "broker.rack":
 		c.BrokerRack = strings.TrimSpace(value)
+	case "replica.selector.class":
+		c.ReplicaSelectorClass, err = parseReplicaSelector(value)
 	default:
 		return false, nil
 	}
 	return true, err
+}
+
+// parseReplicaSelector reads replica.selector.class. Kafka loads any class
+// implementing ReplicaSelector; Sluice knows the one Kafka ships, and
+// refuses any other name rather than serve every fetch from the leader
+// while the operator believes otherwise.
+func parseReplicaSelector(s string) (string, error) {
+	s = strings.TrimSpace(s)
+	if s != "" && s != rackAwareSelectorClass {
+		return "", fmt.Errorf("unknown replica selector class %q: the one supported is %s (or none: consumers read from the leader)",
+			s, rackAwareSelectorClass)
+	}
+	return s, nil
 }
 
 // parseRoles reads process.roles: broker, controller, or both, in either

@@ -81,6 +81,7 @@ func TestKRaftKeysDefaults(t *testing.T) {
 	require.Equal(t, 300*time.Second, cfg.LeaderImbalanceCheckInterval)
 	require.Equal(t, int32(10), cfg.LeaderImbalancePerBrokerPercentage)
 	require.Equal(t, "", cfg.BrokerRack)
+	require.Equal(t, "", cfg.ReplicaSelectorClass, "Kafka's default (null): consumers read from the leader")
 	require.NoError(t, cfg.Validate())
 }
 
@@ -107,6 +108,7 @@ auto.leader.rebalance.enable=false
 leader.imbalance.check.interval.seconds=60
 leader.imbalance.per.broker.percentage=0
 broker.rack=rack-a
+replica.selector.class= org.apache.kafka.common.replica.RackAwareReplicaSelector
 `)
 	require.Equal(t, Roles{Broker: true, Controller: true}, cfg.ProcessRoles, "either order")
 	require.Equal(t, []Voter{{1, "c1.example", 9093}, {2, "::1", 9095}, {3, "10.0.0.3", 9097}}, cfg.ControllerQuorumVoters)
@@ -127,6 +129,7 @@ broker.rack=rack-a
 	require.Equal(t, time.Minute, cfg.LeaderImbalanceCheckInterval)
 	require.Equal(t, int32(0), cfg.LeaderImbalancePerBrokerPercentage)
 	require.Equal(t, "rack-a", cfg.BrokerRack)
+	require.Equal(t, rackAwareSelectorClass, cfg.ReplicaSelectorClass)
 	require.NoError(t, cfg.Validate())
 	require.Equal(t, "[::1]:9095", cfg.Voters()[1].Addr())
 	require.Equal(t, "2@[::1]:9095", cfg.Voters()[1].String())
@@ -187,6 +190,8 @@ func TestParsePropertiesRefusesBadKRaftValues(t *testing.T) {
 		{"leader.imbalance.check.interval.seconds=9223372036854775807", "too large"},
 		{"leader.imbalance.per.broker.percentage=-1", "below the minimum 0"},
 		{"leader.imbalance.per.broker.percentage=101", "above 100"},
+		{"replica.selector.class=org.apache.kafka.common.replica.LeaderSelector", "unknown replica selector class"},
+		{"replica.selector.class=RackAwareReplicaSelector", "the one supported is " + rackAwareSelectorClass},
 	} {
 		_, _, err := ParseProperties(tc.line, DefaultConfig())
 		require.Error(t, err, tc.line)
@@ -492,7 +497,7 @@ func TestBrokerConfigEntriesShowKRaftKeys(t *testing.T) {
 		require.Equal(t, want, single[name].value, name)
 		require.Equal(t, kmsg.ConfigSourceDefaultConfig, single[name].source, name)
 	}
-	cluster := entries(parse(t, kafkaKRaftServer+"broker.rack=r1\nleader.imbalance.check.interval.seconds=60"))
+	cluster := entries(parse(t, kafkaKRaftServer+"broker.rack=r1\nleader.imbalance.check.interval.seconds=60\nreplica.selector.class="+rackAwareSelectorClass))
 	for name, want := range map[string]string{
 		"process.roles":                           "broker,controller",
 		"controller.quorum.voters":                "1@localhost:9093",
@@ -500,6 +505,7 @@ func TestBrokerConfigEntriesShowKRaftKeys(t *testing.T) {
 		"advertised.listeners":                    "PLAINTEXT://localhost:9092,CONTROLLER://localhost:9093",
 		"listener.security.protocol.map":          "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL",
 		"broker.rack":                             "r1",
+		"replica.selector.class":                  rackAwareSelectorClass,
 		"leader.imbalance.check.interval.seconds": "60",
 	} {
 		require.Equal(t, want, cluster[name].value, name)

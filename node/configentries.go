@@ -199,6 +199,10 @@ func kraftConfigDefs() []brokerConfigDef {
 			value:  func(c Config) string { return c.BrokerRack },
 			static: func(c Config) bool { return c.BrokerRack != "" },
 			doc:    "The rack of this broker."},
+		{name: "replica.selector.class", kind: kindClass,
+			value:  func(c Config) string { return c.ReplicaSelectorClass },
+			static: func(c Config) bool { return c.ReplicaSelectorClass != "" },
+			doc:    "The class that picks a consumer's preferred read replica; none: the leader."},
 	}
 }
 

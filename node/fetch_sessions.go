@@ -59,6 +59,13 @@ type sessionPartition struct {
 	// replicaHW is a follower's own high watermark (v18, KIP-1166);
 	// MaxInt64 when not sent.
 	replicaHW int64
+	// logStartOffset is a follower's log start (v5+), which the leader
+	// keeps for KIP-392's choice of a read replica; -1 when not sent.
+	logStartOffset int64
+	// lastFetchedEpoch is the epoch of the last batch the client read
+	// (v12+, KIP-320), -1 when not sent: a consumer's is checked for
+	// divergence (diverging_epoch.go).
+	lastFetchedEpoch int32
 
 	sentHighWatermark  int64
 	sentLastStable     int64
@@ -139,6 +146,7 @@ func (c *fetchSessionCache) resolve(req *kmsg.FetchRequest, now time.Time) (*fet
 	for _, sp := range requestPartitions(req, usesIDs) {
 		if old := s.index[sp.key]; old != nil {
 			old.fetchOffset, old.maxBytes, old.leaderEpoch, old.replicaHW = sp.fetchOffset, sp.maxBytes, sp.leaderEpoch, sp.replicaHW
+			old.logStartOffset, old.lastFetchedEpoch = sp.logStartOffset, sp.lastFetchedEpoch
 		} else {
 			s.add(sp)
 		}
@@ -170,7 +178,9 @@ func (c *fetchSessionCache) finish(ctx *fetchContext, now time.Time) int32 {
 // include reports whether a partition's result belongs in the response, and
 // remembers what was sent. Full fetches include every partition.
 func (ctx *fetchContext) include(sp *sessionPartition, rp *kmsg.FetchResponseTopicPartition, recordBytes int64) bool {
-	changed := recordBytes > 0 || rp.ErrorCode != 0 ||
+	// A preferred read replica or a diverging epoch is always sent, as
+	// Kafka's CachedPartition.maybeUpdateResponseData sends them.
+	changed := recordBytes > 0 || rp.ErrorCode != 0 || rp.PreferredReadReplica >= 0 || rp.DivergingEpoch.Epoch >= 0 ||
 		rp.HighWatermark != sp.sentHighWatermark || rp.LastStableOffset != sp.sentLastStable ||
 		rp.LogStartOffset != sp.sentLogStartOffset
 	sp.sentHighWatermark, sp.sentLastStable, sp.sentLogStartOffset = rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset
@@ -253,8 +263,16 @@ func requestPartitions(req *kmsg.FetchRequest, usesIDs bool) []*sessionPartition
 			if req.Version >= 18 {
 				replicaHW = p.HighWatermark
 			}
+			logStart, lastFetchedEpoch := int64(-1), int32(-1)
+			if req.Version >= 5 {
+				logStart = p.LogStartOffset
+			}
+			if req.Version >= 12 {
+				lastFetchedEpoch = p.LastFetchedEpoch
+			}
 			out = append(out, &sessionPartition{
 				key: key, fetchOffset: p.FetchOffset, maxBytes: p.PartitionMaxBytes, leaderEpoch: leaderEpoch, replicaHW: replicaHW,
+				logStartOffset: logStart, lastFetchedEpoch: lastFetchedEpoch,
 				sentHighWatermark: -1, sentLastStable: -1, sentLogStartOffset: -1,
 			})
 		}

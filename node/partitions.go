@@ -59,6 +59,9 @@ type partition struct {
 	// watchers are parked fetches to wake when hw moves (and, for
 	// followers' fetches, when the log grows).
 	watchers []*fetchWait
+	// followerStarts are the followers' log starts as their last fetches
+	// gave them, for KIP-392's choice of a read replica (replica_selector.go).
+	followerStarts map[int32]int64
 	// hwWaiters are acks=all produces waiting for hw to pass their
 	// records, in the order they were appended.
 	hwWaiters []hwWaiter

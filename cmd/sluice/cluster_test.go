@@ -81,6 +81,13 @@ func newCluster(tb testing.TB, n int, extra ...string) *testCluster {
 // raft learners, no CONTROLLER listener).
 func newClusterShape(tb testing.TB, n, brokerOnly int, extra ...string) *testCluster {
 	tb.Helper()
+	return newClusterOf(tb, n, brokerOnly, nil, extra...)
+}
+
+// newClusterOf is newClusterShape with perNode's lines (nil: none) added
+// to node id's configuration.
+func newClusterOf(tb testing.TB, n, brokerOnly int, perNode func(id int32) []string, extra ...string) *testCluster {
+	tb.Helper()
 	c := &testCluster{tb: tb}
 	addrs := freeAddrs(tb, 2*(n+brokerOnly))
 	root := tb.TempDir()
@@ -123,6 +130,9 @@ func newClusterShape(tb testing.TB, n, brokerOnly int, extra ...string) *testClu
 			"auto.create.topics.enable=false",
 		}
 		lines = append(lines, extra...)
+		if perNode != nil {
+			lines = append(lines, perNode(nd.id)...)
+		}
 		require.NoError(tb, os.WriteFile(nd.conf, []byte(strings.Join(lines, "\n")+"\n"), 0o644))
 	}
 	tb.Cleanup(func() {
