@@ -30,9 +30,12 @@ import (
 //     is unknown to the client, as in Kafka).
 //   - acks=-1 with fewer in-sync replicas than min.insync.replicas is
 //     NOT_ENOUGH_REPLICAS before anything is appended, and
-//     NOT_ENOUGH_REPLICAS_AFTER_APPEND when the ISR shrank below it while
-//     the records waited (they are in the log and may be replicated: the
-//     outcome is unknown). A leadership that moves while they wait answers
+//     NOT_ENOUGH_REPLICAS_AFTER_APPEND as soon as the ISR shrinks below it
+//     while the records wait (they are in the log and may be replicated:
+//     the outcome is unknown). Kafka answers it only once the high
+//     watermark passes them, which with KIP-966's rule (no high watermark
+//     under min.insync.replicas) never comes: its producers time out. A
+//     leadership that moves while they wait answers
 //     NOT_LEADER_OR_FOLLOWER.
 //   - acks=0 gets no response; if any partition failed, the connection is
 //     closed instead, which is how Kafka tells such a producer.

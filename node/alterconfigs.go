@@ -362,6 +362,7 @@ func (b *Broker) reconfigureTopic(name string) {
 		}
 		p.rep.SetMinInSync(b.minInSync(t))
 		b.replicaReady(p)
+		b.failUnderMinISR(p)
 	}
 }
 

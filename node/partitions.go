@@ -234,6 +234,15 @@ func (b *Broker) ledPartition(t *raftmeta.Topic, index, leaderEpoch int32) (*par
 	key := partitionKey{t.ID, index}
 	p := b.partitions[key]
 	switch {
+	case !p.serving() && p != nil && p.recovered && leaderEpoch >= 0 && leaderEpoch != p.leaderEpoch:
+		// A replica here that does not lead: the epoch is checked first,
+		// as Kafka's Partition does, so a follower asked at a newer epoch
+		// than it knows says so (UNKNOWN_LEADER_EPOCH: its metadata is
+		// behind) and one asked at an older says FENCED_LEADER_EPOCH.
+		if leaderEpoch < p.leaderEpoch {
+			return nil, kerr.FencedLeaderEpoch
+		}
+		return nil, kerr.UnknownLeaderEpoch
 	case !p.serving():
 		return nil, b.missingPartition(key)
 	case leaderEpoch >= 0 && leaderEpoch < p.leaderEpoch:

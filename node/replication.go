@@ -100,6 +100,18 @@ func (b *Broker) followMetadata(p *partition, mp raftmeta.Partition) {
 	if wasLeading && !p.serving() {
 		b.leadershipLost(p)
 	}
+	b.failUnderMinISR(p)
+}
+
+// failUnderMinISR answers the acks=all produces waiting on p
+// NOT_ENOUGH_REPLICAS_AFTER_APPEND once its ISR is below
+// min.insync.replicas: the high watermark stands still until the ISR is
+// back, so they would only time out (their records are in the log and
+// may yet be replicated: the outcome is unknown to the client).
+func (b *Broker) failUnderMinISR(p *partition) {
+	if len(p.hwWaiters) > 0 && p.rep.Role() == isr.RoleLeader && p.rep.UnderMinISR() {
+		p.failWaiters(errUnderMinISR)
+	}
 }
 
 // leadershipLost answers what waits on p as its leader: parked fetches
@@ -228,6 +240,7 @@ func (b *Broker) proposeISR(p *partition, a isr.AlterISR) {
 			b.env.Log.Info("ISR change refused", "topic", p.topic, "partition", p.index, "isr", a.ISR, "err", m.Err)
 		}
 		b.stepReplica(p, m)
+		b.failUnderMinISR(p)
 	})
 }
 
