@@ -143,7 +143,9 @@ func (b *Broker) appendProduced(p *partition, records []byte, out *kmsg.ProduceR
 	out.LogAppendTime = res.AppendTime
 	out.LogStartOffset = res.LogStartOffset
 	end := res.LastOffset + 1
-	p.flushTo(end)
+	if !res.Duplicate {
+		p.appended(end, res.LastOffset-res.BaseOffset+1)
+	}
 	b.wakeReplicaFetches(p)
 	return end, true
 }

@@ -360,6 +360,7 @@ func (b *Broker) reconfigureTopic(name string) {
 		if err := p.log.Reconfigure(b.logConfig(t, mp.Index)); err != nil {
 			b.env.Log.Error("apply topic config to partition", "topic", name, "partition", mp.Index, "err", err)
 		}
+		b.setFlushMessages(p, b.flushMessagesOf(t))
 		p.rep.SetMinInSync(b.minInSync(t))
 		b.replicaReady(p)
 		b.failUnderMinISR(p)

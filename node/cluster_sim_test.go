@@ -143,14 +143,21 @@ func (c *simCluster) createTopic(i int, name string, partitions int32) int16 {
 	return c.createTopicRF(i, name, partitions, 1)
 }
 
-// createTopicRF is createTopic with replicationFactor replicas.
-func (c *simCluster) createTopicRF(i int, name string, partitions int32, replicationFactor int16) int16 {
+// createTopicRF is createTopic with replicationFactor replicas and the
+// given topic configs ("key=value").
+func (c *simCluster) createTopicRF(i int, name string, partitions int32, replicationFactor int16, configs ...string) int16 {
 	c.t.Helper()
 	for attempt := 0; attempt < 50; attempt++ {
 		req := kmsg.NewPtrCreateTopicsRequest()
 		req.TimeoutMillis = 30000
 		rt := kmsg.NewCreateTopicsRequestTopic()
 		rt.Topic, rt.NumPartitions, rt.ReplicationFactor = name, partitions, replicationFactor
+		for _, kv := range configs {
+			k, v, _ := strings.Cut(kv, "=")
+			cfg := kmsg.NewCreateTopicsRequestTopicConfig()
+			cfg.Name, cfg.Value = k, &v
+			rt.Configs = append(rt.Configs, cfg)
+		}
 		req.Topics = append(req.Topics, rt)
 		resp, err := c.do(i, req)
 		if err == nil {

@@ -409,15 +409,29 @@ func (b *Broker) fetchedPartition(f *fetcher, p *partition, rp *kmsg.FetchRespon
 		done(nil)
 		return
 	}
+	var appended int64
 	if len(rp.RecordBatches) > 0 {
-		if _, err := p.log.AppendFollower(rp.RecordBatches); err != nil {
+		res, err := p.log.AppendFollower(rp.RecordBatches)
+		if err != nil {
 			b.followerAppendFailed(f, p, err)
 			done(nil)
 			return
 		}
+		if res.LastOffset >= 0 {
+			appended = res.LastOffset - res.BaseOffset + 1
+		}
 		b.wakeReplicaFetches(p)
 	}
 	b.stepReplica(p, isr.Message{Type: isr.MsgFetched, Offset: rp.HighWatermark})
+	if p.pageCache() {
+		// Kafka's mode: what is appended counts at once; the log syncs
+		// by its own policy.
+		if appended > 0 {
+			p.appended(p.log.LogEndOffset(), appended)
+		}
+		done(nil)
+		return
+	}
 	p.log.Flush(p.log.LogEndOffset(), func(err error) {
 		if err != nil {
 			b.partitionFailed(p, err)

@@ -65,6 +65,12 @@ type partition struct {
 	// hwWaiters are acks=all produces waiting for hw to pass their
 	// records, in the order they were appended.
 	hwWaiters []hwWaiter
+	// flushMessages is flush.messages: 1 (the default) is the
+	// power-loss-safe mode, where a replica's position is its durable
+	// end; above 1 is Kafka's page-cache mode, where it is the log end and
+	// the log is synced every flushMessages messages (or flush.ms).
+	// unflushed counts the messages appended since the last sync asked.
+	flushMessages, unflushed int64
 	// Follower state: query is an epoch query to send to the leader
 	// (rep's Ready), fetching says the truncation is done and the
 	// partition belongs in its leader's fetches, truncating that a
@@ -94,10 +100,34 @@ func (p *partition) highWatermark() int64 {
 // checkOffsets asserts the order of the partition's offsets.
 func (p *partition) checkOffsets() {
 	start, durable, end := p.log.LogStartOffset(), p.log.DurableOffset(), p.log.LogEndOffset()
+	if p.pageCache() {
+		durable = end // positions are log ends
+	}
 	if !(start <= p.hw && p.hw <= durable && durable <= end) {
 		invariants.Panicf("partition %s-%d: want log start %d <= high watermark %d <= durable end %d <= log end %d",
 			p.topic, p.index, start, p.hw, durable, end)
 	}
+}
+
+// pageCache says the partition runs in Kafka's page-cache mode
+// (flush.messages above 1).
+func (p *partition) pageCache() bool { return p.flushMessages > 1 }
+
+// appended applies the flush policy to n messages just appended (ending
+// before end): in the power-loss-safe mode every append is flushed (the
+// log group-commits them); in page-cache mode every flushMessages
+// messages, flush.ms being the log's own timer.
+func (p *partition) appended(end, n int64) {
+	if !p.pageCache() {
+		p.flushTo(end)
+		return
+	}
+	p.unflushed += n
+	if p.unflushed >= p.flushMessages {
+		p.unflushed = 0
+		p.flushTo(end)
+	}
+	p.b.localMoved(p)
 }
 
 // flushTo asks the log to make everything before end durable; the replica

@@ -41,11 +41,14 @@ var errNotLeader = errors.New("node: leadership moved while the produce waited f
 // newReplica gives p its replication state, with no role until its
 // recovery is durable (startReplica).
 func (b *Broker) newReplica(p *partition, t *raftmeta.Topic) {
+	p.flushMessages = b.flushMessagesOf(t)
 	cfg := isr.Config{
 		ID:                b.cfg.NodeID,
 		ReplicaLagTimeMax: b.cfg.ReplicaLagTimeMax,
 		MinInSync:         b.minInSync(t),
-		CheckTruncation:   true,
+		// In page-cache mode a power loss may take back what was
+		// counted; unclean elections may too.
+		CheckTruncation: !p.pageCache() && t.Configs[raftmeta.UncleanLeaderElectionConfig] != "true",
 	}
 	p.hw = p.log.LogStartOffset()
 	p.rep = isr.New(cfg, p.local(), p.hw)
@@ -65,14 +68,55 @@ func (b *Broker) minInSync(t *raftmeta.Topic) int {
 	return n
 }
 
-// local is p's log as its replica sees it: its position is its durable end.
+// local is p's log as its replica sees it: its position is its durable
+// end, or in page-cache mode its log end.
 func (p *partition) local() isr.Local {
 	end := p.log.LogEndOffset()
 	epoch, ok := p.log.LatestEpoch()
 	if !ok {
 		epoch = -1
 	}
-	return isr.Local{LogStart: p.log.LogStartOffset(), LogEnd: end, Position: min(p.log.DurableOffset(), end), LatestEpoch: epoch}
+	position := min(p.log.DurableOffset(), end)
+	if p.pageCache() {
+		position = end
+	}
+	return isr.Local{LogStart: p.log.LogStartOffset(), LogEnd: end, Position: position, LatestEpoch: epoch}
+}
+
+// setFlushMessages changes p's flush.messages. Into the power-loss-safe
+// mode, the switch waits for a flush of the whole log: a position counted
+// from the page cache must be on disk before positions are durable ends.
+func (b *Broker) setFlushMessages(p *partition, n int64) {
+	if n > 1 || !p.pageCache() {
+		p.flushMessages = n
+		return
+	}
+	p.log.Flush(p.log.LogEndOffset(), func(err error) {
+		t := b.image.Topics[p.topicID]
+		if err != nil || t == nil || b.flushMessagesOf(t) != 1 || b.partitions[partitionKey{p.topicID, p.index}] != p {
+			return
+		}
+		if p.hw > p.log.DurableOffset() {
+			b.setFlushMessages(p, 1) // the high watermark moved on meanwhile
+			return
+		}
+		p.flushMessages, p.unflushed = 1, 0
+		b.localMoved(p)
+	})
+}
+
+// flushMessagesOf is the topic's flush.messages.
+func (b *Broker) flushMessagesOf(t *raftmeta.Topic) int64 {
+	v, ok := t.Configs["flush.messages"]
+	if !ok {
+		def, _ := lookupTopicConfig("flush.messages")
+		v = def.defaultValue(b.cfg)
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 1 {
+		return 1
+	}
+	return n
 }
 
 // startReplica gives a recovered partition its role from the image.

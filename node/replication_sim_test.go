@@ -113,3 +113,25 @@ func TestReplicatedRecordsSurviveTheLeadersDeath(t *testing.T) {
 	require.Zero(t, got.ErrorCode, "produce: %v", kerr.ErrorForCode(got.ErrorCode))
 	require.Equal(t, int64(3), got.BaseOffset)
 }
+
+func TestPageCacheModeAcknowledgesWhatIsNotYetOnDisk(t *testing.T) {
+	c := newSimCluster(t, 23, 3, nil)
+	require.Zero(t, c.createTopicRF(c.controller(), "kafka-like", 1, 3, "flush.messages=1000"))
+	leader := c.leaderOf(0, "kafka-like", 0)
+	got := c.produceAt(leader, "kafka-like", 0, -1, "a", "b")
+	require.Zero(t, got.ErrorCode, "produce: %v", kerr.ErrorForCode(got.ErrorCode))
+	// Acknowledged once every ISR member has it in its log, synced or not
+	// (flush.messages above 1 is Kafka's page-cache mode).
+	lp := c.replicaOf(leader, "kafka-like", 0)
+	require.Equal(t, int64(2), lp.hw)
+	require.Less(t, lp.log.DurableOffset(), int64(2), "the leader synced though flush.messages=1000")
+
+	// The default, for contrast: on every ISR member's disk.
+	require.Zero(t, c.createTopicRF(c.controller(), "safe", 1, 3))
+	leader = c.leaderOf(0, "safe", 0)
+	got = c.produceAt(leader, "safe", 0, -1, "a", "b")
+	require.Zero(t, got.ErrorCode)
+	for i := range c.brokers {
+		require.GreaterOrEqual(t, c.replicaOf(i, "safe", 0).log.DurableOffset(), int64(2), "node %d", i+1)
+	}
+}

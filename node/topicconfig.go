@@ -55,9 +55,14 @@ func topicConfigDefs() []topicConfigDef {
 		{name: "file.delete.delay.ms", brokerName: "log.segment.delete.delay.ms", kind: kindLong,
 			check: atLeast(0), defaultValue: constant("60000"),
 			doc: "How long to wait before deleting a file from the file system."},
+		// Sluice's default is 1 where Kafka's is 9223372036854775807: every
+		// record is synced (group-committed) before it counts toward the
+		// high watermark, on the leader and on each follower, so no
+		// acknowledged acks=all record is lost even when every node loses
+		// power at once. Above 1 is Kafka's page-cache mode (replication.go).
 		{name: "flush.messages", brokerName: "log.flush.interval.messages", kind: kindLong,
-			check: atLeast(1), defaultValue: constant("9223372036854775807"),
-			doc: "Force a sync after this many messages."},
+			check: atLeast(1), defaultValue: constant("1"),
+			doc: "Force a sync after this many messages. 1 (Sluice's default): a record counts toward the high watermark only once it is on disk on every in-sync replica; above 1, once it is in their page caches, as in Kafka."},
 		{name: "flush.ms", brokerName: "log.flush.interval.ms", kind: kindLong,
 			check: atLeast(0), defaultValue: constant("9223372036854775807"),
 			doc: "Force a sync after this long."},
