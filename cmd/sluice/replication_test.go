@@ -1,0 +1,601 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// The real-process acceptance tests of replication: three `sluice serve`
+// nodes (combined broker and controller), topics of replication factor 3,
+// and franz-go as the client, as a user would run them.
+
+// replicationConfig shortens the broker session (Kafka's default is 9 s)
+// so that a killed leader is fenced, and its partitions fail over, within
+// a few seconds.
+var replicationConfig = []string{
+	"broker.session.timeout.ms=3000",
+	"broker.heartbeat.interval.ms=500",
+}
+
+// partitionOf asks the cluster, through kadm, for one partition's leader,
+// replicas and ISR.
+func partitionOf(ctx context.Context, adm *kadm.Client, topic string, partition int32) (kadm.PartitionDetail, error) {
+	md, err := adm.Metadata(ctx, topic)
+	if err != nil {
+		return kadm.PartitionDetail{}, err
+	}
+	td, ok := md.Topics[topic]
+	if !ok {
+		return kadm.PartitionDetail{}, fmt.Errorf("metadata lists no topic %s", topic)
+	}
+	if td.Err != nil {
+		return kadm.PartitionDetail{}, td.Err
+	}
+	pd, ok := td.Partitions[partition]
+	if !ok {
+		return kadm.PartitionDetail{}, fmt.Errorf("metadata lists no partition %s-%d", topic, partition)
+	}
+	return pd, pd.Err
+}
+
+// waitFullISR polls kadm's Metadata until every partition of topic has a
+// leader and every replica in its ISR, and returns the last answer. It
+// fails the test after timeout, saying what the ISR was.
+func waitFullISR(ctx context.Context, tb testing.TB, adm *kadm.Client, topic string, timeout time.Duration) kadm.TopicDetail {
+	tb.Helper()
+	deadline := time.Now().Add(timeout)
+	var last string
+	for {
+		md, err := adm.Metadata(ctx, topic)
+		if err == nil {
+			td := md.Topics[topic]
+			full := td.Err == nil && len(td.Partitions) > 0
+			var states []string
+			for _, pd := range td.Partitions.Sorted() {
+				states = append(states, fmt.Sprintf("%d: leader %d replicas %v isr %v err %v",
+					pd.Partition, pd.Leader, pd.Replicas, pd.ISR, pd.Err))
+				full = full && pd.Err == nil && pd.Leader >= 0 && sameMembers(pd.ISR, pd.Replicas)
+			}
+			if full {
+				return td
+			}
+			last = strings.Join(states, "; ")
+		} else {
+			last = err.Error()
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			tb.Fatalf("%s: the ISR did not hold every replica within %v: %s", topic, timeout, last)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func sameMembers(a, b []int32) bool {
+	a, b = slices.Clone(a), slices.Clone(b)
+	slices.Sort(a)
+	slices.Sort(b)
+	return slices.Equal(a, b)
+}
+
+// ack is the producer's outcome for one record of the numbered stream.
+type ack struct {
+	seq    int // the record's number, its value
+	offset int64
+	err    error
+	at     time.Time
+}
+
+// numberedStream produces the records 0, 1, 2, ... to one partition,
+// asynchronously, a window of them in flight, and keeps every outcome.
+type numberedStream struct {
+	mu   sync.Mutex
+	acks []ack // in the order the producer reported them
+	sent int
+
+	stop chan struct{}
+	done chan struct{}
+}
+
+func startNumberedStream(ctx context.Context, pr *kgo.Client, topic string, partition int32) *numberedStream {
+	s := &numberedStream{stop: make(chan struct{}), done: make(chan struct{})}
+	const window = 32
+	inflight := make(chan struct{}, window)
+	go func() {
+		defer close(s.done)
+		for seq := 0; ; seq++ {
+			select {
+			case <-s.stop:
+				return
+			case <-ctx.Done():
+				return
+			case inflight <- struct{}{}:
+			}
+			r := &kgo.Record{Topic: topic, Partition: partition, Value: []byte(strconv.Itoa(seq))}
+			s.mu.Lock()
+			s.sent++
+			s.mu.Unlock()
+			pr.Produce(ctx, r, func(r *kgo.Record, err error) {
+				<-inflight
+				s.mu.Lock()
+				s.acks = append(s.acks, ack{seq: seq, offset: r.Offset, err: err, at: time.Now()})
+				s.mu.Unlock()
+			})
+			time.Sleep(2 * time.Millisecond)
+		}
+	}()
+	return s
+}
+
+// acked counts the records acknowledged (without an error) so far.
+func (s *numberedStream) acked() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, a := range s.acks {
+		if a.err == nil {
+			n++
+		}
+	}
+	return n
+}
+
+// waitAcked waits until n more records than before are acknowledged.
+func (s *numberedStream) waitAcked(ctx context.Context, tb testing.TB, more int, what string) {
+	tb.Helper()
+	want := s.acked() + more
+	for s.acked() < want {
+		if ctx.Err() != nil {
+			s.mu.Lock()
+			var errs []string
+			for _, a := range s.acks[max(0, len(s.acks)-5):] {
+				errs = append(errs, fmt.Sprintf("%d: %v", a.seq, a.err))
+			}
+			s.mu.Unlock()
+			tb.Fatalf("%s: %d of %d records acknowledged (%v); the last outcomes: %v", what, s.acked(), want, ctx.Err(), errs)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// end stops producing, waits for the outcome of every record sent, and
+// returns the outcomes.
+func (s *numberedStream) end(ctx context.Context, tb testing.TB, pr *kgo.Client) []ack {
+	tb.Helper()
+	close(s.stop)
+	<-s.done
+	require.NoError(tb, pr.Flush(ctx), "flushing the producer")
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	require.Len(tb, s.acks, s.sent, "records sent and outcomes reported")
+	return slices.Clone(s.acks)
+}
+
+// offsetLog is what a consumer read of one partition: the value at each
+// offset. A second read of an offset (a consumer may read again after a
+// failover) must find the same value.
+type offsetLog struct {
+	mu        sync.Mutex
+	values    map[int64]string
+	conflicts []string
+}
+
+func (l *offsetLog) add(offset int64, value string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if old, ok := l.values[offset]; ok && old != value {
+		l.conflicts = append(l.conflicts, fmt.Sprintf("offset %d read as %q, then as %q", offset, old, value))
+	}
+	l.values[offset] = value
+}
+
+func (l *offsetLog) has(end int64) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for o := range end {
+		if _, ok := l.values[o]; !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// consumeInto reads topic's partition from its start into l until stop is
+// closed, failing the test on a fetch error that is not retriable.
+func consumeInto(ctx context.Context, tb testing.TB, addrs []string, topic string, l *offsetLog, stop <-chan struct{}) <-chan struct{} {
+	co, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(200*time.Millisecond))
+	require.NoError(tb, err)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer co.Close()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			pctx, cancel := context.WithTimeout(ctx, 250*time.Millisecond)
+			fs := co.PollFetches(pctx)
+			cancel()
+			if ctx.Err() != nil {
+				return
+			}
+			fs.EachError(func(t string, p int32, err error) {
+				if err != context.DeadlineExceeded {
+					tb.Logf("consumer: fetch %s-%d: %v", t, p, err)
+				}
+			})
+			fs.EachRecord(func(r *kgo.Record) { l.add(r.Offset, string(r.Value)) })
+		}
+	}()
+	return done
+}
+
+// readAll reads topic's partition from its start with a fresh consumer
+// until it has every offset below end.
+func readAll(ctx context.Context, tb testing.TB, addrs []string, topic string, end int64) *offsetLog {
+	tb.Helper()
+	l := &offsetLog{values: map[int64]string{}}
+	stop := make(chan struct{})
+	done := consumeInto(ctx, tb, addrs, topic, l, stop)
+	for !l.has(end) {
+		if ctx.Err() != nil {
+			l.mu.Lock()
+			n := len(l.values)
+			l.mu.Unlock()
+			tb.Fatalf("read %d of the %d offsets below the last acknowledged record's end", n, end)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	close(stop)
+	<-done
+	return l
+}
+
+// checkStream checks a read of the partition against the producer's
+// outcomes: every acknowledged record is at the offset its acknowledgment
+// named, exactly once, and the stream's numbers rise with the offset (no
+// record is written twice, none out of order). Records without an
+// acknowledgment may be there or not.
+func checkStream(tb testing.TB, acks []ack, l *offsetLog) {
+	tb.Helper()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	require.Empty(tb, l.conflicts, "offsets read with two values: records read, then lost")
+	offsets := make([]int64, 0, len(l.values))
+	for o := range l.values {
+		offsets = append(offsets, o)
+	}
+	slices.Sort(offsets)
+	at := map[int]int64{} // the offsets each number was read at
+	prev, prevOffset := -1, int64(-1)
+	for _, o := range offsets {
+		seq, err := strconv.Atoi(l.values[o])
+		require.NoError(tb, err, "offset %d holds %q, not a number of the stream", o, l.values[o])
+		if first, dup := at[seq]; dup {
+			tb.Fatalf("record %d is in the log twice, at offsets %d and %d: the idempotent producer's retry was appended again", seq, first, o)
+		}
+		at[seq] = o
+		if seq < prev {
+			tb.Fatalf("record %d at offset %d follows record %d at offset %d: out of order", seq, o, prev, prevOffset)
+		}
+		prev, prevOffset = seq, o
+	}
+	for _, a := range acks {
+		if a.err != nil {
+			continue
+		}
+		o, ok := at[a.seq]
+		require.True(tb, ok, "record %d was acknowledged at offset %d and is not in the log (offset %d holds %q)",
+			a.seq, a.offset, a.offset, l.values[a.offset])
+		require.Equal(tb, a.offset, o, "record %d was acknowledged at offset %d but read at %d", a.seq, a.offset, o)
+	}
+}
+
+// TestReplicatedPartitionSurvivesItsLeadersKill: three real processes, a
+// topic of replication factor 3 and min.insync.replicas=2, franz-go's
+// idempotent acks=all producer writing a numbered stream into one
+// partition while a consumer reads it. Mid-stream the partition's leader
+// is kill -9'd; the producer keeps going through the failover (the client
+// retries), the killed node restarts with its configuration and data and
+// rejoins the ISR, and the stream goes on. Every acknowledged record is
+// read back exactly once, at its acknowledged offset and in order; records
+// produced after the restart too.
+func TestReplicatedPartitionSurvivesItsLeadersKill(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts real processes")
+	}
+	const topic = "replicated"
+	c := newCluster(t, 3, replicationConfig...)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	// kgo answers kadm's Metadata from a cache up to MetadataMinAge old
+	// (5 s by default), which the ISR polls would otherwise wait out.
+	adm := c.adminClient(kgo.MetadataMinAge(50 * time.Millisecond))
+	minISR := "2"
+	created, err := adm.CreateTopic(ctx, 1, 3, map[string]*string{"min.insync.replicas": &minISR}, topic)
+	require.NoError(t, err)
+	require.NoError(t, created.Err)
+	waitFullISR(ctx, t, adm, topic, 20*time.Second)
+
+	pr, err := kgo.NewClient(kgo.SeedBrokers(c.addrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.RequiredAcks(kgo.AllISRAcks()))
+	require.NoError(t, err)
+	defer pr.Close()
+	live := &offsetLog{values: map[int64]string{}}
+	stopLive := make(chan struct{})
+	liveDone := consumeInto(ctx, t, c.addrs(), topic, live, stopLive)
+	stream := startNumberedStream(ctx, pr, topic, 0)
+	stream.waitAcked(ctx, t, 200, "before the kill")
+
+	before, err := partitionOf(ctx, adm, topic, 0)
+	require.NoError(t, err)
+	victim := c.nodes[before.Leader-1]
+	// When the victim is also the active controller, the failover waits
+	// for a new one, which gives every broker a full session first.
+	controller := c.activeController(ctx)
+	t.Logf("kill -9 node %d, the leader of %s-0 (epoch %d, isr %v; the active controller is node %d), after %d acknowledged records",
+		victim.id, topic, before.LeaderEpoch, before.ISR, controller.id, stream.acked())
+	c.kill(victim)
+	killedAt := time.Now()
+	stream.waitAcked(ctx, t, 200, "after the kill")
+	after, err := partitionOf(ctx, adm, topic, 0)
+	require.NoError(t, err)
+	require.NotEqual(t, victim.id, after.Leader, "the killed node still leads")
+	t.Logf("node %d leads %s-0 (epoch %d, isr %v)", after.Leader, topic, after.LeaderEpoch, after.ISR)
+
+	c.start(victim)
+	c.waitListening(victim, 30*time.Second)
+	restartedAt := time.Now()
+	td := waitFullISR(ctx, t, adm, topic, 30*time.Second)
+	t.Logf("node %d back in the ISR %v after %v", victim.id, td.Partitions[0].ISR, time.Since(restartedAt).Round(time.Millisecond))
+	rejoinedAt := time.Now()
+	stream.waitAcked(ctx, t, 200, "after the restart")
+	acks := stream.end(ctx, t, pr)
+	close(stopLive)
+	<-liveDone
+
+	// How the producer saw it: its first acknowledgment after the kill,
+	// the records that failed, the ones acknowledged after the restart.
+	var firstAfterKill time.Time
+	var failed []string
+	end, afterRejoin := int64(0), 0
+	for _, a := range acks {
+		if a.err != nil {
+			failed = append(failed, fmt.Sprintf("%d: %v", a.seq, a.err))
+			continue
+		}
+		end = max(end, a.offset+1)
+		if a.at.After(killedAt) && (firstAfterKill.IsZero() || a.at.Before(firstAfterKill)) {
+			firstAfterKill = a.at
+		}
+		if a.at.After(rejoinedAt) {
+			afterRejoin++
+		}
+	}
+	t.Logf("%d records sent, %d acknowledged, %d failed %v; failover: the first acknowledgment %v after the kill",
+		len(acks), len(acks)-len(failed), len(failed), failed[:min(len(failed), 5)], firstAfterKill.Sub(killedAt).Round(time.Millisecond))
+	require.Positive(t, afterRejoin, "no record acknowledged after the killed node rejoined")
+
+	// The consumer that read through the failover, and a fresh one reading
+	// everything once the killed node is back.
+	t.Run("live consumer", func(t *testing.T) {
+		require.True(t, live.has(end), "the live consumer did not read every offset below %d", end)
+		checkStream(t, acks, live)
+	})
+	checkStream(t, acks, readAll(ctx, t, c.addrs(), topic, end))
+
+	// Every acknowledged record is on every replica's disk (the killed
+	// node's included, since the ISR it rejoined acknowledged the last
+	// ones): the three logs below end are the same batches, byte for byte,
+	// as followers store their leader's batches verbatim.
+	var logs [][]storedBatch
+	for _, nd := range c.nodes {
+		logs = append(logs, storedBatches(t, filepath.Join(nd.dir, topic+"-0"), end))
+	}
+	for i := range logs[1:] {
+		requireSameBatches(t, c.nodes[0].id, logs[0], c.nodes[i+1].id, logs[i+1], end)
+	}
+	for _, nd := range c.nodes {
+		require.True(t, nd.running(), "node %d exited: %v", nd.id, nd.err)
+	}
+}
+
+// storedBatch is one record batch of a partition's segment file.
+type storedBatch struct {
+	segment    string
+	baseOffset int64
+	lastOffset int64
+	raw        []byte
+}
+
+// storedBatches reads the batches of a partition directory's segments
+// (Kafka's layout: <base offset>.log files of batches back to back) that
+// end below end. Segments are read while the node runs: every batch below
+// the high watermark is synced, and nothing writes them again.
+func storedBatches(tb testing.TB, dir string, end int64) []storedBatch {
+	tb.Helper()
+	segments, err := filepath.Glob(filepath.Join(dir, "*.log"))
+	require.NoError(tb, err)
+	require.NotEmpty(tb, segments, "no segment in %s", dir)
+	sort.Strings(segments) // names are zero-padded base offsets
+	var out []storedBatch
+	for _, seg := range segments {
+		b, err := os.ReadFile(seg)
+		require.NoError(tb, err)
+		for pos := 0; len(b)-pos >= 61; { // a batch header is 61 bytes
+			length := int(binary.BigEndian.Uint32(b[pos+8:]))
+			if length == 0 || len(b)-pos < 12+length {
+				break // preallocated or still being written
+			}
+			raw := b[pos : pos+12+length]
+			base := int64(binary.BigEndian.Uint64(raw))
+			last := base + int64(binary.BigEndian.Uint32(raw[23:]))
+			if last >= end {
+				return out
+			}
+			out = append(out, storedBatch{filepath.Base(seg), base, last, raw})
+			pos += len(raw)
+		}
+	}
+	return out
+}
+
+// requireSameBatches checks that two replicas hold the same batches below
+// end, and that they cover every offset from the first to end.
+func requireSameBatches(tb testing.TB, idA int32, a []storedBatch, idB int32, b []storedBatch, end int64) {
+	tb.Helper()
+	for i := range max(len(a), len(b)) {
+		require.Less(tb, i, len(a), "node %d's log ends at batch %d (offset %d); node %d's goes on", idA, i, b[min(i, len(b)-1)].baseOffset, idB)
+		require.Less(tb, i, len(b), "node %d's log ends at batch %d (offset %d); node %d's goes on", idB, i, a[min(i, len(a)-1)].baseOffset, idA)
+		x, y := a[i], b[i]
+		if x.baseOffset != y.baseOffset || x.lastOffset != y.lastOffset || !bytes.Equal(x.raw, y.raw) {
+			tb.Fatalf("batch %d differs: node %d's %s holds offsets %d-%d (leader epoch %d, %d bytes), node %d's %s holds %d-%d (leader epoch %d, %d bytes)",
+				i, idA, x.segment, x.baseOffset, x.lastOffset, int32(binary.BigEndian.Uint32(x.raw[12:])), len(x.raw),
+				idB, y.segment, y.baseOffset, y.lastOffset, int32(binary.BigEndian.Uint32(y.raw[12:])), len(y.raw))
+		}
+	}
+	require.NotEmpty(tb, a)
+	require.Equal(tb, end-1, a[len(a)-1].lastOffset, "node %d's batches end below the last acknowledged offset", idA)
+	for i := 1; i < len(a); i++ {
+		require.Equal(tb, a[i-1].lastOffset+1, a[i].baseOffset, "node %d: a gap in the offsets before batch %d", idA, i)
+	}
+}
+
+// TestReplicatedTopicShowsReplicasAndISR: a topic of replication factor 3
+// on three real processes lists every node as a replica and in the ISR of
+// each partition, to kadm's Metadata and to kcat -L, with the partitions'
+// leaders spread over the three.
+func TestReplicatedTopicShowsReplicasAndISR(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts real processes")
+	}
+	c := newCluster(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	adm := c.adminClient(kgo.MetadataMinAge(50 * time.Millisecond))
+	created, err := adm.CreateTopic(ctx, 3, 3, nil, "shown")
+	require.NoError(t, err)
+	require.NoError(t, created.Err)
+	td := waitFullISR(ctx, t, adm, "shown", 20*time.Second)
+	leaders := map[int32]bool{}
+	for _, pd := range td.Partitions.Sorted() {
+		require.ElementsMatch(t, []int32{1, 2, 3}, pd.Replicas, "partition %d's replicas", pd.Partition)
+		require.Contains(t, pd.Replicas, pd.Leader, "partition %d's leader", pd.Partition)
+		leaders[pd.Leader] = true
+	}
+	require.Len(t, leaders, 3, "the three partitions' leaders: %v", td.Partitions.Sorted())
+
+	kcat, err := exec.LookPath("kcat")
+	if err != nil {
+		// As kcatPath: CI installs kcat, so there its absence fails.
+		require.Empty(t, os.Getenv("CI"), "kcat is not installed; .ci/run must install it")
+		t.Log("kcat is not installed: kadm's view alone is checked")
+		return
+	}
+	meta := runKcat(t, kcat, "", "-b", c.nodes[0].addr, "-L", "-t", "shown")
+	require.Contains(t, meta, `topic "shown" with 3 partitions`)
+	for _, pd := range td.Partitions.Sorted() {
+		// kcat prints the lists in the broker's order.
+		line := fmt.Sprintf("partition %d, leader %d, replicas: %s, isrs: %s", pd.Partition, pd.Leader, joinIDs(pd.Replicas), joinIDs(pd.ISR))
+		require.Contains(t, meta, line, "kcat -L:\n%s", meta)
+	}
+}
+
+func joinIDs(ids []int32) string {
+	s := make([]string, len(ids))
+	for i, id := range ids {
+		s[i] = strconv.Itoa(int(id))
+	}
+	return strings.Join(s, ",")
+}
+
+// failureRecorder is a testing.TB whose failures are recorded, not
+// reported: for checking that a checker fails.
+type failureRecorder struct {
+	testing.TB
+	failed bool
+	msg    string
+}
+
+func (r *failureRecorder) Helper() {}
+func (r *failureRecorder) Errorf(format string, args ...any) {
+	r.failed, r.msg = true, fmt.Sprintf(format, args...)
+}
+func (r *failureRecorder) Fatalf(format string, args ...any) {
+	r.Errorf(format, args...)
+	r.FailNow()
+}
+func (r *failureRecorder) FailNow() { r.failed = true; runtime.Goexit() }
+
+// checkFails runs check against a failureRecorder on a goroutine of its
+// own (FailNow ends it) and reports whether it failed, and how.
+func checkFails(t *testing.T, check func(tb testing.TB)) (bool, string) {
+	r := &failureRecorder{TB: t}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		check(r)
+	}()
+	<-done
+	return r.failed, r.msg
+}
+
+// TestCheckStreamCatchesLossDuplicatesAndDisorder: the acceptance test's
+// checker passes a log that holds every acknowledged record once, in
+// order, with unacknowledged ones among them or missing, and fails each
+// broken variant.
+func TestCheckStreamCatchesLossDuplicatesAndDisorder(t *testing.T) {
+	acks := []ack{{seq: 0, offset: 0}, {seq: 1, err: errors.New("timed out")}, {seq: 2, offset: 2}, {seq: 3, offset: 3}}
+	read := func(values ...string) *offsetLog {
+		l := &offsetLog{values: map[int64]string{}}
+		for o, v := range values {
+			if v != "" {
+				l.add(int64(o), v)
+			}
+		}
+		return l
+	}
+	good := map[string]*offsetLog{
+		"the unacknowledged record written": read("0", "1", "2", "3"),
+		"and more after the last ack":       read("0", "1", "2", "3", "4"),
+	}
+	for name, l := range good {
+		failed, msg := checkFails(t, func(tb testing.TB) { checkStream(tb, acks, l) })
+		require.False(t, failed, "%s: %s", name, msg)
+	}
+	conflict := read("0", "1", "2", "3")
+	conflict.add(2, "7")
+	bad := map[string]*offsetLog{
+		"an acknowledged record lost":          read("0", "1", "", "3"),
+		"an acknowledged record moved":         read("0", "2", "3", "4"),
+		"a record written twice":               read("0", "1", "2", "3", "3"),
+		"an unacknowledged record twice":       read("0", "1", "1", "2", "3"),
+		"records out of order":                 read("0", "2", "1", "3"),
+		"an offset read with two values":       conflict,
+		"a value that is not the stream's one": read("0", "x", "2", "3"),
+	}
+	for name, l := range bad {
+		failed, _ := checkFails(t, func(tb testing.TB) { checkStream(tb, acks, l) })
+		require.True(t, failed, "%s: the check passed", name)
+	}
+}
