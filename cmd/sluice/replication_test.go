@@ -109,6 +109,11 @@ type numberedStream struct {
 	mu   sync.Mutex
 	acks []ack // in the order the producer reported them
 	sent int
+	// acked is closed by the next acknowledgment after arm: the leader is
+	// killed at that moment, when the records it has just acknowledged
+	// are the most likely to be on its disk alone (were it to acknowledge
+	// before its followers have them).
+	ackedArmed chan struct{}
 
 	stop chan struct{}
 	done chan struct{}
@@ -136,12 +141,24 @@ func startNumberedStream(ctx context.Context, pr *kgo.Client, topic string, part
 				<-inflight
 				s.mu.Lock()
 				s.acks = append(s.acks, ack{seq: seq, offset: r.Offset, err: err, at: time.Now()})
+				if err == nil && s.ackedArmed != nil {
+					close(s.ackedArmed)
+					s.ackedArmed = nil
+				}
 				s.mu.Unlock()
 			})
 			time.Sleep(2 * time.Millisecond)
 		}
 	}()
 	return s
+}
+
+// nextAck returns a channel closed by the next acknowledgment.
+func (s *numberedStream) nextAck() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.ackedArmed = make(chan struct{})
+	return s.ackedArmed
 }
 
 // acked counts the records acknowledged (without an error) so far.
@@ -346,54 +363,46 @@ func TestReplicatedPartitionSurvivesItsLeadersKill(t *testing.T) {
 	liveDone := consumeInto(ctx, t, c.addrs(), topic, live, stopLive)
 	stream := startNumberedStream(ctx, pr, topic, 0)
 	stream.waitAcked(ctx, t, 200, "before the kill")
-
-	before, err := partitionOf(ctx, adm, topic, 0)
-	require.NoError(t, err)
-	victim := c.nodes[before.Leader-1]
-	// When the victim is also the active controller, the failover waits
-	// for a new one, which gives every broker a full session first.
-	controller := c.activeController(ctx)
-	t.Logf("kill -9 node %d, the leader of %s-0 (epoch %d, isr %v; the active controller is node %d), after %d acknowledged records",
-		victim.id, topic, before.LeaderEpoch, before.ISR, controller.id, stream.acked())
-	c.kill(victim)
-	killedAt := time.Now()
-	stream.waitAcked(ctx, t, 200, "after the kill")
-	after, err := partitionOf(ctx, adm, topic, 0)
-	require.NoError(t, err)
-	require.NotEqual(t, victim.id, after.Leader, "the killed node still leads")
-	t.Logf("node %d leads %s-0 (epoch %d, isr %v)", after.Leader, topic, after.LeaderEpoch, after.ISR)
-
-	c.start(victim)
-	c.waitListening(victim, 30*time.Second)
-	restartedAt := time.Now()
-	td := waitFullISR(ctx, t, adm, topic, 30*time.Second)
-	t.Logf("node %d back in the ISR %v after %v", victim.id, td.Partitions[0].ISR, time.Since(restartedAt).Round(time.Millisecond))
-	rejoinedAt := time.Now()
-	stream.waitAcked(ctx, t, 200, "after the restart")
+	// Two rounds: the second kills the leader the first one elected, so
+	// that the ISR left holds the node restarted in the first, which may
+	// then lead, and acknowledges with it.
+	var kills, rejoins []time.Time
+	for round := range 2 {
+		killedAt, rejoinedAt := killLeaderAndRestart(ctx, t, c, adm, stream, topic)
+		kills, rejoins = append(kills, killedAt), append(rejoins, rejoinedAt)
+		t.Logf("round %d done", round+1)
+	}
 	acks := stream.end(ctx, t, pr)
 	close(stopLive)
 	<-liveDone
 
-	// How the producer saw it: its first acknowledgment after the kill,
-	// the records that failed, the ones acknowledged after the restart.
-	var firstAfterKill time.Time
+	// How the producer saw it: its first acknowledgment after each kill,
+	// the records that failed, the ones acknowledged after the last
+	// restart.
 	var failed []string
 	end, afterRejoin := int64(0), 0
+	firstAfterKill := make([]time.Time, len(kills))
 	for _, a := range acks {
 		if a.err != nil {
 			failed = append(failed, fmt.Sprintf("%d: %v", a.seq, a.err))
 			continue
 		}
 		end = max(end, a.offset+1)
-		if a.at.After(killedAt) && (firstAfterKill.IsZero() || a.at.Before(firstAfterKill)) {
-			firstAfterKill = a.at
+		for i, k := range kills {
+			if a.at.After(k) && (firstAfterKill[i].IsZero() || a.at.Before(firstAfterKill[i])) {
+				firstAfterKill[i] = a.at
+			}
 		}
-		if a.at.After(rejoinedAt) {
+		if a.at.After(rejoins[len(rejoins)-1]) {
 			afterRejoin++
 		}
 	}
-	t.Logf("%d records sent, %d acknowledged, %d failed %v; failover: the first acknowledgment %v after the kill",
-		len(acks), len(acks)-len(failed), len(failed), failed[:min(len(failed), 5)], firstAfterKill.Sub(killedAt).Round(time.Millisecond))
+	var failovers []time.Duration
+	for i, k := range kills {
+		failovers = append(failovers, firstAfterKill[i].Sub(k).Round(time.Millisecond))
+	}
+	t.Logf("%d records sent, %d acknowledged, %d failed %v; failover: the first acknowledgment after each kill %v after it",
+		len(acks), len(acks)-len(failed), len(failed), failed[:min(len(failed), 5)], failovers)
 	require.Positive(t, afterRejoin, "no record acknowledged after the killed node rejoined")
 
 	// The consumer that read through the failover, and a fresh one reading
@@ -527,6 +536,44 @@ func joinIDs(ids []int32) string {
 		s[i] = strconv.Itoa(int(id))
 	}
 	return strings.Join(s, ",")
+}
+
+// killLeaderAndRestart kill -9s the leader of topic's partition 0 at the
+// moment of an acknowledgment, waits for the stream to go on through the
+// failover, restarts the killed node with its configuration and data,
+// waits for it to rejoin the ISR and for the stream to go on again. It
+// returns when it killed the leader and when the ISR was whole again.
+func killLeaderAndRestart(ctx context.Context, t *testing.T, c *testCluster, adm *kadm.Client, stream *numberedStream, topic string) (killedAt, rejoinedAt time.Time) {
+	t.Helper()
+	before, err := partitionOf(ctx, adm, topic, 0)
+	require.NoError(t, err)
+	victim := c.nodes[before.Leader-1]
+	// When the victim is also the active controller, the failover waits
+	// for a new one, which gives every broker a full session first.
+	controller := c.activeController(ctx)
+	select {
+	case <-stream.nextAck():
+	case <-ctx.Done():
+		t.Fatalf("no acknowledgment to kill the leader at: %v", ctx.Err())
+	}
+	c.kill(victim)
+	killedAt = time.Now()
+	t.Logf("killed node %d at %s, the leader of %s-0 (epoch %d, isr %v; the active controller is node %d), after %d acknowledged records",
+		victim.id, killedAt.UTC().Format("15:04:05.000"), topic, before.LeaderEpoch, before.ISR, controller.id, stream.acked())
+	stream.waitAcked(ctx, t, 200, "after the kill")
+	after, err := partitionOf(ctx, adm, topic, 0)
+	require.NoError(t, err)
+	require.NotEqual(t, victim.id, after.Leader, "the killed node still leads")
+	t.Logf("node %d leads %s-0 (epoch %d, isr %v)", after.Leader, topic, after.LeaderEpoch, after.ISR)
+
+	c.start(victim)
+	c.waitListening(victim, 30*time.Second)
+	restartedAt := time.Now()
+	td := waitFullISR(ctx, t, adm, topic, 30*time.Second)
+	rejoinedAt = time.Now()
+	t.Logf("node %d back in the ISR %v %v after it listened", victim.id, td.Partitions[0].ISR, rejoinedAt.Sub(restartedAt).Round(time.Millisecond))
+	stream.waitAcked(ctx, t, 200, "after the restart")
+	return killedAt, rejoinedAt
 }
 
 // failureRecorder is a testing.TB whose failures are recorded, not
