@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -109,11 +110,6 @@ type numberedStream struct {
 	mu   sync.Mutex
 	acks []ack // in the order the producer reported them
 	sent int
-	// acked is closed by the next acknowledgment after arm: the leader is
-	// killed at that moment, when the records it has just acknowledged
-	// are the most likely to be on its disk alone (were it to acknowledge
-	// before its followers have them).
-	ackedArmed chan struct{}
 
 	stop chan struct{}
 	done chan struct{}
@@ -141,24 +137,12 @@ func startNumberedStream(ctx context.Context, pr *kgo.Client, topic string, part
 				<-inflight
 				s.mu.Lock()
 				s.acks = append(s.acks, ack{seq: seq, offset: r.Offset, err: err, at: time.Now()})
-				if err == nil && s.ackedArmed != nil {
-					close(s.ackedArmed)
-					s.ackedArmed = nil
-				}
 				s.mu.Unlock()
 			})
 			time.Sleep(2 * time.Millisecond)
 		}
 	}()
 	return s
-}
-
-// nextAck returns a channel closed by the next acknowledgment.
-func (s *numberedStream) nextAck() <-chan struct{} {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.ackedArmed = make(chan struct{})
-	return s.ackedArmed
 }
 
 // acked counts the records acknowledged (without an error) so far.
@@ -363,12 +347,21 @@ func TestReplicatedPartitionSurvivesItsLeadersKill(t *testing.T) {
 	liveDone := consumeInto(ctx, t, c.addrs(), topic, live, stopLive)
 	stream := startNumberedStream(ctx, pr, topic, 0)
 	stream.waitAcked(ctx, t, 200, "before the kill")
-	// Two rounds: the second kills the leader the first one elected, so
-	// that the ISR left holds the node restarted in the first, which may
-	// then lead, and acknowledges with it.
+	// Two rounds, each arming one moment (FoundationDB's habit: make the
+	// rare moment common). The first pauses both followers (SIGSTOP, well
+	// inside every timeout) before it kills the leader: what the leader
+	// acknowledges meanwhile is on its disk alone, and acks=all must
+	// acknowledge nothing. The second kills the leader the first elected,
+	// so that the node restarted in the first is in the ISR that
+	// acknowledges after it, and pauses only the follower that will not
+	// succeed it: its heir then holds records the producer has no answer
+	// for and retries, which the heir's producer state must recognize.
+	// Killed at an unarmed moment, a broker acknowledging before its
+	// followers had the records was caught 1 time of 2, and one whose
+	// followers kept no producer state 2 of 6.
 	var kills, rejoins []time.Time
 	for round := range 2 {
-		killedAt, rejoinedAt := killLeaderAndRestart(ctx, t, c, adm, stream, topic)
+		killedAt, rejoinedAt := killLeaderAndRestart(ctx, t, c, adm, stream, topic, round == 0)
 		kills, rejoins = append(kills, killedAt), append(rejoins, rejoinedAt)
 		t.Logf("round %d done", round+1)
 	}
@@ -530,6 +523,14 @@ func TestReplicatedTopicShowsReplicasAndISR(t *testing.T) {
 	}
 }
 
+func nodeIDs(nodes []*clusterNode) []int32 {
+	var ids []int32
+	for _, nd := range nodes {
+		ids = append(ids, nd.id)
+	}
+	return ids
+}
+
 func joinIDs(ids []int32) string {
 	s := make([]string, len(ids))
 	for i, id := range ids {
@@ -538,32 +539,59 @@ func joinIDs(ids []int32) string {
 	return strings.Join(s, ",")
 }
 
-// killLeaderAndRestart kill -9s the leader of topic's partition 0 at the
-// moment of an acknowledgment, waits for the stream to go on through the
-// failover, restarts the killed node with its configuration and data,
-// waits for it to rejoin the ISR and for the stream to go on again. It
-// returns when it killed the leader and when the ISR was whole again.
-func killLeaderAndRestart(ctx context.Context, t *testing.T, c *testCluster, adm *kadm.Client, stream *numberedStream, topic string) (killedAt, rejoinedAt time.Time) {
+// killLeaderAndRestart kill -9s the leader of topic's partition 0 after
+// pausing for a moment its followers (pauseHeir) or the one of them that
+// will not succeed it, waits for the stream to go on through the failover,
+// restarts the killed node with its configuration and data, waits for it
+// to rejoin the ISR and for the stream to go on again. It returns when it
+// killed the leader and when the ISR was whole again.
+func killLeaderAndRestart(ctx context.Context, t *testing.T, c *testCluster, adm *kadm.Client, stream *numberedStream, topic string, pauseHeir bool) (killedAt, rejoinedAt time.Time) {
 	t.Helper()
 	before, err := partitionOf(ctx, adm, topic, 0)
 	require.NoError(t, err)
+	require.True(t, sameMembers(before.ISR, before.Replicas), "the ISR %v is not whole", before.ISR)
 	victim := c.nodes[before.Leader-1]
 	// When the victim is also the active controller, the failover waits
 	// for a new one, which gives every broker a full session first.
 	controller := c.activeController(ctx)
-	select {
-	case <-stream.nextAck():
-	case <-ctx.Done():
-		t.Fatalf("no acknowledgment to kill the leader at: %v", ctx.Err())
+	// The controller elects the first replica, in replica order, of the
+	// ISR left (raftmeta/controller_elect.go).
+	heir := int32(-1)
+	var paused []*clusterNode
+	for _, id := range before.Replicas {
+		if id == victim.id {
+			continue
+		}
+		if heir < 0 {
+			heir = id
+			if !pauseHeir {
+				continue
+			}
+		}
+		paused = append(paused, c.nodes[id-1])
 	}
+	acked := stream.acked()
+	for _, nd := range paused {
+		require.NoError(t, nd.cmd.Process.Signal(syscall.SIGSTOP))
+	}
+	time.Sleep(100 * time.Millisecond)
 	c.kill(victim)
 	killedAt = time.Now()
-	t.Logf("killed node %d at %s, the leader of %s-0 (epoch %d, isr %v; the active controller is node %d), after %d acknowledged records",
-		victim.id, killedAt.UTC().Format("15:04:05.000"), topic, before.LeaderEpoch, before.ISR, controller.id, stream.acked())
+	ackedPaused := stream.acked() - acked
+	for _, nd := range paused {
+		require.NoError(t, nd.cmd.Process.Signal(syscall.SIGCONT))
+	}
+	t.Logf("killed node %d at %s, the leader of %s-0 (epoch %d, replicas %v, isr %v; the active controller is node %d), after %d acknowledged records, "+
+		"%d of them answered during the pause of node(s) %v",
+		victim.id, killedAt.UTC().Format("15:04:05.000"), topic, before.LeaderEpoch, before.Replicas, before.ISR, controller.id,
+		stream.acked(), ackedPaused, nodeIDs(paused))
 	stream.waitAcked(ctx, t, 200, "after the kill")
 	after, err := partitionOf(ctx, adm, topic, 0)
 	require.NoError(t, err)
 	require.NotEqual(t, victim.id, after.Leader, "the killed node still leads")
+	if after.Leader != heir {
+		t.Logf("node %d leads, not node %d: the controller's choice is not the one this test arms its moment for", after.Leader, heir)
+	}
 	t.Logf("node %d leads %s-0 (epoch %d, isr %v)", after.Leader, topic, after.LeaderEpoch, after.ISR)
 
 	c.start(victim)
