@@ -318,9 +318,12 @@ func checkStream(tb testing.TB, acks []ack, l *offsetLog) {
 // partition while a consumer reads it. Mid-stream the partition's leader
 // is kill -9'd; the producer keeps going through the failover (the client
 // retries), the killed node restarts with its configuration and data and
-// rejoins the ISR, and the stream goes on. Every acknowledged record is
-// read back exactly once, at its acknowledged offset and in order; records
-// produced after the restart too.
+// rejoins the ISR, and the stream goes on; twice, the second time killing
+// the leader the first failover elected. Every acknowledged record is read
+// back exactly once, at its acknowledged offset and in order, by the
+// consumer that read through the failovers and by a fresh one, records
+// produced after the restarts too, and every replica's segment files hold
+// the same batches below the last acknowledged offset.
 func TestReplicatedPartitionSurvivesItsLeadersKill(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts real processes")
@@ -349,9 +352,9 @@ func TestReplicatedPartitionSurvivesItsLeadersKill(t *testing.T) {
 	stream.waitAcked(ctx, t, 200, "before the kill")
 	// Two rounds, each arming one moment (FoundationDB's habit: make the
 	// rare moment common). The first pauses both followers (SIGSTOP, well
-	// inside every timeout) before it kills the leader: what the leader
-	// acknowledges meanwhile is on its disk alone, and acks=all must
-	// acknowledge nothing. The second kills the leader the first elected,
+	// inside every timeout) before it kills the leader: a record it
+	// acknowledged meanwhile would be on its disk alone, so acks=all may
+	// acknowledge none but those its followers had before. The second kills the leader the first elected,
 	// so that the node restarted in the first is in the ISR that
 	// acknowledges after it, and pauses only the follower that will not
 	// succeed it: its heir then holds records the producer has no answer
@@ -366,8 +369,6 @@ func TestReplicatedPartitionSurvivesItsLeadersKill(t *testing.T) {
 		t.Logf("round %d done", round+1)
 	}
 	acks := stream.end(ctx, t, pr)
-	close(stopLive)
-	<-liveDone
 
 	// How the producer saw it: its first acknowledgment after each kill,
 	// the records that failed, the ones acknowledged after the last
@@ -398,8 +399,13 @@ func TestReplicatedPartitionSurvivesItsLeadersKill(t *testing.T) {
 		len(acks), len(acks)-len(failed), len(failed), failed[:min(len(failed), 5)], failovers)
 	require.Positive(t, afterRejoin, "no record acknowledged after the killed node rejoined")
 
-	// The consumer that read through the failover, and a fresh one reading
-	// everything once the killed node is back.
+	// The consumer that read through the failovers, once it has caught up,
+	// and a fresh one reading everything once the killed node is back.
+	for caughtUp := time.Now().Add(15 * time.Second); !live.has(end) && time.Now().Before(caughtUp); {
+		time.Sleep(20 * time.Millisecond)
+	}
+	close(stopLive)
+	<-liveDone
 	t.Run("live consumer", func(t *testing.T) {
 		require.True(t, live.has(end), "the live consumer did not read every offset below %d", end)
 		checkStream(t, acks, live)
