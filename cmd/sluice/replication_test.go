@@ -98,14 +98,16 @@ func sameMembers(a, b []int32) bool {
 
 // ack is the producer's outcome for one record of the numbered stream.
 type ack struct {
-	seq    int // the record's number, its value
-	offset int64
-	err    error
-	at     time.Time
+	seq       int // the record's number, its value
+	partition int32
+	offset    int64
+	err       error
+	sent, at  time.Time // when it was produced, when its outcome came
 }
 
-// numberedStream produces the records 0, 1, 2, ... to one partition,
-// asynchronously, a window of them in flight, and keeps every outcome.
+// numberedStream produces the records 0, 1, 2, ... to the partitions of a
+// topic in turn (record n to partition n mod partitions), asynchronously,
+// a window of them in flight, and keeps every outcome.
 type numberedStream struct {
 	mu   sync.Mutex
 	acks []ack // in the order the producer reported them
@@ -115,7 +117,7 @@ type numberedStream struct {
 	done chan struct{}
 }
 
-func startNumberedStream(ctx context.Context, pr *kgo.Client, topic string, partition int32) *numberedStream {
+func startNumberedStream(ctx context.Context, pr *kgo.Client, topic string, partitions int32) *numberedStream {
 	s := &numberedStream{stop: make(chan struct{}), done: make(chan struct{})}
 	const window = 32
 	inflight := make(chan struct{}, window)
@@ -129,14 +131,15 @@ func startNumberedStream(ctx context.Context, pr *kgo.Client, topic string, part
 				return
 			case inflight <- struct{}{}:
 			}
-			r := &kgo.Record{Topic: topic, Partition: partition, Value: []byte(strconv.Itoa(seq))}
+			r := &kgo.Record{Topic: topic, Partition: int32(seq) % partitions, Value: []byte(strconv.Itoa(seq))}
 			s.mu.Lock()
 			s.sent++
 			s.mu.Unlock()
+			sent := time.Now()
 			pr.Produce(ctx, r, func(r *kgo.Record, err error) {
 				<-inflight
 				s.mu.Lock()
-				s.acks = append(s.acks, ack{seq: seq, offset: r.Offset, err: err, at: time.Now()})
+				s.acks = append(s.acks, ack{seq: seq, partition: r.Partition, offset: r.Offset, err: err, sent: sent, at: time.Now()})
 				s.mu.Unlock()
 			})
 			time.Sleep(2 * time.Millisecond)
@@ -218,9 +221,31 @@ func (l *offsetLog) has(end int64) bool {
 	return true
 }
 
-// consumeInto reads topic's partition from its start into l until stop is
-// closed, failing the test on a fetch error that is not retriable.
-func consumeInto(ctx context.Context, tb testing.TB, addrs []string, topic string, l *offsetLog, stop <-chan struct{}) <-chan struct{} {
+// partitionLogs are a consumer's reads of a topic's partitions.
+type partitionLogs map[int32]*offsetLog
+
+func newPartitionLogs(partitions int32) partitionLogs {
+	logs := partitionLogs{}
+	for p := range partitions {
+		logs[p] = &offsetLog{values: map[int64]string{}}
+	}
+	return logs
+}
+
+// has reports whether every partition was read up to its end.
+func (logs partitionLogs) has(ends map[int32]int64) bool {
+	for p, end := range ends {
+		if !logs[p].has(end) {
+			return false
+		}
+	}
+	return true
+}
+
+// consumeInto reads topic's partitions (those of logs) from their start
+// into logs until stop is closed, on a goroutine whose end the returned
+// channel tells; fetch errors are logged (the client retries them).
+func consumeInto(ctx context.Context, tb testing.TB, addrs []string, topic string, logs partitionLogs, stop <-chan struct{}) <-chan struct{} {
 	co, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.ConsumeTopics(topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(200*time.Millisecond))
 	require.NoError(tb, err)
@@ -245,31 +270,40 @@ func consumeInto(ctx context.Context, tb testing.TB, addrs []string, topic strin
 					tb.Logf("consumer: fetch %s-%d: %v", t, p, err)
 				}
 			})
-			fs.EachRecord(func(r *kgo.Record) { l.add(r.Offset, string(r.Value)) })
+			fs.EachRecord(func(r *kgo.Record) {
+				if l := logs[r.Partition]; l != nil {
+					l.add(r.Offset, string(r.Value))
+				} else {
+					tb.Errorf("consumer: a record of %s-%d, a partition the topic does not have", r.Topic, r.Partition)
+				}
+			})
 		}
 	}()
 	return done
 }
 
-// readAll reads topic's partition from its start with a fresh consumer
-// until it has every offset below end.
-func readAll(ctx context.Context, tb testing.TB, addrs []string, topic string, end int64) *offsetLog {
+// readAll reads topic's partitions from their start with a fresh consumer
+// until it has every offset below each one's end.
+func readAll(ctx context.Context, tb testing.TB, addrs []string, topic string, ends map[int32]int64) partitionLogs {
 	tb.Helper()
-	l := &offsetLog{values: map[int64]string{}}
+	logs := newPartitionLogs(int32(len(ends)))
 	stop := make(chan struct{})
-	done := consumeInto(ctx, tb, addrs, topic, l, stop)
-	for !l.has(end) {
+	done := consumeInto(ctx, tb, addrs, topic, logs, stop)
+	for !logs.has(ends) {
 		if ctx.Err() != nil {
-			l.mu.Lock()
-			n := len(l.values)
-			l.mu.Unlock()
-			tb.Fatalf("read %d of the %d offsets below the last acknowledged record's end", n, end)
+			for p, end := range ends {
+				l := logs[p]
+				l.mu.Lock()
+				tb.Logf("partition %d: read %d of the %d offsets below the last acknowledged record's end", p, len(l.values), end)
+				l.mu.Unlock()
+			}
+			tb.Fatalf("the partitions were not read up to their ends: %v", ctx.Err())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 	close(stop)
 	<-done
-	return l
+	return logs
 }
 
 // checkStream checks a read of the partition against the producer's
@@ -314,9 +348,10 @@ func checkStream(tb testing.TB, acks []ack, l *offsetLog) {
 
 // TestReplicatedPartitionSurvivesItsLeadersKill: three real processes, a
 // topic of replication factor 3 and min.insync.replicas=2, franz-go's
-// idempotent acks=all producer writing a numbered stream into one
-// partition while a consumer reads it. Mid-stream the partition's leader
-// is kill -9'd; the producer keeps going through the failover (the client
+// idempotent acks=all producer writing a numbered stream over its three
+// partitions while a consumer reads them. Mid-stream the leader of
+// partition 0 is kill -9'd (a follower of the other two, and the leader of
+// one of them, since leaders are spread); the producer keeps going through the failover (the client
 // retries), the killed node restarts with its configuration and data and
 // rejoins the ISR, and the stream goes on; twice, the second time killing
 // the leader the first failover elected. Every acknowledged record is read
@@ -328,7 +363,7 @@ func TestReplicatedPartitionSurvivesItsLeadersKill(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts real processes")
 	}
-	const topic = "replicated"
+	const topic, partitions = "replicated", int32(3)
 	c := newCluster(t, 3, replicationConfig...)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
@@ -336,7 +371,7 @@ func TestReplicatedPartitionSurvivesItsLeadersKill(t *testing.T) {
 	// (5 s by default), which the ISR polls would otherwise wait out.
 	adm := c.adminClient(kgo.MetadataMinAge(50 * time.Millisecond))
 	minISR := "2"
-	created, err := adm.CreateTopic(ctx, 1, 3, map[string]*string{"min.insync.replicas": &minISR}, topic)
+	created, err := adm.CreateTopic(ctx, partitions, 3, map[string]*string{"min.insync.replicas": &minISR}, topic)
 	require.NoError(t, err)
 	require.NoError(t, created.Err)
 	waitFullISR(ctx, t, adm, topic, 20*time.Second)
@@ -345,10 +380,10 @@ func TestReplicatedPartitionSurvivesItsLeadersKill(t *testing.T) {
 		kgo.RequiredAcks(kgo.AllISRAcks()))
 	require.NoError(t, err)
 	defer pr.Close()
-	live := &offsetLog{values: map[int64]string{}}
+	live := newPartitionLogs(partitions)
 	stopLive := make(chan struct{})
 	liveDone := consumeInto(ctx, t, c.addrs(), topic, live, stopLive)
-	stream := startNumberedStream(ctx, pr, topic, 0)
+	stream := startNumberedStream(ctx, pr, topic, partitions)
 	stream.waitAcked(ctx, t, 200, "before the kill")
 	// Two rounds, each arming one moment (FoundationDB's habit: make the
 	// rare moment common). The first pauses both followers (SIGSTOP, well
@@ -370,58 +405,83 @@ func TestReplicatedPartitionSurvivesItsLeadersKill(t *testing.T) {
 	}
 	acks := stream.end(ctx, t, pr)
 
-	// How the producer saw it: its first acknowledgment after each kill,
-	// the records that failed, the ones acknowledged after the last
-	// restart.
+	// How the producer saw it: after each kill, the first acknowledgment
+	// in each partition of a record produced after the kill (partition 0's
+	// is its failover; the others', which the victim followed, wait for
+	// the victim to leave their ISR); the records that failed; the ones
+	// acknowledged after the last restart.
 	var failed []string
-	end, afterRejoin := int64(0), 0
-	firstAfterKill := make([]time.Time, len(kills))
+	ends, afterRejoin := map[int32]int64{}, 0
+	for p := range partitions {
+		ends[p] = 0
+	}
+	firstAfterKill := make([][]time.Time, len(kills)) // [kill][partition]
+	for i := range kills {
+		firstAfterKill[i] = make([]time.Time, partitions)
+	}
 	for _, a := range acks {
 		if a.err != nil {
 			failed = append(failed, fmt.Sprintf("%d: %v", a.seq, a.err))
 			continue
 		}
-		end = max(end, a.offset+1)
+		ends[a.partition] = max(ends[a.partition], a.offset+1)
 		for i, k := range kills {
-			if a.at.After(k) && (firstAfterKill[i].IsZero() || a.at.Before(firstAfterKill[i])) {
-				firstAfterKill[i] = a.at
+			first := &firstAfterKill[i][a.partition]
+			if a.sent.After(k) && (first.IsZero() || a.at.Before(*first)) {
+				*first = a.at
 			}
 		}
 		if a.at.After(rejoins[len(rejoins)-1]) {
 			afterRejoin++
 		}
 	}
-	var failovers []time.Duration
+	var failovers []string
 	for i, k := range kills {
-		failovers = append(failovers, firstAfterKill[i].Sub(k).Round(time.Millisecond))
+		var byPartition []string
+		for p, first := range firstAfterKill[i] {
+			byPartition = append(byPartition, fmt.Sprintf("%d: %v", p, first.Sub(k).Round(time.Millisecond)))
+		}
+		failovers = append(failovers, fmt.Sprintf("kill %d: %s", i+1, strings.Join(byPartition, ", ")))
 	}
-	t.Logf("%d records sent, %d acknowledged, %d failed %v; failover: the first acknowledgment after each kill %v after it",
-		len(acks), len(acks)-len(failed), len(failed), failed[:min(len(failed), 5)], failovers)
+	t.Logf("%d records sent, %d acknowledged, %d failed %v; the first acknowledgment of a record produced after each kill, by partition: %s",
+		len(acks), len(acks)-len(failed), len(failed), failed[:min(len(failed), 5)], strings.Join(failovers, "; "))
 	require.Positive(t, afterRejoin, "no record acknowledged after the killed node rejoined")
 
 	// The consumer that read through the failovers, once it has caught up,
 	// and a fresh one reading everything once the killed node is back.
-	for caughtUp := time.Now().Add(15 * time.Second); !live.has(end) && time.Now().Before(caughtUp); {
+	for caughtUp := time.Now().Add(15 * time.Second); !live.has(ends) && time.Now().Before(caughtUp); {
 		time.Sleep(20 * time.Millisecond)
 	}
 	close(stopLive)
 	<-liveDone
-	t.Run("live consumer", func(t *testing.T) {
-		require.True(t, live.has(end), "the live consumer did not read every offset below %d", end)
-		checkStream(t, acks, live)
-	})
-	checkStream(t, acks, readAll(ctx, t, c.addrs(), topic, end))
-
-	// Every acknowledged record is on every replica's disk (the killed
-	// node's included, since the ISR it rejoined acknowledged the last
-	// ones): the three logs below end are the same batches, byte for byte,
-	// as followers store their leader's batches verbatim.
-	var logs [][]storedBatch
-	for _, nd := range c.nodes {
-		logs = append(logs, storedBatches(t, filepath.Join(nd.dir, topic+"-0"), end))
-	}
-	for i := range logs[1:] {
-		requireSameBatches(t, c.nodes[0].id, logs[0], c.nodes[i+1].id, logs[i+1], end)
+	fresh := readAll(ctx, t, c.addrs(), topic, ends)
+	for p := range partitions {
+		var packs []ack
+		for _, a := range acks {
+			if a.partition == p {
+				packs = append(packs, a)
+			}
+		}
+		t.Run(fmt.Sprintf("partition %d", p), func(t *testing.T) {
+			require.Positive(t, ends[p], "nothing acknowledged")
+			t.Run("live consumer", func(t *testing.T) {
+				require.True(t, live[p].has(ends[p]), "the live consumer did not read every offset below %d", ends[p])
+				checkStream(t, packs, live[p])
+			})
+			checkStream(t, packs, fresh[p])
+			// Every acknowledged record is on every replica's disk (the
+			// killed nodes' included, since the ISR they rejoined
+			// acknowledged the last ones): the three logs below the end are
+			// the same batches, byte for byte, as followers store their
+			// leader's batches verbatim.
+			var logs [][]storedBatch
+			for _, nd := range c.nodes {
+				logs = append(logs, storedBatches(t, filepath.Join(nd.dir, fmt.Sprintf("%s-%d", topic, p)), ends[p]))
+			}
+			for i := range logs[1:] {
+				requireSameBatches(t, c.nodes[0].id, logs[0], c.nodes[i+1].id, logs[i+1], ends[p])
+			}
+		})
 	}
 	for _, nd := range c.nodes {
 		require.True(t, nd.running(), "node %d exited: %v", nd.id, nd.err)
