@@ -616,6 +616,7 @@ func killLeaderAndRestart(ctx context.Context, t *testing.T, c *testCluster, adm
 	before, err := partitionOf(ctx, adm, topic, 0)
 	require.NoError(t, err)
 	require.True(t, sameMembers(before.ISR, before.Replicas), "the ISR %v is not whole", before.ISR)
+	require.True(t, before.Leader >= 1 && int(before.Leader) <= len(c.nodes), "%s-0 has leader %d", topic, before.Leader)
 	victim := c.nodes[before.Leader-1]
 	// When the victim is also the active controller, the failover waits
 	// for a new one, which gives every broker a full session first.
