@@ -140,7 +140,7 @@ type Config struct {
 	BrokerRack string
 	// ReplicaSelectorClass is replica.selector.class: empty (Kafka's
 	// default, null) sends every consumer to the leader; Kafka's
-	// RackAwareReplicaSelector (rackAwareSelectorClass) points a consumer
+	// RackAwareReplicaSelector (RackAwareSelectorClass) points a consumer
 	// that names its rack to a replica in that rack (KIP-392,
 	// replica_selector.go).
 	ReplicaSelectorClass string

@@ -302,9 +302,9 @@ func (c Config) Validate() error {
 // validateReplicaSelector refuses a replica.selector.class set other than
 // by ParseProperties (which refuses it as it reads it).
 func (c Config) validateReplicaSelector() error {
-	if c.ReplicaSelectorClass != "" && c.ReplicaSelectorClass != rackAwareSelectorClass {
+	if c.ReplicaSelectorClass != "" && c.ReplicaSelectorClass != RackAwareSelectorClass {
 		return fmt.Errorf("config replica.selector.class=%s: unknown replica selector class: the one supported is %s",
-			c.ReplicaSelectorClass, rackAwareSelectorClass)
+			c.ReplicaSelectorClass, RackAwareSelectorClass)
 	}
 	return nil
 }
@@ -645,9 +645,9 @@ func (c *Config) setKRaft(key, value string) (known bool, err error) {
 // while the operator believes otherwise.
 func parseReplicaSelector(s string) (string, error) {
 	s = strings.TrimSpace(s)
-	if s != "" && s != rackAwareSelectorClass {
+	if s != "" && s != RackAwareSelectorClass {
 		return "", fmt.Errorf("unknown replica selector class %q: the one supported is %s (or none: consumers read from the leader)",
-			s, rackAwareSelectorClass)
+			s, RackAwareSelectorClass)
 	}
 	return s, nil
 }

@@ -129,7 +129,7 @@ replica.selector.class= org.apache.kafka.common.replica.RackAwareReplicaSelector
 	require.Equal(t, time.Minute, cfg.LeaderImbalanceCheckInterval)
 	require.Equal(t, int32(0), cfg.LeaderImbalancePerBrokerPercentage)
 	require.Equal(t, "rack-a", cfg.BrokerRack)
-	require.Equal(t, rackAwareSelectorClass, cfg.ReplicaSelectorClass)
+	require.Equal(t, RackAwareSelectorClass, cfg.ReplicaSelectorClass)
 	require.NoError(t, cfg.Validate())
 	require.Equal(t, "[::1]:9095", cfg.Voters()[1].Addr())
 	require.Equal(t, "2@[::1]:9095", cfg.Voters()[1].String())
@@ -191,7 +191,7 @@ func TestParsePropertiesRefusesBadKRaftValues(t *testing.T) {
 		{"leader.imbalance.per.broker.percentage=-1", "below the minimum 0"},
 		{"leader.imbalance.per.broker.percentage=101", "above 100"},
 		{"replica.selector.class=org.apache.kafka.common.replica.LeaderSelector", "unknown replica selector class"},
-		{"replica.selector.class=RackAwareReplicaSelector", "the one supported is " + rackAwareSelectorClass},
+		{"replica.selector.class=RackAwareReplicaSelector", "the one supported is " + RackAwareSelectorClass},
 	} {
 		_, _, err := ParseProperties(tc.line, DefaultConfig())
 		require.Error(t, err, tc.line)
@@ -497,7 +497,7 @@ func TestBrokerConfigEntriesShowKRaftKeys(t *testing.T) {
 		require.Equal(t, want, single[name].value, name)
 		require.Equal(t, kmsg.ConfigSourceDefaultConfig, single[name].source, name)
 	}
-	cluster := entries(parse(t, kafkaKRaftServer+"broker.rack=r1\nleader.imbalance.check.interval.seconds=60\nreplica.selector.class="+rackAwareSelectorClass))
+	cluster := entries(parse(t, kafkaKRaftServer+"broker.rack=r1\nleader.imbalance.check.interval.seconds=60\nreplica.selector.class="+RackAwareSelectorClass))
 	for name, want := range map[string]string{
 		"process.roles":                           "broker,controller",
 		"controller.quorum.voters":                "1@localhost:9093",
@@ -505,7 +505,7 @@ func TestBrokerConfigEntriesShowKRaftKeys(t *testing.T) {
 		"advertised.listeners":                    "PLAINTEXT://localhost:9092,CONTROLLER://localhost:9093",
 		"listener.security.protocol.map":          "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL",
 		"broker.rack":                             "r1",
-		"replica.selector.class":                  rackAwareSelectorClass,
+		"replica.selector.class":                  RackAwareSelectorClass,
 		"leader.imbalance.check.interval.seconds": "60",
 	} {
 		require.Equal(t, want, cluster[name].value, name)

@@ -48,7 +48,7 @@ func twoEpochs(t *testing.T, c *simCluster, topic string) (leader int, epoch int
 // DivergingEpoch, the end of its epoch here, and no records; one whose
 // position is on the log reads on. The leader and a follower answer alike.
 func TestAConsumerWhoseLogDivergedIsToldWhereItEnds(t *testing.T) {
-	c := newRackCluster(t, 41, rackAwareSelectorClass, nil)
+	c := newRackCluster(t, 41, RackAwareSelectorClass, nil)
 	leader, epoch := twoEpochs(t, c, "events")
 	follower := (leader + 1) % 3
 	// The first epoch is the one the records a, b, c were written in.

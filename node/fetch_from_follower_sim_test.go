@@ -92,7 +92,7 @@ func requireValues(t *testing.T, recs []wire.Record, want ...string) {
 }
 
 func TestConsumerInAFollowersRackIsSentToItAndReadsTheSameRecordsThere(t *testing.T) {
-	c := newRackCluster(t, 31, rackAwareSelectorClass, nil)
+	c := newRackCluster(t, 31, RackAwareSelectorClass, nil)
 	require.Zero(t, c.createTopicRF(c.controller(), "events", 1, 3))
 	leader, end := c.replicatedTo("events", "a", "b", "c")
 	follower := (leader + 1) % 3
@@ -161,7 +161,7 @@ func TestWithoutASelectorTheLeaderServesButAFollowerAnswersRackAwareConsumers(t 
 // out of the ISR, is no longer chosen for its rack even though its broker
 // is alive and unfenced.
 func TestAFollowerOutOfTheISRIsNotPreferred(t *testing.T) {
-	c := newRackCluster(t, 33, rackAwareSelectorClass, func(_ int, cfg *Config) { cfg.ReplicaLagTimeMax = 2 * time.Second })
+	c := newRackCluster(t, 33, RackAwareSelectorClass, func(_ int, cfg *Config) { cfg.ReplicaLagTimeMax = 2 * time.Second })
 	ctl := c.controller()
 	require.Zero(t, c.createTopicRF(ctl, "events", 1, 3))
 	leader, end := c.replicatedTo("events", "a")
@@ -202,7 +202,7 @@ func TestAFollowerOutOfTheISRIsNotPreferred(t *testing.T) {
 // knows: older is FENCED_LEADER_EPOCH, newer UNKNOWN_LEADER_EPOCH, equal
 // is served.
 func TestAFollowerFencesAStaleLeaderEpoch(t *testing.T) {
-	c := newRackCluster(t, 34, rackAwareSelectorClass, nil)
+	c := newRackCluster(t, 34, RackAwareSelectorClass, nil)
 	ctl := c.controller()
 	require.Zero(t, c.createTopicRF(ctl, "events", 1, 3))
 	first, _ := c.replicatedTo("events", "a")
@@ -249,7 +249,7 @@ func TestAFollowerFencesAStaleLeaderEpoch(t *testing.T) {
 // OFFSET_OUT_OF_RANGE, and a fetch parked at the high watermark is woken
 // when the follower learns a newer one.
 func TestAFollowerServesBelowItsHighWatermarkAndWakesParkedConsumers(t *testing.T) {
-	c := newRackCluster(t, 35, rackAwareSelectorClass, nil)
+	c := newRackCluster(t, 35, RackAwareSelectorClass, nil)
 	require.Zero(t, c.createTopicRF(c.controller(), "events", 1, 3))
 	leader, end := c.replicatedTo("events", "a")
 	follower := (leader + 1) % 3
@@ -291,7 +291,7 @@ func TestAFollowerServesBelowItsHighWatermarkAndWakesParkedConsumers(t *testing.
 // here; TestSelectRackAwareAsKafkasRackAwareReplicaSelector checks the
 // endpoint rule alone.
 func TestAFencedFollowerIsNotPreferred(t *testing.T) {
-	c := newRackCluster(t, 36, rackAwareSelectorClass, nil)
+	c := newRackCluster(t, 36, RackAwareSelectorClass, nil)
 	ctl := c.controller()
 	require.Zero(t, c.createTopicRF(ctl, "events", 1, 3))
 	leader, _ := c.replicatedTo("events", "a")

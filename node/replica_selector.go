@@ -42,8 +42,8 @@ import (
 // Kafka's selector is a plug-in class; Sluice knows the one Kafka ships and
 // refuses any other name at start (parseReplicaSelector).
 
-// rackAwareSelectorClass is Kafka's rack-aware ReplicaSelector.
-const rackAwareSelectorClass = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
+// RackAwareSelectorClass is Kafka's rack-aware ReplicaSelector.
+const RackAwareSelectorClass = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
 
 // replicaView is one candidate read replica (Kafka's ReplicaView).
 type replicaView struct {

@@ -40,6 +40,6 @@ func TestValidateRefusesAnUnknownReplicaSelector(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.ReplicaSelectorClass = "org.example.NearestSelector"
 	require.ErrorContains(t, cfg.Validate(), "config replica.selector.class=org.example.NearestSelector")
-	cfg.ReplicaSelectorClass = rackAwareSelectorClass
+	cfg.ReplicaSelectorClass = RackAwareSelectorClass
 	require.NoError(t, cfg.Validate())
 }

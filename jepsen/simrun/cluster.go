@@ -62,6 +62,10 @@ type ClusterOptions struct {
 	ReplicationFactor, MinInSync int
 	LeaderAcks                   float64
 	ReplicaLagTime               time.Duration
+	// Racks puts node i in rack r(i mod Racks) with the rack-aware replica
+	// selector, and consumers in racks too, so that they read from
+	// followers (KIP-392); 0: no racks.
+	Racks int
 }
 
 func (o ClusterOptions) String() string {
@@ -73,8 +77,8 @@ func (o ClusterOptions) String() string {
 	if o.BrokerOnly > 0 {
 		shape += fmt.Sprintf(" broker_only=%d", o.BrokerOnly)
 	}
-	return fmt.Sprintf("%s clients=%d partitions=%d rf=%d min_isr=%d acks1=%.2f lag=%s producers=%d consumers=%d snapshots=%dB/%s faults=%s every=%s",
-		shape, o.Clients, o.Partitions, o.ReplicationFactor, o.MinInSync, o.LeaderAcks, o.ReplicaLagTime, o.Producers, o.Consumers,
+	return fmt.Sprintf("%s clients=%d partitions=%d rf=%d min_isr=%d acks1=%.2f lag=%s racks=%d producers=%d consumers=%d snapshots=%dB/%s faults=%s every=%s",
+		shape, o.Clients, o.Partitions, o.ReplicationFactor, o.MinInSync, o.LeaderAcks, o.ReplicaLagTime, o.Racks, o.Producers, o.Consumers,
 		o.SnapshotBytes, o.SnapshotInterval, strings.Join(names, ","), o.FaultEvery)
 }
 
@@ -116,8 +120,14 @@ func ChooseClusterOptions(seed uint64, nodes int) ClusterOptions {
 		o.LeaderAcks = 0.2 + 0.6*r.Float64()
 	}
 	o.ReplicaLagTime = time.Duration(1000+r.Intn(9000)) * time.Millisecond
+	if o.ReplicationFactor > 1 && r.Chance(0.4) {
+		o.Racks = 2 + r.Intn(2)
+	}
 	return o
 }
+
+// rackOf is the rack of node (or consumer) i in a run with racks.
+func rackOf(i, racks int) string { return fmt.Sprintf("r%d", i%racks) }
 
 // clusterRun is one seeded cluster run in progress.
 type clusterRun struct {
@@ -262,6 +272,10 @@ func (r *clusterRun) setup() {
 		cfg.MetadataLogMaxRecordBytesBetweenSnapshots = r.opts.SnapshotBytes
 		cfg.MetadataLogMaxSnapshotInterval = r.opts.SnapshotInterval
 		cfg.ReplicaLagTimeMax = r.opts.ReplicaLagTime
+		if r.opts.Racks > 0 {
+			cfg.BrokerRack = rackOf(i, r.opts.Racks)
+			cfg.ReplicaSelectorClass = node.RackAwareSelectorClass
+		}
 		if err := cfg.Validate(); err != nil {
 			panic(fmt.Sprintf("simrun: cluster node config refused: %v", err))
 		}

@@ -47,6 +47,10 @@ type dataClient struct {
 	epochs   []int32
 	flying   bool
 	inFlight jepsen.OpID
+	// rack is a consumer's client.rack ("" none); readFrom[p] is the
+	// follower the leader told it to read p from (KIP-392), -1 none.
+	rack     string
+	readFrom []int32
 	// pos are a consumer's positions; values counts a producer's values.
 	pos    []int64
 	values int
@@ -61,6 +65,11 @@ type dataClient struct {
 func (r *clusterRun) newDataClient(id int, name string, producer bool) *dataClient {
 	d := &dataClient{r: r, id: id, name: name, producer: producer, rand: r.w.Rand("client/" + name),
 		pos: make([]int64, r.partitions)}
+	if !producer && r.opts.Racks > 0 && id%2 == 1 {
+		// Every other consumer names a rack: some read from followers,
+		// some from leaders.
+		d.rack = rackOf(id, r.opts.Racks)
+	}
 	return d
 }
 
@@ -79,8 +88,9 @@ func (d *dataClient) boot(e env.Env) {
 	}
 	d.leaders = make([]int32, d.r.partitions)
 	d.epochs = make([]int32, d.r.partitions)
+	d.readFrom = make([]int32, d.r.partitions)
 	for i := range d.leaders {
-		d.leaders[i], d.epochs[i] = -1, -1
+		d.leaders[i], d.epochs[i], d.readFrom[i] = -1, -1, -1
 	}
 	d.later(time.Duration(d.rand.Intn(200)) * time.Millisecond)
 }
@@ -282,8 +292,15 @@ func (d *dataClient) fetch(p, leader int32) {
 	tp := jepsen.TopicPartition{Topic: clusterTopic, Partition: p}
 	from := d.pos[p]
 	epoch := d.epochs[p]
+	// A follower the leader pointed at serves below its own high
+	// watermark, which lags the leader's: its answers are held to the
+	// model and the final read, not to the order of high watermarks.
+	server, follower := leader, d.readFrom[p] >= 1
+	if follower {
+		server = d.readFrom[p]
+	}
 	var id jepsen.OpID
-	if epoch >= 0 {
+	if epoch >= 0 && !follower {
 		id = r.h.InvokeFetchAtEpoch(d.id, tp, from, 0, epoch)
 	} else {
 		id = r.h.InvokeFetch(d.id, tp, from, 0)
@@ -291,21 +308,34 @@ func (d *dataClient) fetch(p, leader int32) {
 	topic := &topicInfo{id: r.topicID, partitions: r.partitions}
 	req := fetchRequest(12, topic, tp, from, fetchMaxWait)
 	req.Topics[0].Partitions[0].CurrentLeaderEpoch = epoch
+	req.Rack = d.rack
 	d.flying, d.inFlight = true, id
 	inc := d.inc
-	d.sessionOf(leader).do(req, fetchRequestTimeout, func(resp kmsg.Response, err error) {
+	d.sessionOf(server).do(req, fetchRequestTimeout, func(resp kmsg.Response, err error) {
 		if d.node.Incarnation() != inc || !d.flying || d.inFlight != id {
 			return
 		}
 		d.flying = false
 		fp, err := fetchResult(resp, err, topic, tp, from)
 		switch {
+		case err == nil && !follower && fp.preferred >= 1 && fp.preferred != leader && int(fp.preferred) <= len(d.sessions):
+			// Sent elsewhere, with no records: read there next.
+			r.probes.add("data.preferred_replica")
+			d.readFrom[p] = fp.preferred
+			r.h.FetchOk(id, nil)
+			d.later(0)
+			return
 		case err == nil:
-			r.logf("%s fetch %s from n%d at %d: %d records, high watermark %d", d.name, tp, leader, from, len(fp.records), fp.marks.HighWatermark)
-			r.h.FetchOkWatermarks(id, fp.records, fp.marks)
+			r.logf("%s fetch %s from n%d at %d: %d records, high watermark %d", d.name, tp, server, from, len(fp.records), fp.marks.HighWatermark)
+			if follower {
+				r.probes.add("data.follower_fetch")
+				r.h.FetchOk(id, fp.records)
+			} else {
+				r.h.FetchOkWatermarks(id, fp.records, fp.marks)
+			}
 			if !r.cfg.NoOracle {
 				r.probes.add("oracle.fetch")
-				n := r.nodes[leader-1]
+				n := r.nodes[server-1]
 				why, err := n.oracle.servedProblem(tp, fp)
 				r.judgeDurable(n, why, err)
 			}
@@ -317,6 +347,8 @@ func (d *dataClient) fetch(p, leader int32) {
 		case errors.Is(err, kerr.OffsetOutOfRange):
 			d.r.probes.add("data.out_of_range")
 			d.pos[p] = 0
+		case follower:
+			d.readFrom[p] = -1 // back to the leader, which may point elsewhere
 		default:
 			d.leaders[p] = -1
 		}

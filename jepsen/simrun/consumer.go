@@ -377,6 +377,9 @@ type fetchedPartition struct {
 	// whole batch served, for the durability oracle.
 	records []jepsen.Record
 	batches []batchRef
+	// preferred is the replica the leader told a consumer with a rack to
+	// read from instead (KIP-392), -1 for none.
+	preferred int32
 }
 
 // fetchPartition finds tp in a fetch response and decodes its records.
@@ -399,7 +402,11 @@ func fetchPartition(resp *kmsg.FetchResponse, topic *topicInfo, tp jepsen.TopicP
 			if err != nil {
 				return fetchedPartition{}, err
 			}
-			fp := fetchedPartition{marks: jepsen.Watermarks{HighWatermark: p.HighWatermark, LogStart: p.LogStartOffset}, batches: batches}
+			fp := fetchedPartition{marks: jepsen.Watermarks{HighWatermark: p.HighWatermark, LogStart: p.LogStartOffset}, batches: batches,
+				preferred: p.PreferredReadReplica}
+			if resp.Version < 11 {
+				fp.preferred = -1
+			}
 			if resp.Version < 5 {
 				fp.marks.LogStart = -1
 			}
