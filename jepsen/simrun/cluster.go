@@ -66,6 +66,10 @@ type ClusterOptions struct {
 	// selector, and consumers in racks too, so that they read from
 	// followers (KIP-392); 0: no racks.
 	Racks int
+	// RebalanceEvery is leader.imbalance.check.interval.seconds, short, so
+	// that leaderships move back to preferred replicas (a live leader
+	// replaced) within a run.
+	RebalanceEvery time.Duration
 }
 
 func (o ClusterOptions) String() string {
@@ -77,8 +81,8 @@ func (o ClusterOptions) String() string {
 	if o.BrokerOnly > 0 {
 		shape += fmt.Sprintf(" broker_only=%d", o.BrokerOnly)
 	}
-	return fmt.Sprintf("%s clients=%d partitions=%d rf=%d min_isr=%d acks1=%.2f lag=%s racks=%d producers=%d consumers=%d snapshots=%dB/%s faults=%s every=%s",
-		shape, o.Clients, o.Partitions, o.ReplicationFactor, o.MinInSync, o.LeaderAcks, o.ReplicaLagTime, o.Racks, o.Producers, o.Consumers,
+	return fmt.Sprintf("%s clients=%d partitions=%d rf=%d min_isr=%d acks1=%.2f lag=%s racks=%d rebalance=%s producers=%d consumers=%d snapshots=%dB/%s faults=%s every=%s",
+		shape, o.Clients, o.Partitions, o.ReplicationFactor, o.MinInSync, o.LeaderAcks, o.ReplicaLagTime, o.Racks, o.RebalanceEvery, o.Producers, o.Consumers,
 		o.SnapshotBytes, o.SnapshotInterval, strings.Join(names, ","), o.FaultEvery)
 }
 
@@ -123,6 +127,7 @@ func ChooseClusterOptions(seed uint64, nodes int) ClusterOptions {
 	if o.ReplicationFactor > 1 && r.Chance(0.4) {
 		o.Racks = 2 + r.Intn(2)
 	}
+	o.RebalanceEvery = time.Duration(2+r.Intn(28)) * time.Second
 	return o
 }
 
@@ -272,6 +277,7 @@ func (r *clusterRun) setup() {
 		cfg.MetadataLogMaxRecordBytesBetweenSnapshots = r.opts.SnapshotBytes
 		cfg.MetadataLogMaxSnapshotInterval = r.opts.SnapshotInterval
 		cfg.ReplicaLagTimeMax = r.opts.ReplicaLagTime
+		cfg.LeaderImbalanceCheckInterval = r.opts.RebalanceEvery
 		if r.opts.Racks > 0 {
 			cfg.BrokerRack = rackOf(i, r.opts.Racks)
 			cfg.ReplicaSelectorClass = node.RackAwareSelectorClass

@@ -1,7 +1,10 @@
 package simrun
 
 import (
+	"fmt"
 	"math"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/sluicemq/sluice/sim/rng"
@@ -25,12 +28,67 @@ type clusterNemesis struct {
 	faulted map[int]int
 	// sabotaged is set once a sabotage that lies once has lied.
 	sabotaged bool
+	// followerSyncArmed says a power loss of every node waits for the
+	// moment a follower's sync of the data topic is in flight.
+	followerSyncArmed bool
 }
 
 func (n *clusterNemesis) start() {
 	if len(n.r.opts.Faults) > 0 {
 		n.schedule()
 	}
+	if slices.Contains(n.r.opts.Faults, FaultPowerLoss) && !n.r.cfg.MetaOnly && n.r.opts.ReplicationFactor > 1 && n.rand.Chance(0.5) {
+		for i, cn := range n.r.nodes {
+			id := cn.id
+			cn.node.Disk().SetObserver(func(ev simfs.Event) { n.observeFollowerSync(i, id, ev) })
+		}
+		n.armFollowerSync()
+	}
+}
+
+// A power loss of every node at the moment a follower's sync of the data
+// topic is in flight: the follower has appended what it fetched, and
+// counting it before the sync completes (reporting it as its position)
+// would let the leader acknowledge what no disk but the leader's holds.
+// A power loss at a random time almost never lands in that window.
+
+func (n *clusterNemesis) armFollowerSync() {
+	n.followerSyncArmed = true
+	n.r.probes.add("moment.follower_sync_inflight.armed")
+}
+
+func (n *clusterNemesis) observeFollowerSync(i int, id int32, ev simfs.Event) {
+	if !n.followerSyncArmed || n.r.stopping || ev.Op != simfs.OpSync || ev.Done || !strings.HasSuffix(ev.Name, ".log") ||
+		!strings.HasPrefix(ev.Name, clusterTopic+"-") {
+		return
+	}
+	b := n.r.nodes[i].broker()
+	if b == nil {
+		return
+	}
+	var p int
+	if _, err := fmt.Sscanf(ev.Name, clusterTopic+"-%d/", &p); err != nil {
+		return
+	}
+	t := b.MetadataImage().TopicByName(clusterTopic)
+	if t == nil || p >= len(t.Partitions) || t.Partitions[p].Leader == id {
+		return // the leader's own sync: what it counts is durable already
+	}
+	n.followerSyncArmed = false
+	delay := ev.Latency/2 + time.Duration(n.rand.Uint64n(uint64(max(ev.Latency/2, time.Nanosecond))))
+	n.r.w.After(delay, "nemesis.moment", func() {
+		if n.r.stopping {
+			return
+		}
+		n.r.probes.add("moment.follower_sync_inflight.fired")
+		n.r.logf("moment follower_sync_inflight (%s on n%d): power loss", ev.Name, id)
+		n.inject(FaultPowerLoss)
+		n.r.w.After(n.uniform(3*time.Second, 10*time.Second), "nemesis.rearm", func() {
+			if !n.r.stopping {
+				n.armFollowerSync()
+			}
+		})
+	})
 }
 
 func (n *clusterNemesis) schedule() {
