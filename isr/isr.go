@@ -66,7 +66,8 @@ const (
 	MsgMetadata MessageType = iota + 1
 	// MsgLocal: this replica's log moved (Local).
 	MsgLocal
-	// MsgFetch (leader): follower Replica fetched at Offset, at Now.
+	// MsgFetch (leader): follower Replica fetched at Offset, at Now, as the
+	// incarnation of broker epoch BrokerEpoch (-1 unknown).
 	MsgFetch
 	// MsgTick: time passed; the leader checks for lagging followers.
 	MsgTick
@@ -108,6 +109,7 @@ type Message struct {
 	Epoch       int32
 	LocalEpoch  int32
 	LocalOffset int64
+	BrokerEpoch int64
 	Err         error
 }
 
@@ -164,6 +166,8 @@ type follower struct {
 	// leader's log end then.
 	lastFetch          time.Time
 	lastFetchLeaderEnd int64
+	// brokerEpoch is the broker epoch its last fetch came from.
+	brokerEpoch int64
 }
 
 // followerPhase is a follower's progress in its epoch.
@@ -260,6 +264,16 @@ func (r *Replica) SetMinInSync(n int) {
 	if r.role == RoleLeader {
 		r.maybeAdvance()
 	}
+}
+
+// FollowerBrokerEpoch is the broker epoch of follower id's last fetch in
+// this epoch (-1 unknown): an ISR change names it, so that the controller
+// refuses the change if that incarnation is gone (KIP-903).
+func (r *Replica) FollowerBrokerEpoch(id int32) int64 {
+	if f := r.followerOf(id); f != nil && f.offset >= 0 {
+		return f.brokerEpoch
+	}
+	return -1
 }
 
 // FollowerOffset is the last fetch offset of follower id (-1 unknown).

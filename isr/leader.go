@@ -61,7 +61,7 @@ func stepLeader(r *Replica, m Message) {
 	case MsgLocal:
 		r.maybeAdvance()
 	case MsgFetch:
-		r.followerFetched(m.Replica, m.Offset, m.Now)
+		r.followerFetched(m.Replica, m.Offset, m.BrokerEpoch, m.Now)
 	case MsgTick:
 		r.maybeShrink(m.Now)
 	case MsgAlterDone:
@@ -80,7 +80,7 @@ func (r *Replica) followerOf(id int32) *follower {
 
 // followerFetched records a follower's fetch offset: what it has, since
 // it asks for what comes next.
-func (r *Replica) followerFetched(id int32, offset int64, now time.Time) {
+func (r *Replica) followerFetched(id int32, offset, brokerEpoch int64, now time.Time) {
 	f := r.followerOf(id)
 	if f == nil || offset < 0 || offset > r.local.LogEnd {
 		return // not a replica, or out of range: the node answered it an error
@@ -92,7 +92,7 @@ func (r *Replica) followerFetched(id int32, offset int64, now time.Time) {
 		// It has everything the leader had at its previous fetch.
 		f.caughtUp = later(f.caughtUp, f.lastFetch)
 	}
-	f.offset = offset
+	f.offset, f.brokerEpoch = offset, brokerEpoch
 	f.lastFetch, f.lastFetchLeaderEnd = now, r.local.LogEnd
 	r.maybeExpand(f)
 	r.maybeAdvance()

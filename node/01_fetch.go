@@ -104,6 +104,15 @@ func fetchReplicaID(req *kmsg.FetchRequest) int32 {
 	return id
 }
 
+// fetchBrokerEpoch is the broker epoch a follower's fetch names (v15+),
+// -1 before.
+func fetchBrokerEpoch(req *kmsg.FetchRequest) int64 {
+	if req.Version >= 15 {
+		return req.ReplicaState.Epoch
+	}
+	return -1
+}
+
 // followerFetchArrived tells each partition's replica where the follower
 // stands: its fetch offset is what it has (synced, replication.go).
 func (b *Broker) followerFetchArrived(req *kmsg.FetchRequest, ctx *fetchContext, replica int32) {
@@ -113,7 +122,7 @@ func (b *Broker) followerFetchArrived(req *kmsg.FetchRequest, ctx *fetchContext,
 				p.followerStarts = map[int32]int64{}
 			}
 			p.followerStarts[replica] = sp.logStartOffset
-			b.stepReplica(p, isr.Message{Type: isr.MsgFetch, Replica: replica, Offset: sp.fetchOffset})
+			b.stepReplica(p, isr.Message{Type: isr.MsgFetch, Replica: replica, Offset: sp.fetchOffset, BrokerEpoch: fetchBrokerEpoch(req)})
 		}
 	}
 }

@@ -263,6 +263,16 @@ func (b *Broker) proposeISR(p *partition, a isr.AlterISR) {
 	}
 	req := raftmeta.AlterPartition{BrokerID: b.cfg.NodeID, BrokerEpoch: b.brokerEpoch, Topic: p.topicID, Partition: p.index,
 		LeaderEpoch: a.LeaderEpoch, PartitionEpoch: a.PartitionEpoch, ISR: a.ISR}
+	// Each member's broker epoch as its fetches named it (KIP-903): a
+	// member that restarted since, perhaps without what it had, is refused
+	// (INELIGIBLE_REPLICA).
+	for _, id := range a.ISR {
+		epoch := p.rep.FollowerBrokerEpoch(id)
+		if id == b.cfg.NodeID {
+			epoch = b.brokerEpoch
+		}
+		req.ISREpochs = append(req.ISREpochs, epoch)
+	}
 	b.env.Log.Info("proposing an ISR change", "topic", p.topic, "partition", p.index, "isr", a.ISR,
 		"leader_epoch", a.LeaderEpoch, "partition_epoch", a.PartitionEpoch)
 	b.alterPartition(req, func(reply raftmeta.AlterPartitionReply, err error) {
