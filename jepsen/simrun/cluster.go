@@ -154,8 +154,10 @@ type clusterRun struct {
 	finals         []jepsen.FinalImage
 
 	stopping bool
-	probes   probes
-	failures []string
+	// comparing counts the follower reads compareReplicas has under way.
+	comparing int
+	probes    probes
+	failures  []string
 }
 
 // clusterNode is one combined node and what is known of its process.
@@ -459,6 +461,8 @@ func (r *clusterRun) liveness() {
 	}
 	if !r.cfg.MetaOnly {
 		r.finalReads()
+		// The followers' reads compareReplicas started.
+		r.w.RunUntil(func() bool { return r.comparing == 0 }, time.Minute)
 	}
 }
 

@@ -488,6 +488,7 @@ func (r *clusterRun) finalReads() {
 				}
 				if next >= fp.marks.HighWatermark {
 					r.h.FetchOk(id, records)
+					r.compareReplicas(e, sessions, topic, tp, leader, records)
 					done = true
 					return
 				}
@@ -499,5 +500,68 @@ func (r *clusterRun) finalReads() {
 			r.fail("liveness: the final read of %s did not complete in %s", tp, livenessLimit)
 			return
 		}
+	}
+}
+
+// compareReplicas reads a partition from each of its followers once the
+// cluster has converged, and holds what each serves (below its high
+// watermark) to the leader's final read: replicas agree on every offset
+// both hold. A follower that diverged (it skipped a truncation, or fetched
+// on from a leader of another epoch) may serve nothing that a client saw
+// differ yet; this finds it at the end of the run.
+func (r *clusterRun) compareReplicas(e env.Env, sessions []*session, topic *topicInfo, tp jepsen.TopicPartition, leader int32, final []jepsen.Record) {
+	b := r.nodes[leader-1].broker()
+	if b == nil {
+		return
+	}
+	t := b.MetadataImage().TopicByName(clusterTopic)
+	if t == nil {
+		return
+	}
+	mp := t.Partitions[tp.Partition]
+	want := make(map[int64]string, len(final))
+	for _, rec := range final {
+		want[rec.Offset] = rec.Value
+	}
+	for _, id := range mp.Replicas {
+		if id == leader || r.nodes[id-1].broker() == nil {
+			continue
+		}
+		id := id
+		tries := 0
+		r.comparing++
+		finish := func() { r.comparing-- }
+		var read func(from int64)
+		read = func(from int64) {
+			req := fetchRequest(12, topic, tp, from, 0)
+			req.Topics[0].Partitions[0].CurrentLeaderEpoch = mp.LeaderEpoch
+			sessions[id-1].do(req, fetchRequestTimeout, func(resp kmsg.Response, err error) {
+				fp, err := fetchResult(resp, err, topic, tp, from)
+				if err != nil || len(fp.records) == 0 {
+					// Truncating, behind, or not yet caught up: a few tries,
+					// then what it served so far is all that is compared.
+					if tries++; tries < 10 && (err != nil || from < fp.marks.HighWatermark) {
+						e.Clock.AfterFunc(100*time.Millisecond, func() { read(from) })
+						return
+					}
+					finish()
+					return
+				}
+				r.probes.add("data.replica_compared")
+				for _, rec := range fp.records {
+					if v, ok := want[rec.Offset]; ok && v != rec.Value {
+						r.fail("violation: replicas: %s on n%d holds %q at offset %d where its leader n%d holds %q", tp, id, rec.Value, rec.Offset, leader, v)
+						finish()
+						return
+					}
+				}
+				if next := fp.records[len(fp.records)-1].Offset + 1; next < fp.marks.HighWatermark {
+					read(next)
+					return
+				}
+				finish()
+			})
+		}
+		read(0)
 	}
 }
