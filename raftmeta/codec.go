@@ -259,7 +259,6 @@ func AppendBinaryRecord(dst []byte, r Record) ([]byte, error) {
 	return e.b, nil
 }
 
-
 func deref[R Record](p *R) (Record, bool) {
 	if p == nil {
 		return nil, false

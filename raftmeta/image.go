@@ -327,7 +327,9 @@ func partitionsEqual(a, b *Partition) bool {
 }
 
 // Reassigning reports whether a reassignment of p is in progress.
-func (p *Partition) Reassigning() bool { return len(p.AddingReplicas) > 0 || len(p.RemovingReplicas) > 0 }
+func (p *Partition) Reassigning() bool {
+	return len(p.AddingReplicas) > 0 || len(p.RemovingReplicas) > 0
+}
 
 func int32sEqual(a, b []int32) bool {
 	if len(a) != len(b) {
