@@ -132,6 +132,7 @@ func (b *Broker) reconcilePartitions() {
 			delete(b.offline, key)
 		}
 	}
+	b.leaveUnassignedReplicas()
 	for _, name := range b.image.TopicNames() {
 		b.servePartitions(b.image.TopicByName(name))
 	}
@@ -150,6 +151,10 @@ func (b *Broker) followLeadership(r raftmeta.PartitionChangeRecord) {
 		if slices.Contains(mp.Replicas, b.cfg.NodeID) {
 			b.servePartitions(b.image.Topics[r.Topic])
 		}
+		return
+	}
+	if !slices.Contains(mp.Replicas, b.cfg.NodeID) {
+		b.leaveReplica(p) // reassigned away (reassignment.go)
 		return
 	}
 	b.followMetadata(p, mp)

@@ -31,7 +31,7 @@ import (
 //	alter-isr T/P isr=(1 2) [from=N] [leader-epoch=E] [partition-epoch=E]
 //	                          the leader's AlterPartition, at the current epochs by default
 //	unregister id=N
-//	reassign T/P replicas=(1 2 3) | T/P cancel
+//	reassign T/P replicas=(1 2 3) [keep-rf] | T/P cancel
 //	                          AlterPartitionReassignments of one partition
 //	list-reassignments [T/P ...]
 //	                          ListPartitionReassignments (no partitions: every one)
@@ -386,7 +386,7 @@ func topicPartitionArg(t *testing.T, key string) (string, int32) {
 
 func cmdReassign(t *testing.T, h *harness, td *datadriven.TestData) string {
 	topic, part := topicPartitionArg(t, td.CmdArgs[0].Key)
-	r := Reassignment{Topic: topic, Partition: part}
+	r := Reassignment{Topic: topic, Partition: part, KeepReplicationFactor: td.HasArg("keep-rf")}
 	if arg, ok := td.Arg("replicas"); ok {
 		r.Replicas = []int32{}
 		for _, f := range strings.Fields(strings.Join(arg.Vals, " ")) {

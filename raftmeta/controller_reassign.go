@@ -46,6 +46,10 @@ type Reassignment struct {
 	Topic     string
 	Partition int32
 	Replicas  []int32
+	// KeepReplicationFactor refuses a target of another length than the
+	// partition's replicas without those being added (KIP-860's
+	// AllowReplicationFactorChange false): INVALID_REPLICATION_FACTOR.
+	KeepReplicationFactor bool
 }
 
 // ReassignmentResult answers one partition of AlterPartitionReassignments.
@@ -98,6 +102,11 @@ func (c *Controller) reassign(b *batch, r Reassignment) (*kerr.Error, string) {
 	}
 	if r.Replicas == nil {
 		return c.cancelReassignment(b, t, int(r.Partition))
+	}
+	if p := &t.Partitions[r.Partition]; r.KeepReplicationFactor {
+		if have := len(p.Replicas) - len(p.AddingReplicas); have != len(r.Replicas) {
+			return kerr.InvalidReplicationFactor, fmt.Sprintf("The replication factor is changed from %d to %d", have, len(r.Replicas))
+		}
 	}
 	return c.startReassignment(b, t, int(r.Partition), r.Replicas)
 }
