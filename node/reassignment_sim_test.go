@@ -3,6 +3,7 @@ package node
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -208,34 +209,81 @@ func TestReassignmentMovingTheLeaderAwayElectsANewOne(t *testing.T) {
 	c.produceValues("moves", 0, 1)
 }
 
+// setConfigAt sets (value non-nil) or deletes one config of a resource
+// through node i, retrying what a client retries, and returns the code.
+func (c *simCluster) setConfigAt(i int, typ kmsg.ConfigResourceType, name, key string, value *string) int16 {
+	c.t.Helper()
+	for attempt := 0; attempt < 50; attempt++ {
+		req := kmsg.NewPtrIncrementalAlterConfigsRequest()
+		res := kmsg.NewIncrementalAlterConfigsRequestResource()
+		res.ResourceType, res.ResourceName = typ, name
+		cfg := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+		cfg.Name, cfg.Value = key, value
+		if value == nil {
+			cfg.Op = kmsg.IncrementalAlterConfigOpDelete
+		}
+		res.Configs = append(res.Configs, cfg)
+		req.Resources = append(req.Resources, res)
+		resp, err := c.do(i, req)
+		if err == nil {
+			code := resp.(*kmsg.IncrementalAlterConfigsResponse).Resources[0].ErrorCode
+			if code != kerr.NotController.Code && code != kerr.RequestTimedOut.Code {
+				return code
+			}
+		}
+		c.world.Run(200 * time.Millisecond)
+	}
+	c.t.Fatalf("altering %s on node %d never got past NOT_CONTROLLER", key, i+1)
+	return 0
+}
+
+// throttle sets the cluster's leader.replication.throttled.rate and the
+// topic's leader.replication.throttled.replicas "*".
+func (c *simCluster) throttle(topic string, rate int64) {
+	c.t.Helper()
+	v, all := fmt.Sprint(rate), "*"
+	require.Zero(c.t, c.setConfigAt(0, kmsg.ConfigResourceTypeBroker, "", leaderThrottledRateConfig, &v))
+	require.Zero(c.t, c.setConfigAt(0, kmsg.ConfigResourceTypeTopic, topic, leaderThrottledReplicasConfig, &all))
+}
+
 func TestReassignmentCancelRevertsToTheOriginalReplicas(t *testing.T) {
 	c := newSimCluster(t, 33, 4, nil)
 	require.Zero(t, c.createTopicRF(c.controller(), "moves", 1, 3))
-	c.leaderOf(0, "moves", 0)
+	c.produceValues("moves", 0, 20)
+	// The new broker cannot catch up: the leader serves it a byte a second.
+	c.throttle("moves", 1)
 	before := c.imagePartitionOf(0, "moves", 0)
 	added := outsider(before, 4)
-	// The new broker cannot catch up: it is cut off from the leader.
-	c.world.Net().Partition(c.host(int(added-1)), c.host(int(before.Leader-1)))
-	c.world.Net().Partition(c.host(int(before.Leader-1)), c.host(int(added-1)))
-	got := c.reassignAt(int(before.Leader-1), "moves", 0, []int32{added, before.Replicas[1], before.Replicas[2]})
+	got := c.reassignAt(0, "moves", 0, []int32{added, before.Replicas[1], before.Replicas[2]})
 	require.Zero(t, got.ErrorCode, "reassign: %v", kerr.ErrorForCode(got.ErrorCode))
-	require.True(t, c.world.RunUntil(func() bool {
-		return len(c.listReassignmentsAt(int(before.Leader-1)).Topics) == 1
-	}, time.Minute))
-	list := c.listReassignmentsAt(int(before.Leader - 1))
+	list := c.listReassignmentsAt(1)
+	require.Len(t, list.Topics, 1)
 	lp := list.Topics[0].Partitions[0]
+	require.Equal(t, []int32{added, before.Replicas[1], before.Replicas[2], before.Replicas[0]}, lp.Replicas)
 	require.Equal(t, []int32{added}, lp.AddingReplicas)
 	require.Equal(t, []int32{before.Replicas[0]}, lp.RemovingReplicas)
+	// Metadata shows the adding replica among the replicas, as Kafka's does.
+	for _, mt := range c.metadata(2).Topics {
+		if *mt.Topic == "moves" {
+			require.Contains(t, mt.Partitions[0].Replicas, added)
+		}
+	}
 	require.True(t, c.world.RunUntil(func() bool { return c.replicaOf(int(added-1), "moves", 0) != nil }, time.Minute),
 		"the adding replica opens its log")
+	c.world.Run(10 * time.Second)
+	require.True(t, c.imagePartitionOf(0, "moves", 0).Reassigning(), "the throttled replica caught up")
 
-	got = c.reassignAt(int(before.Leader-1), "moves", 0, nil)
+	got = c.reassignAt(1, "moves", 0, nil)
 	require.Zero(t, got.ErrorCode, "cancel: %v", kerr.ErrorForCode(got.ErrorCode))
-	c.awaitReplicas("moves", 0, before.Replicas, time.Minute)
+	// The replicas without the adding one, in their merged order, as
+	// Kafka's revert leaves them.
+	c.awaitReplicas("moves", 0, []int32{before.Replicas[1], before.Replicas[2], before.Replicas[0]}, time.Minute)
+	require.Equal(t, before.Leader, c.imagePartitionOf(0, "moves", 0).Leader)
 	require.True(t, c.world.RunUntil(func() bool { return c.replicaOf(int(added-1), "moves", 0) == nil }, time.Minute),
 		"the adding replica is deleted again")
-	got = c.reassignAt(int(before.Leader-1), "moves", 0, nil)
+	got = c.reassignAt(1, "moves", 0, nil)
 	require.Equal(t, kerr.NoReassignmentInProgress.Code, got.ErrorCode)
+	require.Empty(t, c.listReassignmentsAt(2).Topics)
 }
 
 func TestReassignmentErrorCodes(t *testing.T) {
@@ -278,4 +326,142 @@ func TestReassignmentErrorCodes(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, kerr.RequestTimedOut.Code, resp.(*kmsg.AlterPartitionAssignmentsResponse).ErrorCode)
 	require.Empty(t, c.listReassignmentsAt(2).Topics)
+}
+
+// catchUpTime reassigns the partition to take in a broker outside it and
+// returns the simulated time until that broker is in the ISR.
+func (c *simCluster) catchUpTime(topic string) time.Duration {
+	c.t.Helper()
+	before := c.imagePartitionOf(0, topic, 0)
+	added := outsider(before, len(c.brokers))
+	target := append(slices.Clone(before.Replicas), added)
+	start := c.world.Now()
+	got := c.reassignAt(0, topic, 0, target)
+	require.Zero(c.t, got.ErrorCode, "reassign: %v", kerr.ErrorForCode(got.ErrorCode))
+	c.awaitReplicas(topic, 0, target, 10*time.Minute)
+	require.Contains(c.t, c.imagePartitionOf(0, topic, 0).ISR, added)
+	return c.world.Now() - start
+}
+
+// fill produces n acks=all batches of one record of size bytes each and
+// returns the partition's size in bytes, as a fetch from offset 0 reads it.
+func (c *simCluster) fill(topic string, n, size int) int64 {
+	c.t.Helper()
+	value := strings.Repeat("x", size)
+	for k := 0; k < n; k++ {
+		leader := c.leaderOf(0, topic, 0)
+		got := c.produceAt(leader, topic, 0, -1, value)
+		require.Zero(c.t, got.ErrorCode, "produce: %v", kerr.ErrorForCode(got.ErrorCode))
+	}
+	resp, err := c.do(c.leaderOf(0, topic, 0), fetchRequest(topic, 0, 0, 0))
+	require.NoError(c.t, err)
+	fp := resp.(*kmsg.FetchResponse).Topics[0].Partitions[0]
+	require.Equal(c.t, int64(n), fp.HighWatermark)
+	return int64(len(fp.RecordBatches))
+}
+
+// The leader's throttle bounds a catch-up to its rate: M bytes at N B/s take
+// about (M-N)/N simulated seconds (the bucket starts with one second's
+// worth), where the same catch-up unthrottled takes a moment.
+func TestReplicationThrottleSlowsCatchUpToItsRate(t *testing.T) {
+	c := newSimCluster(t, 35, 4, nil)
+	require.Zero(t, c.createTopicRF(c.controller(), "slow", 1, 3))
+	require.Zero(t, c.createTopicRF(c.controller(), "fast", 1, 3))
+	size := c.fill("slow", 40, 500)
+	require.Equal(t, size, c.fill("fast", 40, 500))
+	const rate = 2000
+	c.throttle("slow", rate)
+
+	fast := c.catchUpTime("fast")
+	require.Less(t, fast, 2*time.Second, "an unthrottled topic's catch-up")
+	slow := c.catchUpTime("slow")
+	want := time.Duration(float64(size-rate) / rate * float64(time.Second))
+	t.Logf("%d bytes at %d B/s: caught up in %v (unthrottled %v, expected about %v)", size, rate, slow, fast, want)
+	require.Greater(t, slow, want*7/10)
+	require.Less(t, slow, want*3/2+time.Second)
+	leader := c.leaderOf(0, "slow", 0)
+	require.Positive(t, c.brokers[leader].replStats.ThrottledFetches)
+
+	// Once in the ISR the new replica is no longer throttled: acks=all
+	// produces go on at once.
+	start := c.world.Now()
+	c.produceValues("slow", 0, 5)
+	require.Less(t, c.world.Now()-start, 2*time.Second)
+}
+
+func TestThrottleConfigsAreValidated(t *testing.T) {
+	c := newSimCluster(t, 36, 3, nil)
+	require.Zero(t, c.createTopicRF(c.controller(), "t", 1, 3))
+	str := func(s string) *string { return &s }
+	for _, tc := range []struct {
+		typ       kmsg.ConfigResourceType
+		name, key string
+		value     *string
+		code      *kerr.Error
+	}{
+		{kmsg.ConfigResourceTypeBroker, "", leaderThrottledRateConfig, str("1000"), nil},
+		{kmsg.ConfigResourceTypeBroker, "2", followerThrottledRateConfig, str("0"), nil},
+		{kmsg.ConfigResourceTypeBroker, "", leaderThrottledRateConfig, str("-1"), kerr.InvalidConfig},
+		{kmsg.ConfigResourceTypeBroker, "", leaderThrottledRateConfig, str("fast"), kerr.InvalidConfig},
+		{kmsg.ConfigResourceTypeBroker, "x", leaderThrottledRateConfig, str("1"), kerr.InvalidRequest},
+		{kmsg.ConfigResourceTypeBroker, "", leaderThrottledRateConfig, nil, nil},
+		{kmsg.ConfigResourceTypeTopic, "t", leaderThrottledReplicasConfig, str("*"), nil},
+		{kmsg.ConfigResourceTypeTopic, "t", leaderThrottledReplicasConfig, str("0:1,0:2"), nil},
+		{kmsg.ConfigResourceTypeTopic, "t", followerThrottledReplicasConfig, str("0:3"), nil},
+		{kmsg.ConfigResourceTypeTopic, "t", leaderThrottledReplicasConfig, str("0-1"), kerr.InvalidConfig},
+		{kmsg.ConfigResourceTypeTopic, "t", leaderThrottledReplicasConfig, str("*,0:1"), kerr.InvalidConfig},
+		{kmsg.ConfigResourceTypeTopic, "t", followerThrottledReplicasConfig, str("a:1"), kerr.InvalidConfig},
+	} {
+		want := int16(0)
+		if tc.code != nil {
+			want = tc.code.Code
+		}
+		got := c.setConfigAt(1, tc.typ, tc.name, tc.key, tc.value)
+		require.Equal(t, want, got, "%s %q %s=%v: got %v", tc.typ, tc.name, tc.key, tc.value, kerr.ErrorForCode(got))
+	}
+	im := c.brokers[c.controller()].image
+	require.Equal(t, "0", im.BrokerConfigs["2"][followerThrottledRateConfig])
+	require.NotContains(t, im.BrokerConfigs[""], leaderThrottledRateConfig)
+	require.Equal(t, "0:1,0:2", im.TopicByName("t").Configs[leaderThrottledReplicasConfig])
+}
+
+func TestThrottledReplicasNameThisBrokersPartitions(t *testing.T) {
+	for _, tc := range []struct {
+		value             string
+		partition, broker int32
+		want              bool
+	}{
+		{"*", 3, 1, true},
+		{"", 0, 1, false},
+		{"0:1,1:2", 0, 1, true},
+		{"0:1,1:2", 1, 2, true},
+		{"0:1, 1:2", 1, 2, true},
+		{"0:1,1:2", 0, 2, false},
+		{"10:1", 1, 1, false},
+	} {
+		require.Equal(t, tc.want, throttledReplicasName(tc.value, tc.partition, tc.broker), "%q p%d b%d", tc.value, tc.partition, tc.broker)
+	}
+}
+
+func TestTokenBucketRefillsAtItsRateWithoutLosingFractions(t *testing.T) {
+	start := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	tb := newTokenBucket(1000, start)
+	require.Equal(t, int64(1000), tb.available(start))
+	tb.take(1500)
+	require.Zero(t, tb.available(start))
+	// 1,000 B/s in steps of 100µs (0.1 byte each): 0.6s earns 600 bytes.
+	now := start
+	for k := 0; k < 6000; k++ {
+		now = now.Add(100 * time.Microsecond)
+		tb.available(now)
+	}
+	require.Equal(t, int64(100), tb.available(now))
+	// Never above one second's worth, and a clock stepping back earns
+	// nothing.
+	require.Equal(t, int64(1000), tb.available(now.Add(time.Hour)))
+	tb.take(1000)
+	require.Zero(t, tb.available(now))
+	// A lower rate keeps at most its own second's worth.
+	tb.setRate(10, now.Add(2*time.Hour))
+	require.Equal(t, int64(10), tb.available(now.Add(2*time.Hour)))
 }

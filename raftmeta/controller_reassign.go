@@ -29,7 +29,9 @@ import (
 //     shrink) completes at once.
 //   - Cancel (a nil target): NO_REASSIGNMENT_IN_PROGRESS unless one is in
 //     progress; else the replicas go back to the current ones without the
-//     adding replicas, the ISR is restricted to them, and the leader is
+//     adding replicas (in their current order, the target's members
+//     first: as Kafka's revert, the original order is not kept), the ISR
+//     is restricted to them, and the leader is
 //     elected again if it was an adding replica. If no ISR member would be
 //     left, the cancel needs an unclean election: refused
 //     (INVALID_REPLICA_ASSIGNMENT) unless the topic allows one.

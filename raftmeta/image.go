@@ -327,7 +327,7 @@ func partitionsEqual(a, b *Partition) bool {
 }
 
 // Reassigning reports whether a reassignment of p is in progress.
-func (p *Partition) Reassigning() bool {
+func (p Partition) Reassigning() bool {
 	return len(p.AddingReplicas) > 0 || len(p.RemovingReplicas) > 0
 }
 
