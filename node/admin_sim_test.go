@@ -618,6 +618,10 @@ func TestTopicDefaultsMatchBrokerEntries(t *testing.T) {
 		broker[e.name] = e
 	}
 	for _, d := range topicConfigDefs() {
+		if d.brokerName == "" {
+			require.NotContains(t, broker, "", "%s has no broker synonym", d.name)
+			continue
+		}
 		e, ok := broker[d.brokerName]
 		require.True(t, ok, "%s: no broker entry %s", d.name, d.brokerName)
 		require.Equal(t, d.defaultValue(cfg), e.value, d.name)

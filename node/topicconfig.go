@@ -11,7 +11,8 @@ import (
 // config that supplies its default, and how its values are checked.
 type topicConfigDef struct {
 	name string
-	// brokerName is the broker-level key whose value is the default.
+	// brokerName is the broker-level key whose value is the default; ""
+	// for a topic config with none (the throttled replicas lists).
 	brokerName string
 	kind       configKind
 	// check returns why a value already of the right kind is invalid, or "";

@@ -33,8 +33,9 @@ import (
 //     first: as Kafka's revert, the original order is not kept), the ISR
 //     is restricted to them, and the leader is
 //     elected again if it was an adding replica. If no ISR member would be
-//     left, the cancel needs an unclean election: refused
-//     (INVALID_REPLICA_ASSIGNMENT) unless the topic allows one.
+//     left (a leaderless partition's empty ISR included, as in Kafka's
+//     PartitionReassignmentRevert), the cancel needs an unclean election:
+//     refused (INVALID_REPLICA_ASSIGNMENT) unless the topic allows one.
 //
 // Differences from Kafka: a fenced broker may not be added
 // (INVALID_REPLICA_ASSIGNMENT; Kafka accepts it and the reassignment waits
@@ -148,7 +149,7 @@ func (c *Controller) cancelReassignment(b *batch, t *Topic, i int) (*kerr.Error,
 	isr := withoutAll(p.ISR, p.AddingReplicas)
 	ch := partitionChange{isr: isr, leader: p.Leader, exclude: NoLeader, uncleanShutdown: NoLeader,
 		replicas: replicas, adding: []int32{}, removing: []int32{}}
-	if len(isr) == 0 && p.Leader != NoLeader {
+	if len(isr) == 0 {
 		if !c.uncleanAllowed(t) {
 			return kerr.InvalidReplicaAssignment, fmt.Sprintf("Unable to revert partition assignment for %s:%d because it would require an unclean leader election.", t.Name, i)
 		}
