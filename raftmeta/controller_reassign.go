@@ -31,9 +31,9 @@ import (
 //     progress; else the replicas go back to the current ones without the
 //     adding replicas (in their current order, the target's members
 //     first: as Kafka's revert, the original order is not kept), the ISR
-//     is restricted to them, and the leader is
-//     elected again if it was an adding replica. If no ISR member would be
-//     left (a leaderless partition's empty ISR included, as in Kafka's
+//     is restricted to them, and the leader is elected again if it was an
+//     adding replica. If no ISR member would be left (a leaderless
+//     partition's empty ISR included, as in Kafka's
 //     PartitionReassignmentRevert), the cancel needs an unclean election:
 //     refused (INVALID_REPLICA_ASSIGNMENT) unless the topic allows one.
 //
