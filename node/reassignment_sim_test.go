@@ -465,3 +465,43 @@ func TestTokenBucketRefillsAtItsRateWithoutLosingFractions(t *testing.T) {
 	tb.setRate(10, now.Add(2*time.Hour))
 	require.Equal(t, int64(10), tb.available(now.Add(2*time.Hour)))
 }
+
+// DescribeConfigs shows the throttle rates: the cluster default under the
+// empty name, and on a broker its own value over the default over
+// unlimited.
+func TestDescribeConfigsShowsTheThrottleRates(t *testing.T) {
+	c := newSimCluster(t, 37, 3, nil)
+	ctl := c.controller()
+	describe := func(name string) map[string]kmsg.DescribeConfigsResponseResourceConfig {
+		req := kmsg.NewPtrDescribeConfigsRequest()
+		req.Version = 4
+		req.IncludeSynonyms = true
+		rr := kmsg.NewDescribeConfigsRequestResource()
+		rr.ResourceType, rr.ResourceName = kmsg.ConfigResourceTypeBroker, name
+		req.Resources = append(req.Resources, rr)
+		resp, err := c.do(ctl, req)
+		require.NoError(t, err)
+		res := resp.(*kmsg.DescribeConfigsResponse).Resources[0]
+		require.Zero(t, res.ErrorCode)
+		out := map[string]kmsg.DescribeConfigsResponseResourceConfig{}
+		for _, e := range res.Configs {
+			out[e.Name] = e
+		}
+		return out
+	}
+	self := fmt.Sprint(ctl + 1)
+	require.Empty(t, describe(""))
+	require.Equal(t, "9223372036854775807", *describe(self)[leaderThrottledRateConfig].Value)
+	v, w := "1000", "500"
+	require.Zero(t, c.setConfigAt(ctl, kmsg.ConfigResourceTypeBroker, "", leaderThrottledRateConfig, &v))
+	defaults := describe("")
+	require.Len(t, defaults, 1)
+	require.Equal(t, kmsg.ConfigSourceDynamicDefaultBrokerConfig, defaults[leaderThrottledRateConfig].Source)
+	require.Zero(t, c.setConfigAt(ctl, kmsg.ConfigResourceTypeBroker, self, leaderThrottledRateConfig, &w))
+	e := describe(self)[leaderThrottledRateConfig]
+	require.Equal(t, "500", *e.Value)
+	require.Equal(t, kmsg.ConfigSourceDynamicBrokerConfig, e.Source)
+	require.False(t, e.ReadOnly)
+	require.Len(t, e.ConfigSynonyms, 3)
+	require.Equal(t, "1000", *e.ConfigSynonyms[1].Value)
+}

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // Replication throttling (KIP-73), the leader's side: a leader limits the
@@ -185,6 +187,34 @@ func (b *Broker) leaderBucket(rate int64) *tokenBucket {
 		b.leaderThrottle.setRate(rate, now)
 	}
 	return b.leaderThrottle
+}
+
+// throttleRateEntries describes the throttle rates: the cluster defaults
+// set (defaults), or this broker's rates in force with their synonyms.
+func (b *Broker) throttleRateEntries(defaults bool) []configEntry {
+	own := b.image.BrokerConfigs[strconv.Itoa(int(b.cfg.NodeID))]
+	cluster := b.image.BrokerConfigs[""]
+	unlimited := strconv.FormatInt(math.MaxInt64, 10)
+	var entries []configEntry
+	for _, name := range []string{followerThrottledRateConfig, leaderThrottledRateConfig} {
+		e := configEntry{name: name, kind: kindLong,
+			doc: "The bytes per second replication of throttled replicas may use (KIP-73); Sluice enforces the leader's."}
+		if v, ok := own[name]; ok && !defaults {
+			e.synonyms = append(e.synonyms, configSynonym{name, v, kmsg.ConfigSourceDynamicBrokerConfig})
+		}
+		if v, ok := cluster[name]; ok {
+			e.synonyms = append(e.synonyms, configSynonym{name, v, kmsg.ConfigSourceDynamicDefaultBrokerConfig})
+		}
+		if defaults && len(e.synonyms) == 0 {
+			continue
+		}
+		if !defaults {
+			e.synonyms = append(e.synonyms, configSynonym{name, unlimited, kmsg.ConfigSourceDefaultConfig})
+		}
+		e.value, e.source = e.synonyms[0].value, e.synonyms[0].source
+		entries = append(entries, e)
+	}
+	return entries
 }
 
 // throttledReplicasProblem checks a *.replication.throttled.replicas
