@@ -147,14 +147,12 @@ func (b *Broker) followLeadership(r raftmeta.PartitionChangeRecord) {
 		return
 	}
 	p := b.partitions[key]
-	if p == nil {
-		if slices.Contains(mp.Replicas, b.cfg.NodeID) {
-			b.servePartitions(b.image.Topics[r.Topic])
-		}
+	if !slices.Contains(mp.Replicas, b.cfg.NodeID) {
+		b.leaveReplica(key, p) // reassigned away (reassignment.go)
 		return
 	}
-	if !slices.Contains(mp.Replicas, b.cfg.NodeID) {
-		b.leaveReplica(p) // reassigned away (reassignment.go)
+	if p == nil {
+		b.servePartitions(b.image.Topics[r.Topic])
 		return
 	}
 	b.followMetadata(p, mp)

@@ -13,20 +13,29 @@ import (
 // that removes it also raises the leader epoch, so a fetch it still sends
 // is fenced.
 
-// leaveReplica closes and deletes this node's replica p, which the image
-// no longer lists in its partition's replicas: it stops fetching, what
-// waits on it as leader is answered (fetches NOT_LEADER_OR_FOLLOWER,
-// produces waiting for replication fail), and its directory goes as a
-// deleted topic's does, so that the partition reassigned back here later
-// opens empty once the removal is done.
-func (b *Broker) leaveReplica(p *partition) {
-	b.env.Log.Info("replica removed from the partition's replicas; deleting it", "topic", p.topic, "partition", p.index)
+// leaveReplica closes and deletes this node's replica of the partition
+// key, which the image no longer lists in its replicas: p when it is open
+// (nil when it is not: an offline one's directory goes too). It stops
+// fetching, what waits on it as leader is answered (fetches
+// NOT_LEADER_OR_FOLLOWER, produces waiting for replication fail), and its
+// directory goes as a deleted topic's does, so that the partition
+// reassigned back here later opens empty once the removal is done.
+func (b *Broker) leaveReplica(key partitionKey, p *partition) {
+	t := b.image.Topics[key.topic]
+	if t == nil || (p == nil && b.offline[key] == nil) {
+		return
+	}
+	b.env.Log.Info("replica removed from the partition's replicas; deleting it", "topic", t.Name, "partition", key.index)
 	b.replStats.ReplicasRemoved++
-	b.leadershipLost(p)
-	b.dropTopic(&raftmeta.Topic{Name: p.topic, ID: p.topicID, Partitions: []raftmeta.Partition{{Index: p.index}}})
-	// No longer in b.partitions: its fetcher lets it go.
-	p.fetching, p.query = false, nil
-	b.assignFetcher(p)
+	if p != nil {
+		b.leadershipLost(p)
+	}
+	b.dropTopic(&raftmeta.Topic{Name: t.Name, ID: t.ID, Partitions: []raftmeta.Partition{{Index: key.index}}})
+	if p != nil {
+		// No longer in b.partitions: its fetcher lets it go.
+		p.fetching, p.query = false, nil
+		b.assignFetcher(p)
+	}
 }
 
 // leaveUnassignedReplicas removes every replica of an existing topic the
@@ -34,9 +43,8 @@ func (b *Broker) leaveReplica(p *partition) {
 // image).
 func (b *Broker) leaveUnassignedReplicas() {
 	for _, key := range b.sortedPartitionKeys() {
-		p := b.partitions[key]
 		if mp, ok := b.imagePartition(key); ok && !assigned(mp, b.cfg.NodeID) {
-			b.leaveReplica(p)
+			b.leaveReplica(key, b.partitions[key])
 		}
 	}
 }
