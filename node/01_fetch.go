@@ -171,10 +171,12 @@ func (b *Broker) consumerAnswerNow(req *kmsg.FetchRequest, p *partition, sp *ses
 // batch (KIP-74).
 func (b *Broker) readFetch(req *kmsg.FetchRequest, p *partition, sp *sessionPartition, used int64) (log.Records, error) {
 	upTo := p.highWatermark()
-	if fetchReplicaID(req) >= 0 {
+	room, minOneBatch := b.roomFor(req, sp, used), used == 0
+	if id := fetchReplicaID(req); id >= 0 {
 		upTo = p.log.LogEndOffset()
+		room, minOneBatch = b.throttledRoom(p, id, room, minOneBatch) // throttle.go
 	}
-	return p.log.Read(sp.fetchOffset, b.roomFor(req, sp, used), upTo, used == 0)
+	return p.log.Read(sp.fetchOffset, room, upTo, minOneBatch)
 }
 
 // park waits for a high watermark to move on a watched partition, or for
@@ -343,6 +345,9 @@ func (b *Broker) fetchOne(req *kmsg.FetchRequest, sp *sessionPartition, used int
 	if code == nil {
 		var err error
 		recs, err = b.readFetch(req, p, sp, used)
+		if err == nil {
+			b.chargeThrottle(p, fetchReplicaID(req), recs.Size)
+		}
 		if err == nil && !zeroCopy {
 			rp.RecordBatches, err = recs.AppendTo(rp.RecordBatches)
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"sort"
 	"strconv"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -18,10 +19,13 @@ import (
 //     invalid name gets INVALID_TOPIC_EXCEPTION, an unknown topic
 //     UNKNOWN_TOPIC_OR_PARTITION.
 //   - BROKER resources named by this broker's id list the broker's configs,
-//     all read-only: Sluice reads its configuration once, at start. The
-//     empty name asks, as in Kafka, for the cluster-wide dynamic defaults,
-//     of which Sluice has none. Another id, or a name that is not a number,
-//     gets INVALID_REQUEST.
+//     read-only (Sluice reads its configuration once, at start) but for
+//     the dynamic replication throttle rates (throttle.go: the broker's
+//     own, DYNAMIC_BROKER_CONFIG, else the cluster default,
+//     DYNAMIC_DEFAULT_BROKER_CONFIG, else unlimited). The empty name asks,
+//     as in Kafka, for the cluster-wide dynamic defaults: the throttle
+//     rates set there. Another id, or a name that is not a number, gets
+//     INVALID_REQUEST.
 //   - BROKER_LOGGER resources named by this broker's id list one logger,
 //     "root", at the level the broker logs (source
 //     DYNAMIC_BROKER_LOGGER_CONFIG); the empty name or another id gets
@@ -74,13 +78,15 @@ func (b *Broker) describeResource(rr kmsg.DescribeConfigsRequestResource) ([]con
 		return b.topicConfigEntries(t.Configs), nil, ""
 	case kmsg.ConfigResourceTypeBroker:
 		if rr.ResourceName == "" {
-			return nil, nil, "" // no dynamic cluster-wide defaults
+			return b.throttleRateEntries(true), nil, ""
 		}
 		if err, msg := b.checkBrokerName(rr.ResourceName, "Broker id must be an integer, but it is: ",
 			"Unexpected broker id, expected %d or empty string, but received %s"); err != nil {
 			return nil, err, msg
 		}
-		return b.cfg.brokerConfigEntries(), nil, ""
+		entries := append(b.cfg.brokerConfigEntries(), b.throttleRateEntries(false)...)
+		sort.Slice(entries, func(i, j int) bool { return entries[i].name < entries[j].name })
+		return entries, nil, ""
 	case kmsg.ConfigResourceTypeBrokerLogger:
 		if rr.ResourceName == "" {
 			return nil, kerr.InvalidRequest, "Broker id must not be empty"

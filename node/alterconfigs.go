@@ -3,6 +3,7 @@ package node
 import (
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/sluicemq/sluice/raftmeta"
@@ -20,9 +21,11 @@ import (
 //   - a null value (except to DELETE): INVALID_REQUEST;
 //   - an unknown operation: INVALID_REQUEST;
 //   - BROKER: the name must be empty or this broker's id (INVALID_REQUEST);
-//     Sluice has no dynamic broker configs, so any change is
-//     INVALID_REQUEST, as Kafka answers for a key it cannot change
-//     dynamically;
+//     the dynamic broker configs are the replication throttle rates
+//     (throttle.go: leader. and follower.replication.throttled.rate, a
+//     LONG at least 0, else INVALID_CONFIG), set on the cluster default
+//     ("") or a broker; any other change is INVALID_REQUEST, as Kafka
+//     answers for a key it cannot change dynamically;
 //   - TOPIC: the empty name is INVALID_REQUEST, an invalid one
 //     INVALID_TOPIC_EXCEPTION; the configs as they would be must be known
 //     topic configs with valid values (INVALID_CONFIG); then the topic must
@@ -120,7 +123,9 @@ func (b *Broker) planAlterConfigs(resources []alterResource) alterPlan {
 		if len(records) > 0 {
 			plan.slots = append(plan.slots, len(plan.results))
 			plan.records = append(plan.records, records...)
-			plan.topics = append(plan.topics, res.name)
+			if res.typ == kmsg.ConfigResourceTypeTopic {
+				plan.topics = append(plan.topics, res.name)
+			}
 		}
 		plan.results = append(plan.results, result)
 	}
@@ -169,6 +174,13 @@ func (b *Broker) planAlterResource(res alterResource) ([]raftmeta.Record, *kerr.
 	case kmsg.ConfigResourceTypeTopic:
 		return b.planAlterTopic(res)
 	case kmsg.ConfigResourceTypeBroker:
+		if len(res.ops) > 0 && throttleRatesOnly(res.ops) {
+			// Any broker's: the controller writes them for every broker.
+			if id, err := strconv.ParseInt(res.name, 10, 32); res.name != "" && (err != nil || id < 0) {
+				return nil, kerr.InvalidRequest, "Node id must be an integer, but it is: " + res.name
+			}
+			return b.planAlterBroker(res)
+		}
 		if res.name != "" {
 			if err, msg := b.checkBrokerName(res.name, "Node id must be an integer, but it is: ",
 				"Unexpected broker id, expected %d, but received %s"); err != nil {
@@ -192,6 +204,53 @@ func (b *Broker) planAlterResource(res alterResource) ([]raftmeta.Record, *kerr.
 		return nil, kerr.InvalidRequest, fmt.Sprintf("Resource type %s is not supported.", res.typ)
 	}
 	return nil, kerr.InvalidRequest, fmt.Sprintf("Unknown resource type %d", int8(res.typ))
+}
+
+// throttleRatesOnly reports whether every op is on a throttle rate.
+func throttleRatesOnly(ops []alterOp) bool {
+	for _, op := range ops {
+		if op.key != leaderThrottledRateConfig && op.key != followerThrottledRateConfig {
+			return false
+		}
+	}
+	return true
+}
+
+// planAlterBroker checks a broker resource's throttle rates and returns the
+// records that set them (for AlterConfigs, the resource's whole set).
+func (b *Broker) planAlterBroker(res alterResource) ([]raftmeta.Record, *kerr.Error, string) {
+	current := b.image.BrokerConfigs[res.name]
+	next := map[string]string{}
+	for _, k := range []string{leaderThrottledRateConfig, followerThrottledRateConfig} {
+		if v, ok := current[k]; ok && !res.replace {
+			next[k] = v
+		}
+	}
+	for _, op := range res.ops {
+		switch op.op {
+		case kmsg.IncrementalAlterConfigOpSet:
+			if why := throttleRateProblem(op.key, *op.value); why != "" {
+				return nil, kerr.InvalidConfig, why
+			}
+			next[op.key] = strings.TrimSpace(*op.value)
+		case kmsg.IncrementalAlterConfigOpDelete:
+			delete(next, op.key)
+		default:
+			return nil, kerr.InvalidConfig, fmt.Sprintf("Can't %s to key %s because its type is not LIST.", op.op, op.key)
+		}
+	}
+	var records []raftmeta.Record
+	for _, k := range []string{leaderThrottledRateConfig, followerThrottledRateConfig} {
+		old, had := current[k]
+		v, has := next[k]
+		switch {
+		case has && (!had || old != v):
+			records = append(records, raftmeta.ConfigRecord{Resource: raftmeta.ConfigBroker, Name: res.name, Key: k, Value: &v})
+		case !has && had:
+			records = append(records, raftmeta.ConfigRecord{Resource: raftmeta.ConfigBroker, Name: res.name, Key: k})
+		}
+	}
+	return records, nil, ""
 }
 
 // planAlterTopic computes a topic's configs after the change, checks them,

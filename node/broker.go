@@ -85,6 +85,9 @@ type Broker struct {
 	fetchers      map[int32]*fetcher
 	replicaTicker env.Timer
 	replStats     ReplicationView
+	// leaderThrottle limits the bytes this broker's leaders serve to
+	// throttled followers (throttle.go); nil until first used.
+	leaderThrottle *tokenBucket
 
 	listeners []env.Listener
 	// controllerListener is the CONTROLLER listener of a controller node:

@@ -236,8 +236,8 @@ func (c Config) brokerConfigEntries() []configEntry {
 		known[d.name] = true
 	}
 	for _, td := range topicConfigDefs() {
-		if known[td.brokerName] {
-			continue
+		if td.brokerName == "" || known[td.brokerName] {
+			continue // no broker synonym, or one listed already
 		}
 		known[td.brokerName] = true
 		kafkaDefault := td.defaultValue(DefaultConfig())

@@ -52,6 +52,8 @@ var forwardedKeys = map[int16]bool{
 	37: true, // CreatePartitions
 	43: true, // ElectLeaders
 	44: true, // IncrementalAlterConfigs
+	45: true, // AlterPartitionReassignments
+	46: true, // ListPartitionReassignments
 	80: true, // AddRaftVoter
 	81: true, // RemoveRaftVoter
 }
@@ -151,6 +153,10 @@ func forwardTimeout(req kmsg.Request) time.Duration {
 	case *kmsg.CreatePartitionsRequest:
 		ms = req.TimeoutMillis
 	case *kmsg.ElectLeadersRequest:
+		ms = req.TimeoutMillis
+	case *kmsg.AlterPartitionAssignmentsRequest:
+		ms = req.TimeoutMillis
+	case *kmsg.ListPartitionReassignmentsRequest:
 		ms = req.TimeoutMillis
 	case *kmsg.AddRaftVoterRequest:
 		ms = req.TimeoutMillis
@@ -339,6 +345,14 @@ func errorResponse(req kmsg.Request, code *kerr.Error) kmsg.Response {
 	case *kmsg.ElectLeadersRequest:
 		resp := req.ResponseKind().(*kmsg.ElectLeadersResponse)
 		resp.ErrorCode = code.Code
+		return resp
+	case *kmsg.AlterPartitionAssignmentsRequest:
+		resp := req.ResponseKind().(*kmsg.AlterPartitionAssignmentsResponse)
+		resp.ErrorCode, resp.ErrorMessage = code.Code, &msg
+		return resp
+	case *kmsg.ListPartitionReassignmentsRequest:
+		resp := req.ResponseKind().(*kmsg.ListPartitionReassignmentsResponse)
+		resp.ErrorCode, resp.ErrorMessage = code.Code, &msg
 		return resp
 	case *kmsg.AddRaftVoterRequest:
 		resp := req.ResponseKind().(*kmsg.AddRaftVoterResponse)

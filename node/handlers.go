@@ -22,6 +22,8 @@ func (b *Broker) apiHandlers() []apiHandler {
 		{key: 37, min: 0, max: 3, handle: b.forControllers(b.handleCreatePartitions)},
 		{key: 43, min: 0, max: 2, handle: b.forControllers(b.handleElectLeaders)},
 		{key: 44, min: 0, max: 1, handle: b.forControllers(b.handleIncrementalAlterConfigs)},
+		{key: 45, min: 0, max: 1, handle: b.forControllers(b.handleAlterPartitionReassignments)},
+		{key: 46, min: 0, max: 0, handle: b.forControllers(b.handleListPartitionReassignments)},
 		{key: 55, min: 0, max: 2, handle: b.handleDescribeQuorum},
 		{key: 56, min: 0, max: 3, handle: b.handleAlterPartition},
 		{key: 58, min: 0, max: 0, handle: b.handleEnvelope},

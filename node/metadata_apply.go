@@ -132,6 +132,7 @@ func (b *Broker) reconcilePartitions() {
 			delete(b.offline, key)
 		}
 	}
+	b.leaveUnassignedReplicas()
 	for _, name := range b.image.TopicNames() {
 		b.servePartitions(b.image.TopicByName(name))
 	}
@@ -146,10 +147,12 @@ func (b *Broker) followLeadership(r raftmeta.PartitionChangeRecord) {
 		return
 	}
 	p := b.partitions[key]
+	if !slices.Contains(mp.Replicas, b.cfg.NodeID) {
+		b.leaveReplica(key, p) // reassigned away (reassignment.go)
+		return
+	}
 	if p == nil {
-		if slices.Contains(mp.Replicas, b.cfg.NodeID) {
-			b.servePartitions(b.image.Topics[r.Topic])
-		}
+		b.servePartitions(b.image.Topics[r.Topic])
 		return
 	}
 	b.followMetadata(p, mp)

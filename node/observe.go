@@ -59,6 +59,11 @@ type ReplicationView struct {
 	// answered FENCED_LEADER_EPOCH or UNKNOWN_LEADER_EPOCH (one side's
 	// metadata behind the other's).
 	FencedFetches int
+	// ReplicasRemoved counts replicas this broker closed and deleted
+	// because a reassignment moved them away (reassignment.go);
+	// ThrottledFetches the follower fetches its leaders answered with
+	// fewer bytes (or none) for a replication throttle (throttle.go).
+	ReplicasRemoved, ThrottledFetches int
 }
 
 // ReplicationView returns the counts; on the node's loop, as MetadataView.

@@ -11,7 +11,8 @@ import (
 // config that supplies its default, and how its values are checked.
 type topicConfigDef struct {
 	name string
-	// brokerName is the broker-level key whose value is the default.
+	// brokerName is the broker-level key whose value is the default; ""
+	// for a topic config with none (the throttled replicas lists).
 	brokerName string
 	kind       configKind
 	// check returns why a value already of the right kind is invalid, or "";
@@ -69,6 +70,12 @@ func topicConfigDefs() []topicConfigDef {
 		{name: "index.interval.bytes", brokerName: "log.index.interval.bytes", kind: kindInt,
 			check: atLeast(0), defaultValue: func(c Config) string { return strconv.Itoa(int(c.LogIndexIntervalBytes)) },
 			doc: "How often an entry is added to the offset index."},
+		{name: leaderThrottledReplicasConfig, brokerName: "", kind: kindList,
+			check: throttledReplicasProblem(leaderThrottledReplicasConfig), defaultValue: constant(""),
+			doc: "Replicas whose log replication the leader throttles (partitionId:brokerId,... or *), at the broker's leader.replication.throttled.rate."},
+		{name: followerThrottledReplicasConfig, brokerName: "", kind: kindList,
+			check: throttledReplicasProblem(followerThrottledReplicasConfig), defaultValue: constant(""),
+			doc: "Replicas whose log replication the follower throttles (partitionId:brokerId,... or *); stored, not yet enforced by Sluice."},
 		{name: "max.message.bytes", brokerName: "message.max.bytes", kind: kindInt,
 			check: atLeast(0), defaultValue: func(c Config) string { return strconv.Itoa(int(c.MessageMaxBytes)) },
 			doc: "The largest record batch size allowed."},

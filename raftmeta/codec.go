@@ -33,7 +33,8 @@ import (
 //	uuid      = 16 bytes
 //	int32s    = uvarint (count+1), then each; 0 means absent (nil)
 //	partition = index, int32s replicas, int32s isr, leader, leader epoch, partition epoch
-//	            [int32s elr, int32s last known elr: only in the ...ELR types below]
+//	            [int32s elr, int32s last known elr: only in the ...ELR and ...Reassign types below]
+//	            [int32s adding, int32s removing: only in the ...Reassign types below]
 //	broker    = id, uuid incarnation, epoch, uvarint count, (string name, string host, port)*,
 //	            string rack, flags(1 byte: 1 fenced, 2 in controlled shutdown)
 //
@@ -44,7 +45,11 @@ import (
 // its own whose body adds them (each partition's ELR and last known ELR;
 // a change's ELR and last known ELR after its other fields), so entries
 // and snapshots written before still decode, and an older reader refuses
-// a record it cannot represent rather than dropping its ELR. A decoder refuses
+// a record it cannot represent rather than dropping its ELR. Reassignments
+// (KIP-455) came after in the same way: a record that carries adding or
+// removing replicas takes a third type code, whose body is the ELR layout
+// with each partition's (or the change's) adding and removing replicas
+// after its ELR fields. A decoder refuses
 // a record of another format, an unknown type, a truncated body and bytes
 // left over: bad input is an error, never a panic.
 //
@@ -70,7 +75,45 @@ const (
 	codeCreateTopicELR      = 11
 	codeCreatePartitionsELR = 12
 	codePartitionChangeELR  = 13
+	// The same records, carrying ELR and reassignment fields.
+	codeCreateTopicReassign      = 14
+	codeCreatePartitionsReassign = 15
+	codePartitionChangeReassign  = 16
 )
+
+// partitionLayout is which fields a record's partitions carry.
+type partitionLayout int
+
+const (
+	layoutBase partitionLayout = iota
+	layoutELR
+	layoutReassign
+)
+
+// layoutOf is the smallest layout that holds every field of ps.
+func layoutOf(ps []Partition) partitionLayout {
+	layout := layoutBase
+	for i := range ps {
+		if ps[i].Reassigning() {
+			return layoutReassign
+		}
+		if len(ps[i].ELR) > 0 || len(ps[i].LastKnownELR) > 0 {
+			layout = layoutELR
+		}
+	}
+	return layout
+}
+
+// codeFor picks a record's type code by its layout.
+func codeFor(layout partitionLayout, base, elr, reassign byte) byte {
+	switch layout {
+	case layoutELR:
+		return elr
+	case layoutReassign:
+		return reassign
+	}
+	return base
+}
 
 // envelope is a record's JSON encoding: its type tag and its body.
 type envelope struct {
@@ -157,23 +200,29 @@ func AppendBinaryRecord(dst []byte, r Record) ([]byte, error) {
 		e.int(int64(r.BrokerID))
 		e.int(r.BrokerEpoch)
 	case CreateTopicRecord:
-		elr := partitionsHaveELR(r.Topic.Partitions)
-		e.b = append(e.b, pick(elr, codeCreateTopicELR, codeCreateTopic))
+		layout := layoutOf(r.Topic.Partitions)
+		e.b = append(e.b, codeFor(layout, codeCreateTopic, codeCreateTopicELR, codeCreateTopicReassign))
 		e.str(r.Topic.Name)
 		e.b = append(e.b, r.Topic.ID[:]...)
-		e.partitions(r.Topic.Partitions, elr)
+		e.partitions(r.Topic.Partitions, layout)
 		e.configs(r.Topic.Configs)
 	case DeleteTopicRecord:
 		e.b = append(e.b, codeDeleteTopic)
 		e.b = append(e.b, r.ID[:]...)
 	case CreatePartitionsRecord:
-		elr := partitionsHaveELR(r.Partitions)
-		e.b = append(e.b, pick(elr, codeCreatePartitionsELR, codeCreatePartitions))
+		layout := layoutOf(r.Partitions)
+		e.b = append(e.b, codeFor(layout, codeCreatePartitions, codeCreatePartitionsELR, codeCreatePartitionsReassign))
 		e.b = append(e.b, r.Topic[:]...)
-		e.partitions(r.Partitions, elr)
+		e.partitions(r.Partitions, layout)
 	case PartitionChangeRecord:
-		elr := r.ELR != nil || r.LastKnownELR != nil
-		e.b = append(e.b, pick(elr, codePartitionChangeELR, codePartitionChange))
+		layout := layoutBase
+		switch {
+		case r.AddingReplicas != nil || r.RemovingReplicas != nil:
+			layout = layoutReassign
+		case r.ELR != nil || r.LastKnownELR != nil:
+			layout = layoutELR
+		}
+		e.b = append(e.b, codeFor(layout, codePartitionChange, codePartitionChangeELR, codePartitionChangeReassign))
 		e.b = append(e.b, r.Topic[:]...)
 		e.int(int64(r.Partition))
 		e.int(int64(r.Leader))
@@ -181,9 +230,13 @@ func AppendBinaryRecord(dst []byte, r Record) ([]byte, error) {
 		e.int32s(r.Replicas)
 		e.int(int64(r.LeaderEpoch))
 		e.int(int64(r.PartitionEpoch))
-		if elr {
+		if layout != layoutBase {
 			e.int32s(r.ELR)
 			e.int32s(r.LastKnownELR)
+		}
+		if layout == layoutReassign {
+			e.int32s(r.AddingReplicas)
+			e.int32s(r.RemovingReplicas)
 		}
 	case ConfigRecord:
 		e.b = append(e.b, codeConfig)
@@ -204,22 +257,6 @@ func AppendBinaryRecord(dst []byte, r Record) ([]byte, error) {
 		return dst, fmt.Errorf("encode record: no binary encoding for %T", r)
 	}
 	return e.b, nil
-}
-
-func pick(cond bool, yes, no byte) byte {
-	if cond {
-		return yes
-	}
-	return no
-}
-
-func partitionsHaveELR(ps []Partition) bool {
-	for i := range ps {
-		if len(ps[i].ELR) > 0 || len(ps[i].LastKnownELR) > 0 {
-			return true
-		}
-	}
-	return false
 }
 
 func deref[R Record](p *R) (Record, bool) {
@@ -277,10 +314,10 @@ func (e *encoder) int32s(ids []int32) {
 	}
 }
 
-// partitions writes ps; withELR adds each one's ELR fields. A nil ISR
+// partitions writes ps in the layout given. A nil ISR
 // (which Equal cannot tell from an empty one) is written as empty, and an
 // empty ELR as none, so that equal images encode equally.
-func (e *encoder) partitions(ps []Partition, withELR bool) {
+func (e *encoder) partitions(ps []Partition, layout partitionLayout) {
 	e.uint(uint64(len(ps)))
 	for i := range ps {
 		p := &ps[i]
@@ -294,9 +331,13 @@ func (e *encoder) partitions(ps []Partition, withELR bool) {
 		e.int(int64(p.Leader))
 		e.int(int64(p.LeaderEpoch))
 		e.int(int64(p.PartitionEpoch))
-		if withELR {
+		if layout != layoutBase {
 			e.int32s(nilIfEmpty(p.ELR))
 			e.int32s(nilIfEmpty(p.LastKnownELR))
+		}
+		if layout == layoutReassign {
+			e.int32s(nilIfEmpty(p.AddingReplicas))
+			e.int32s(nilIfEmpty(p.RemovingReplicas))
 		}
 	}
 }
@@ -379,23 +420,29 @@ func (d *decoder) record(code byte) Record {
 		return BrokerChangeRecord{BrokerID: d.int32(), BrokerEpoch: d.int(), Change: BrokerChange(d.byte())}
 	case codeUnregisterBroker:
 		return UnregisterBrokerRecord{BrokerID: d.int32(), BrokerEpoch: d.int()}
-	case codeCreateTopic, codeCreateTopicELR:
+	case codeCreateTopic, codeCreateTopicELR, codeCreateTopicReassign:
 		t := Topic{Name: d.str(), ID: d.uuid()}
-		t.Partitions = d.partitions(code == codeCreateTopicELR)
+		t.Partitions = d.partitions(codeLayout(code, codeCreateTopicELR, codeCreateTopicReassign))
 		t.Configs = d.configs()
 		return CreateTopicRecord{Topic: t}
 	case codeDeleteTopic:
 		return DeleteTopicRecord{ID: d.uuid()}
-	case codeCreatePartitions, codeCreatePartitionsELR:
-		return CreatePartitionsRecord{Topic: d.uuid(), Partitions: d.partitions(code == codeCreatePartitionsELR)}
-	case codePartitionChange, codePartitionChangeELR:
+	case codeCreatePartitions, codeCreatePartitionsELR, codeCreatePartitionsReassign:
+		return CreatePartitionsRecord{Topic: d.uuid(), Partitions: d.partitions(codeLayout(code, codeCreatePartitionsELR, codeCreatePartitionsReassign))}
+	case codePartitionChange, codePartitionChangeELR, codePartitionChangeReassign:
 		r := PartitionChangeRecord{Topic: d.uuid(), Partition: d.int32(), Leader: d.int32(),
 			ISR: d.int32s(), Replicas: d.int32s(), LeaderEpoch: d.int32(), PartitionEpoch: d.int32()}
-		if code == codePartitionChangeELR {
+		if code != codePartitionChange {
 			r.ELR, r.LastKnownELR = d.int32s(), d.int32s()
-			if r.ELR == nil && r.LastKnownELR == nil {
-				d.fail(errors.New("a partition change of the ELR layout without ELR fields"))
+		}
+		switch {
+		case code == codePartitionChangeReassign:
+			r.AddingReplicas, r.RemovingReplicas = d.int32s(), d.int32s()
+			if r.AddingReplicas == nil && r.RemovingReplicas == nil {
+				d.fail(errors.New("a partition change of the reassignment layout without reassignment fields"))
 			}
+		case code == codePartitionChangeELR && r.ELR == nil && r.LastKnownELR == nil:
+			d.fail(errors.New("a partition change of the ELR layout without ELR fields"))
 		}
 		return r
 	case codeConfig:
@@ -509,19 +556,38 @@ func (d *decoder) int32s() []int32 {
 	return d.slab[start:len(d.slab):len(d.slab)]
 }
 
-func (d *decoder) partitions(withELR bool) []Partition {
+// codeLayout is the partition layout of a record type code.
+func codeLayout(code, elr, reassign byte) partitionLayout {
+	switch code {
+	case elr:
+		return layoutELR
+	case reassign:
+		return layoutReassign
+	}
+	return layoutBase
+}
+
+func (d *decoder) partitions(layout partitionLayout) []Partition {
 	// A partition takes at least 6 bytes.
 	n := d.count(6)
 	ps := make([]Partition, n)
 	for i := range ps {
 		ps[i] = Partition{Index: d.int32(), Replicas: d.int32s(), ISR: d.int32s(),
 			Leader: d.int32(), LeaderEpoch: d.int32(), PartitionEpoch: d.int32()}
-		if withELR {
+		if layout != layoutBase {
 			ps[i].ELR, ps[i].LastKnownELR = nilIfEmpty(d.int32s()), nilIfEmpty(d.int32s())
 		}
+		if layout == layoutReassign {
+			ps[i].AddingReplicas, ps[i].RemovingReplicas = nilIfEmpty(d.int32s()), nilIfEmpty(d.int32s())
+		}
 	}
-	if withELR && d.err == nil && !partitionsHaveELR(ps) {
-		d.fail(errors.New("partitions of the ELR layout without an ELR"))
+	// A layout larger than its partitions need is not canonical.
+	if d.err == nil && layout != layoutBase && layoutOf(ps) != layout {
+		if layout == layoutELR {
+			d.fail(errors.New("partitions of the ELR layout without an ELR"))
+		} else {
+			d.fail(errors.New("partitions of the reassignment layout without a reassignment"))
+		}
 	}
 	if d.err != nil {
 		return nil

@@ -40,6 +40,14 @@ func everyRecord() []Record {
 		PartitionChangeRecord{Topic: TopicID{7}, Partition: 0, Leader: 1, ISR: []int32{1}, ELR: []int32{}, LastKnownELR: []int32{},
 			LeaderEpoch: 5, PartitionEpoch: 11},
 		PartitionChangeRecord{Topic: TopicID{7}, Partition: 0, Leader: 1, LastKnownELR: []int32{}, LeaderEpoch: 5, PartitionEpoch: 12},
+		PartitionChangeRecord{Topic: TopicID{7}, Partition: 0, Leader: 1, Replicas: []int32{1, 4, 2}, AddingReplicas: []int32{4},
+			RemovingReplicas: []int32{2}, LeaderEpoch: 5, PartitionEpoch: 13},
+		PartitionChangeRecord{Topic: TopicID{7}, Partition: 0, Leader: 1, Replicas: []int32{1, 4}, ISR: []int32{1, 4},
+			AddingReplicas: []int32{}, RemovingReplicas: []int32{}, ELR: []int32{}, LeaderEpoch: 6, PartitionEpoch: 14},
+		CreateTopicRecord{Topic: Topic{Name: "r", ID: TopicID{9}, Partitions: []Partition{
+			{Index: 0, Replicas: []int32{3, 1, 2}, ISR: []int32{1, 2}, Leader: 1, AddingReplicas: []int32{3}, RemovingReplicas: []int32{2}},
+			{Index: 1, Replicas: []int32{2, 1}, ISR: []int32{2}, Leader: 2, ELR: []int32{1}},
+		}}},
 		ConfigRecord{Resource: ConfigBroker, Name: "", Key: "k", Value: &v},
 		ConfigRecord{Resource: ConfigTopic, Name: "t", Key: "k"},
 		ProducerIDsRecord{First: 1000, Count: 1000},
@@ -164,6 +172,45 @@ func TestBinaryLayoutOfBeforeELRIsUnchanged(t *testing.T) {
 	b[1] = codeCreatePartitionsELR
 	_, err = DecodeRecord(append(b, 0, 0))
 	require.ErrorContains(t, err, "without an ELR")
+}
+
+// Reassignment fields take type codes of their own, and a reassignment
+// layout without them is refused as not canonical.
+func TestBinaryLayoutOfReassignment(t *testing.T) {
+	topic := TopicID{1}
+	b, err := EncodeBinaryRecord(PartitionChangeRecord{Topic: topic, Partition: 3, Leader: 2, AddingReplicas: []int32{1}, LeaderEpoch: 4, PartitionEpoch: 9})
+	require.NoError(t, err)
+	require.Equal(t, byte(codePartitionChangeReassign), b[1])
+	b, err = EncodeBinaryRecord(PartitionChangeRecord{Topic: topic, Partition: 3, Leader: 2, ELR: []int32{1}, LeaderEpoch: 4, PartitionEpoch: 9})
+	require.NoError(t, err)
+	b[1] = codePartitionChangeReassign
+	_, err = DecodeRecord(append(b, 0, 0))
+	require.ErrorContains(t, err, "without reassignment fields")
+	b, err = EncodeBinaryRecord(CreatePartitionsRecord{Topic: topic, Partitions: []Partition{{Index: 1, Replicas: []int32{1}, ISR: []int32{1}, Leader: 1, ELR: []int32{}}}})
+	require.NoError(t, err)
+	require.Equal(t, byte(codeCreatePartitions), b[1])
+	b[1] = codeCreatePartitionsReassign
+	_, err = DecodeRecord(append(b, 0, 0, 0, 0))
+	require.ErrorContains(t, err, "without a reassignment")
+}
+
+// A reassignment in progress survives a snapshot and changes the digest.
+func TestSnapshotKeepsReassignment(t *testing.T) {
+	im := clusterImage(t)
+	p := im.Topics[TopicID{1}].Partitions[0]
+	change := PartitionChangeRecord{Topic: TopicID{1}, Partition: 0, Leader: p.Leader,
+		Replicas: append([]int32{9}, p.Replicas...), LeaderEpoch: p.LeaderEpoch, PartitionEpoch: p.PartitionEpoch + 1}
+	other := im.Clone()
+	require.NoError(t, other.Apply(change))
+	change.AddingReplicas = []int32{9}
+	require.NoError(t, im.Apply(change))
+	loaded, err := DecodeSnapshot(im.EncodeSnapshot())
+	require.NoError(t, err)
+	require.True(t, im.Equal(loaded))
+	require.Equal(t, []int32{9}, loaded.Topics[TopicID{1}].Partitions[0].AddingReplicas)
+	require.Equal(t, im.Digest(), loaded.Digest())
+	require.False(t, im.Equal(other))
+	require.NotEqual(t, other.Digest(), loaded.Digest())
 }
 
 // An image with ELRs survives a snapshot, and its digest tells ELRs apart.

@@ -31,6 +31,10 @@ import (
 //	alter-isr T/P isr=(1 2) [from=N] [leader-epoch=E] [partition-epoch=E]
 //	                          the leader's AlterPartition, at the current epochs by default
 //	unregister id=N
+//	reassign T/P replicas=(1 2 3) [keep-rf] | T/P cancel
+//	                          AlterPartitionReassignments of one partition
+//	list-reassignments [T/P ...]
+//	                          ListPartitionReassignments (no partitions: every one)
 //	producer-ids id=N [epoch=E]
 //	alter-config topic=T|broker=N set=(k=v,...) delete=(k,...)
 //	hold / commit             keep proposals pending / commit them
@@ -108,6 +112,10 @@ func runCommand(t *testing.T, h *harness, td *datadriven.TestData) string {
 		return cmdElect(t, h, td)
 	case "alter-isr":
 		return cmdAlterISR(t, h, td)
+	case "reassign":
+		return cmdReassign(t, h, td)
+	case "list-reassignments":
+		return cmdListReassignments(t, h, td)
 	case "unregister":
 		var id int32
 		td.ScanArgs(t, "id", &id)
@@ -365,4 +373,52 @@ func cmdAlterISR(t *testing.T, h *harness, td *datadriven.TestData) string {
 		out += fmt.Sprintf(" (%s)", reply.Partition)
 	}
 	return out + "\n" + h.show(records)
+}
+
+// topicPartitionArg parses a "topic/partition" argument.
+func topicPartitionArg(t *testing.T, key string) (string, int32) {
+	topic, part, ok := strings.Cut(key, "/")
+	require.True(t, ok, "%q is not topic/partition", key)
+	n, err := strconv.Atoi(part)
+	require.NoError(t, err)
+	return topic, int32(n)
+}
+
+func cmdReassign(t *testing.T, h *harness, td *datadriven.TestData) string {
+	topic, part := topicPartitionArg(t, td.CmdArgs[0].Key)
+	r := Reassignment{Topic: topic, Partition: part, KeepReplicationFactor: td.HasArg("keep-rf")}
+	if arg, ok := td.Arg("replicas"); ok {
+		r.Replicas = []int32{}
+		for _, f := range strings.Fields(strings.Join(arg.Vals, " ")) {
+			id, err := strconv.Atoi(f)
+			require.NoError(t, err)
+			r.Replicas = append(r.Replicas, int32(id))
+		}
+	} else {
+		require.True(t, td.HasArg("cancel"), "reassign takes replicas=(...) or cancel")
+	}
+	res, records := h.c.AlterPartitionReassignments([]Reassignment{r})
+	h.propose(records)
+	out := fmt.Sprintf("reassign %s-%d: %s", topic, part, errName(res[0].Err))
+	if res[0].Err != nil {
+		out += " (" + res[0].Message + ")"
+	}
+	return out + "\n" + h.show(records)
+}
+
+func cmdListReassignments(t *testing.T, h *harness, td *datadriven.TestData) string {
+	var req []TopicPartitions
+	for _, arg := range td.CmdArgs {
+		topic, part := topicPartitionArg(t, arg.Key)
+		req = append(req, TopicPartitions{Topic: topic, Partitions: []int32{part}})
+	}
+	var b strings.Builder
+	for _, o := range h.c.ListPartitionReassignments(req) {
+		fmt.Fprintf(&b, "%s-%d: replicas=%s adding=%s removing=%s\n", o.Topic, o.Partition,
+			formatIDs(o.Replicas), formatIDs(o.Adding), formatIDs(o.Removing))
+	}
+	if b.Len() == 0 {
+		return "none\n"
+	}
+	return b.String()
 }

@@ -116,7 +116,8 @@ func (c *Controller) uncleanAllowed(t *Topic) bool {
 }
 
 // partitionChange is what a caller asks of one partition; applyChange
-// works out the rest (ELR, election, last known ELR, epochs).
+// works out the rest (ELR, election, last known ELR, epochs, the
+// completion of a reassignment).
 type partitionChange struct {
 	// isr is the target ISR; nil keeps the current one.
 	isr []int32
@@ -131,6 +132,9 @@ type partitionChange struct {
 	exclude int32
 	// uncleanShutdown leaves the ISR and the ELR; NoLeader for none.
 	uncleanShutdown int32
+	// replicas, adding and removing are the target replica list and
+	// reassignment (controller_reassign.go); nil keeps each.
+	replicas, adding, removing []int32
 }
 
 // changePartition adds the record that moves partition i of t to leader
@@ -151,11 +155,18 @@ func (b *batch) applyChange(t *Topic, i int, ch partitionChange) bool {
 		isr = ch.isr
 	}
 	isr = without(isr, ch.uncleanShutdown)
-	minISR := c.minISR(t, p)
-	elr := c.nextELR(p, isr, minISR, ch.uncleanShutdown)
+	// q is the partition with its new replicas, the ISR the change asks
+	// for and, when that completes a reassignment, without the replicas
+	// it removes: the ELR and the election below work on it.
+	q, isr, removed := c.reassigned(p, ch, isr)
+	if indexOf(removed, p.Leader) >= 0 {
+		ch.elect = true
+	}
+	minISR := c.minISR(t, &q)
+	elr := c.nextELR(&q, isr, minISR, ch.uncleanShutdown)
 	leader, unclean := ch.leader, false
 	if ch.elect {
-		leader, unclean = c.electLeader(t, p, isr, elr, ch)
+		leader, unclean = c.electLeader(t, &q, isr, elr, ch)
 	}
 	if leader != NoLeader && indexOf(isr, leader) < 0 {
 		if invariants.Enabled && !ch.elect && indexOf(elr, leader) < 0 && indexOf(p.ELR, leader) < 0 {
@@ -171,35 +182,45 @@ func (b *batch) applyChange(t *Topic, i int, ch partitionChange) bool {
 	if unclean {
 		elr = nil
 	}
-	lastKnown := p.LastKnownELR
+	lastKnown := q.LastKnownELR
 	switch {
 	case len(isr) == 0 && len(p.ISR) > 0 && p.Leader != NoLeader:
 		lastKnown = []int32{p.Leader}
 	case leader != NoLeader:
 		lastKnown = nil
 	}
-	b.addChange(t, p, leader, isr, elr, lastKnown)
+	q.Leader, q.ISR, q.ELR, q.LastKnownELR = leader, isr, elr, lastKnown
+	b.addChange(t, p, &q)
 	return leader != NoLeader
 }
 
-// addChange writes the record moving p to the given state, with the
-// epochs that follow; nothing when it is p's state already.
-func (b *batch) addChange(t *Topic, p *Partition, leader int32, isr, elr, lastKnown []int32) {
-	r := PartitionChangeRecord{Topic: t.ID, Partition: p.Index, Leader: leader,
+// addChange writes the record moving p to next's leader, ISR, ELR, last
+// known ELR, replicas and reassignment, with the epochs that follow;
+// nothing when it is p's state already.
+func (b *batch) addChange(t *Topic, p, next *Partition) {
+	r := PartitionChangeRecord{Topic: t.ID, Partition: p.Index, Leader: next.Leader,
 		LeaderEpoch: p.LeaderEpoch, PartitionEpoch: p.PartitionEpoch + 1}
-	if !int32sEqual(isr, p.ISR) {
-		r.ISR = append([]int32{}, isr...)
+	differ := func(a, b []int32) []int32 {
+		if int32sEqual(a, b) {
+			return nil
+		}
+		return append([]int32{}, a...)
 	}
-	if !int32sEqual(elr, p.ELR) {
-		r.ELR = append([]int32{}, elr...)
-	}
-	if !int32sEqual(lastKnown, p.LastKnownELR) {
-		r.LastKnownELR = append([]int32{}, lastKnown...)
-	}
-	if leader == p.Leader && r.ISR == nil && r.ELR == nil && r.LastKnownELR == nil {
+	r.ISR = differ(next.ISR, p.ISR)
+	r.ELR = differ(next.ELR, p.ELR)
+	r.LastKnownELR = differ(next.LastKnownELR, p.LastKnownELR)
+	r.Replicas = differ(next.Replicas, p.Replicas)
+	r.AddingReplicas = differ(next.AddingReplicas, p.AddingReplicas)
+	r.RemovingReplicas = differ(next.RemovingReplicas, p.RemovingReplicas)
+	if next.Leader == p.Leader && r.ISR == nil && r.ELR == nil && r.LastKnownELR == nil &&
+		r.Replicas == nil && r.AddingReplicas == nil && r.RemovingReplicas == nil {
 		return
 	}
-	if leader != p.Leader {
+	replicaLeft := false
+	for _, id := range p.Replicas {
+		replicaLeft = replicaLeft || indexOf(next.Replicas, id) < 0
+	}
+	if next.Leader != p.Leader || replicaLeft {
 		r.LeaderEpoch++
 	}
 	b.add(r)

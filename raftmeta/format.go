@@ -32,6 +32,12 @@ func (p Partition) String() string {
 	if len(p.LastKnownELR) > 0 {
 		s += " last_known_elr=" + formatIDs(p.LastKnownELR)
 	}
+	if len(p.AddingReplicas) > 0 {
+		s += " adding=" + formatIDs(p.AddingReplicas)
+	}
+	if len(p.RemovingReplicas) > 0 {
+		s += " removing=" + formatIDs(p.RemovingReplicas)
+	}
 	return s
 }
 
@@ -106,6 +112,12 @@ func (r PartitionChangeRecord) String() string {
 	}
 	if r.LastKnownELR != nil {
 		fmt.Fprintf(&s, " last_known_elr=%s", formatIDs(r.LastKnownELR))
+	}
+	if r.AddingReplicas != nil {
+		fmt.Fprintf(&s, " adding=%s", formatIDs(r.AddingReplicas))
+	}
+	if r.RemovingReplicas != nil {
+		fmt.Fprintf(&s, " removing=%s", formatIDs(r.RemovingReplicas))
 	}
 	fmt.Fprintf(&s, " epochs=%d/%d", r.LeaderEpoch, r.PartitionEpoch)
 	return s.String()

@@ -91,6 +91,15 @@ type Partition struct {
 	// holds anyone (KIP-966's last-known-leader recovery). Cleared once
 	// the partition has a leader. Nil when empty.
 	LastKnownELR []int32 `json:"last_known_elr,omitempty"`
+	// AddingReplicas and RemovingReplicas describe a reassignment in
+	// progress (KIP-455): Replicas is then the target's replicas followed
+	// by the current ones outside it; AddingReplicas are the target's
+	// members that were not replicas, RemovingReplicas the replicas
+	// outside the target. Both are replicas, disjoint, and nil when no
+	// reassignment is in progress. The reassignment completes when every
+	// adding replica is in the ISR (controller_reassign.go).
+	AddingReplicas   []int32 `json:"adding_replicas,omitempty"`
+	RemovingReplicas []int32 `json:"removing_replicas,omitempty"`
 	// Leader is a member of the ISR, or NoLeader.
 	Leader int32 `json:"leader"`
 	// LeaderEpoch increases with every leader change; produce and fetch carry
@@ -313,7 +322,13 @@ func topicsEqual(a, b *Topic) bool {
 func partitionsEqual(a, b *Partition) bool {
 	return a.Index == b.Index && a.Leader == b.Leader && a.LeaderEpoch == b.LeaderEpoch &&
 		a.PartitionEpoch == b.PartitionEpoch && int32sEqual(a.Replicas, b.Replicas) && int32sEqual(a.ISR, b.ISR) &&
-		int32sEqual(a.ELR, b.ELR) && int32sEqual(a.LastKnownELR, b.LastKnownELR)
+		int32sEqual(a.ELR, b.ELR) && int32sEqual(a.LastKnownELR, b.LastKnownELR) &&
+		int32sEqual(a.AddingReplicas, b.AddingReplicas) && int32sEqual(a.RemovingReplicas, b.RemovingReplicas)
+}
+
+// Reassigning reports whether a reassignment of p is in progress.
+func (p Partition) Reassigning() bool {
+	return len(p.AddingReplicas) > 0 || len(p.RemovingReplicas) > 0
 }
 
 func int32sEqual(a, b []int32) bool {

@@ -19,6 +19,9 @@ type randomDriver struct {
 	ops int
 	// uncleanAsked is set by a step that asked for unclean elections.
 	uncleanAsked bool
+	// askedISR is the ISR the step's AlterPartition asked for: a change
+	// that completes a reassignment removing the leader elects from it.
+	askedISR []int32
 }
 
 func newRandomDriver(t testing.TB, seed uint64) *randomDriver {
@@ -33,7 +36,7 @@ func newRandomDriver(t testing.TB, seed uint64) *randomDriver {
 // allowed; it returns how many unclean elections it made.
 func (d *randomDriver) step() int {
 	before := d.h.c.View().Clone()
-	d.uncleanAsked, d.h.last = false, nil
+	d.uncleanAsked, d.askedISR, d.h.last = false, nil, nil
 	d.do()
 	unclean := 0
 	for _, rec := range d.h.last {
@@ -53,9 +56,12 @@ func (d *randomDriver) checkElection(before *Image, r PartitionChangeRecord) int
 		indexOf(p.LastKnownELR, r.Leader) >= 0 {
 		return 0
 	}
+	if indexOf(p.RemovingReplicas, p.Leader) >= 0 && r.RemovingReplicas != nil && indexOf(d.askedISR, r.Leader) >= 0 {
+		return 0 // a completed reassignment moved the leader into the ISR asked for
+	}
 	allowed := d.uncleanAsked || t.Configs[UncleanLeaderElectionConfig] == "true" ||
 		(t.Configs[UncleanLeaderElectionConfig] == "" && before.BrokerConfigs[""][UncleanLeaderElectionConfig] == "true")
-	require.True(d.h.t, allowed, "partition %s-%d elected %d, outside ISR %v, ELR %v and last known ELR %v, unclean election off",
+	require.True(d.h.t, allowed, "%v (before %v, last %v): partition %s-%d elected %d, outside ISR %v, ELR %v and last known ELR %v, unclean election off",
 		t.Name, r.Partition, r.Leader, p.ISR, p.ELR, p.LastKnownELR)
 	return 1
 }
@@ -126,9 +132,26 @@ func (d *randomDriver) do() {
 		// uncommitted entries are overwritten by the next term's.
 		h.held, h.holding = nil, false
 		h.c = NewController(h.committed, h.cfg, h.now, h.rand)
+	case op < 95:
+		d.reassign()
 	default:
 		h.now = h.now.Add(time.Duration(r.Intn(20)) * time.Second)
 	}
+}
+
+// reassign starts a reassignment of a random partition to 1-3 random
+// brokers (sometimes unregistered or repeated), or cancels one.
+func (d *randomDriver) reassign() {
+	h, r := d.h, d.r
+	req := Reassignment{Topic: d.topicName(), Partition: int32(r.Intn(4))}
+	if !r.Chance(0.2) {
+		req.Replicas = []int32{}
+		for n := 1 + r.Intn(3); len(req.Replicas) < n; {
+			req.Replicas = append(req.Replicas, int32(1+r.Intn(7)))
+		}
+	}
+	_, records := h.c.AlterPartitionReassignments([]Reassignment{req})
+	h.propose(records)
 }
 
 func (d *randomDriver) heartbeat(id int32) {
@@ -217,6 +240,7 @@ func (d *randomDriver) alterISR() {
 	if r.Chance(0.1) {
 		req.PartitionEpoch--
 	}
+	d.askedISR = isr
 	_, records := h.c.AlterPartition(req)
 	h.propose(records)
 }
@@ -273,7 +297,8 @@ func TestControllerRandomRequestsKeepInvariants(t *testing.T) {
 		d.finish()
 	}
 	// And every kind of ELR change.
-	for _, kind := range []string{"elr set", "elr emptied", "isr emptied", "last known set", "last known emptied", "unclean election"} {
+	for _, kind := range []string{"elr set", "elr emptied", "isr emptied", "last known set", "last known emptied", "unclean election",
+		"adding set", "adding emptied", "removing set", "removing emptied"} {
 		require.Positive(t, kinds[kind], "no %s in the random runs", kind)
 	}
 	// The driver reaches every kind of record the controller writes.
@@ -288,7 +313,7 @@ func countELRChange(kinds map[string]int, r PartitionChangeRecord) {
 	for _, c := range []struct {
 		ids  []int32
 		name string
-	}{{r.ELR, "elr"}, {r.ISR, "isr"}, {r.LastKnownELR, "last known"}} {
+	}{{r.ELR, "elr"}, {r.ISR, "isr"}, {r.LastKnownELR, "last known"}, {r.AddingReplicas, "adding"}, {r.RemovingReplicas, "removing"}} {
 		switch {
 		case c.ids == nil:
 		case len(c.ids) == 0:

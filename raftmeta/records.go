@@ -86,7 +86,7 @@ type CreatePartitionsRecord struct {
 }
 
 // PartitionChangeRecord changes one partition's leader, ISR, ELR, last
-// known ELR or replicas (Kafka's PartitionChangeRecord). Leader is the new
+// known ELR, replicas or reassignment (Kafka's PartitionChangeRecord). Leader is the new
 // leader (NoLeader for none; the old one when it stays). ISR, ELR,
 // LastKnownELR and Replicas are the new lists, or nil when they stay (an
 // empty, non-nil list empties one; JSON keeps the difference). The record carries the epochs the partition takes, so
@@ -105,6 +105,10 @@ type PartitionChangeRecord struct {
 	PartitionEpoch int32   `json:"partition_epoch"`
 	ELR            []int32 `json:"elr,omitzero"`
 	LastKnownELR   []int32 `json:"last_known_elr,omitzero"`
+	// AddingReplicas and RemovingReplicas are the reassignment's new
+	// lists (nil: they stay; empty: the reassignment ends).
+	AddingReplicas   []int32 `json:"adding_replicas,omitzero"`
+	RemovingReplicas []int32 `json:"removing_replicas,omitzero"`
 }
 
 // ConfigRecord sets (Value non-nil) or removes (Value nil) one config of a
@@ -302,7 +306,8 @@ func (r UnregisterBrokerRecord) applyTo(im *Image) error {
 // checkPartition checks one partition's shape: distinct, non-negative
 // replicas; an ISR of distinct replicas, empty only when there is no
 // leader; a leader in the ISR or none; an ELR and a last known ELR of
-// distinct replicas outside the ISR; non-negative epochs.
+// distinct replicas outside the ISR; adding and removing replicas,
+// distinct replicas, none in both; non-negative epochs.
 func checkPartition(p *Partition) error {
 	switch {
 	case len(p.Replicas) == 0:
@@ -329,7 +334,18 @@ func checkPartition(p *Partition) error {
 	if err := checkReplicaSet("ELR", p.ELR, p.Replicas, p.ISR); err != nil {
 		return err
 	}
-	return checkReplicaSet("last known ELR", p.LastKnownELR, p.Replicas, p.ISR)
+	if err := checkReplicaSet("last known ELR", p.LastKnownELR, p.Replicas, p.ISR); err != nil {
+		return err
+	}
+	if err := checkReplicaSet("adding replicas", p.AddingReplicas, p.Replicas, nil); err != nil {
+		return err
+	}
+	for _, r := range p.RemovingReplicas {
+		if indexOf(p.AddingReplicas, r) >= 0 {
+			return fmt.Errorf("replica %d is both adding and removing", r)
+		}
+	}
+	return checkReplicaSet("removing replicas", p.RemovingReplicas, p.Replicas, nil)
 }
 
 // checkReplicaSet checks that ids are distinct replicas, none in outside.
@@ -524,6 +540,12 @@ func (r PartitionChangeRecord) changed(old *Partition) (Partition, error) {
 	if r.LastKnownELR != nil {
 		next.LastKnownELR = nilIfEmpty(r.LastKnownELR)
 	}
+	if r.AddingReplicas != nil {
+		next.AddingReplicas = nilIfEmpty(r.AddingReplicas)
+	}
+	if r.RemovingReplicas != nil {
+		next.RemovingReplicas = nilIfEmpty(r.RemovingReplicas)
+	}
 	if err := checkPartition(&next); err != nil {
 		return Partition{}, err
 	}
@@ -533,7 +555,8 @@ func (r PartitionChangeRecord) changed(old *Partition) (Partition, error) {
 		replicaLeft = replicaLeft || indexOf(next.Replicas, id) < 0
 	}
 	if !leaderMoved && int32sEqual(next.ISR, old.ISR) && int32sEqual(next.Replicas, old.Replicas) &&
-		int32sEqual(next.ELR, old.ELR) && int32sEqual(next.LastKnownELR, old.LastKnownELR) {
+		int32sEqual(next.ELR, old.ELR) && int32sEqual(next.LastKnownELR, old.LastKnownELR) &&
+		int32sEqual(next.AddingReplicas, old.AddingReplicas) && int32sEqual(next.RemovingReplicas, old.RemovingReplicas) {
 		return Partition{}, errors.New("the change changes nothing")
 	}
 	if old.PartitionEpoch == math.MaxInt32 || r.PartitionEpoch != old.PartitionEpoch+1 {
