@@ -70,6 +70,9 @@ type ClusterOptions struct {
 	// that leaderships move back to preferred replicas (a live leader
 	// replaced) within a run.
 	RebalanceEvery time.Duration
+	// Moves says an operator reassigns the data topic's partitions every
+	// few seconds (cluster_data.go's mover).
+	Moves bool
 }
 
 func (o ClusterOptions) String() string {
@@ -81,8 +84,8 @@ func (o ClusterOptions) String() string {
 	if o.BrokerOnly > 0 {
 		shape += fmt.Sprintf(" broker_only=%d", o.BrokerOnly)
 	}
-	return fmt.Sprintf("%s clients=%d partitions=%d rf=%d min_isr=%d acks1=%.2f lag=%s racks=%d rebalance=%s producers=%d consumers=%d snapshots=%dB/%s faults=%s every=%s",
-		shape, o.Clients, o.Partitions, o.ReplicationFactor, o.MinInSync, o.LeaderAcks, o.ReplicaLagTime, o.Racks, o.RebalanceEvery, o.Producers, o.Consumers,
+	return fmt.Sprintf("%s clients=%d partitions=%d rf=%d min_isr=%d acks1=%.2f lag=%s racks=%d rebalance=%s moves=%t producers=%d consumers=%d snapshots=%dB/%s faults=%s every=%s",
+		shape, o.Clients, o.Partitions, o.ReplicationFactor, o.MinInSync, o.LeaderAcks, o.ReplicaLagTime, o.Racks, o.RebalanceEvery, o.Moves, o.Producers, o.Consumers,
 		o.SnapshotBytes, o.SnapshotInterval, strings.Join(names, ","), o.FaultEvery)
 }
 
@@ -128,6 +131,7 @@ func ChooseClusterOptions(seed uint64, nodes int) ClusterOptions {
 		o.Racks = 2 + r.Intn(2)
 	}
 	o.RebalanceEvery = time.Duration(2+r.Intn(28)) * time.Second
+	o.Moves = o.ReplicationFactor > 1 && r.Chance(0.4)
 	return o
 }
 
@@ -248,6 +252,7 @@ func (r *clusterRun) execute() {
 		return
 	}
 	r.addClients()
+	r.startMover()
 	r.nemesis.start()
 	r.w.Run(r.cfg.Duration)
 	r.liveness()

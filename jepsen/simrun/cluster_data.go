@@ -565,3 +565,62 @@ func (r *clusterRun) compareReplicas(e env.Env, sessions []*session, topic *topi
 		read(0)
 	}
 }
+
+// The mover: in a replicated run, an operator moving the data topic's
+// partitions between brokers (AlterPartitionReassignments) every few
+// seconds while the faults and the clients go on, so that followers are
+// added, catch up and join the ISR, leaders are moved off removed replicas,
+// and removed replicas are deleted, all under faults. It records nothing:
+// the clients' histories and the end's replica comparison judge the run.
+func (r *clusterRun) startMover() {
+	if r.cfg.MetaOnly || r.opts.ReplicationFactor < 2 || !r.opts.Moves {
+		return
+	}
+	mover := r.w.AddNode("mover", nil)
+	rand := r.w.Rand("mover")
+	e := mover.Env()
+	s := &session{e: e, clientID: "mover", dialTimeout: dialTimeout, probes: &r.probes}
+	var move func()
+	move = func() {
+		if r.stopping {
+			return
+		}
+		ids := make([]int32, len(r.nodes))
+		for i := range ids {
+			ids[i] = int32(i + 1)
+		}
+		for i := len(ids) - 1; i > 0; i-- {
+			j := rand.Intn(i + 1)
+			ids[i], ids[j] = ids[j], ids[i]
+		}
+		p := int32(rand.Intn(r.partitions))
+		target := ids[:r.opts.ReplicationFactor]
+		req := kmsg.NewPtrAlterPartitionAssignmentsRequest()
+		req.TimeoutMillis = 10000
+		rt := kmsg.NewAlterPartitionAssignmentsRequestTopic()
+		rt.Topic = clusterTopic
+		rp := kmsg.NewAlterPartitionAssignmentsRequestTopicPartition()
+		rp.Partition, rp.Replicas = p, target
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		s.addr, s.client = r.nodes[rand.Intn(len(r.nodes))].name+":9092", nil
+		s.do(req, metaTimeout, func(resp kmsg.Response, err error) {
+			if err == nil {
+				ar := resp.(*kmsg.AlterPartitionAssignmentsResponse)
+				code := ar.ErrorCode
+				if code == 0 && len(ar.Topics) > 0 && len(ar.Topics[0].Partitions) > 0 {
+					code = ar.Topics[0].Partitions[0].ErrorCode
+				}
+				r.logf("mover: %s-%d to %v: error %d", clusterTopic, p, target, code)
+				if code == 0 {
+					r.probes.add("data.reassignment")
+					if r.nemesis.faultedNow() {
+						r.probes.add("data.reassignment_during_fault")
+					}
+				}
+			}
+			e.Clock.AfterFunc(time.Duration(1000+rand.Intn(5000))*time.Millisecond, move)
+		})
+	}
+	mover.Post(func() { e.Clock.AfterFunc(time.Duration(rand.Intn(3000))*time.Millisecond, move) })
+}

@@ -154,6 +154,16 @@ func (n *clusterNemesis) victim() int {
 }
 
 // hold marks node i held by a fault until release runs.
+// faultedNow says a fault holds some node now.
+func (n *clusterNemesis) faultedNow() bool {
+	for _, c := range n.faulted {
+		if c > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 func (n *clusterNemesis) hold(i int) (release func()) {
 	n.faulted[i]++
 	done := false
