@@ -37,9 +37,13 @@ func (n *clusterNemesis) start() {
 	if len(n.r.opts.Faults) > 0 {
 		n.schedule()
 	}
-	if slices.Contains(n.r.opts.Faults, FaultPowerLoss) && !n.r.cfg.MetaOnly && n.r.opts.ReplicationFactor > 1 && n.rand.Chance(0.5) {
+	if slices.Contains(n.r.opts.Faults, FaultPowerLoss) && !n.r.cfg.MetaOnly && n.r.opts.ReplicationFactor > 1 {
+		// Syncs of tens to hundreds of milliseconds (a slow disk), so that
+		// an acknowledgement has time to reach its client inside one.
+		hi := n.uniform(20*time.Millisecond, 300*time.Millisecond)
 		for i, cn := range n.r.nodes {
 			id := cn.id
+			mustSet(cn.node.Disk().SetSyncLatency(simfs.DefaultSyncLatencyMin, hi))
 			cn.node.Disk().SetObserver(func(ev simfs.Event) { n.observeFollowerSync(i, id, ev) })
 		}
 		n.armFollowerSync()
