@@ -134,14 +134,23 @@ func replicaMetadata(mp raftmeta.Partition) isr.Metadata {
 // followMetadata takes a committed change of p's partition: leadership,
 // epochs, ISR.
 func (b *Broker) followMetadata(p *partition, mp raftmeta.Partition) {
-	wasLeading := p.serving()
+	wasLeading, wasLeader := p.serving(), p.rep.Role() == isr.RoleLeader
 	b.env.Log.Debug("partition changed", "topic", p.topic, "partition", p.index, "leader", mp.Leader, "leader_epoch", mp.LeaderEpoch,
 		"partition_epoch", mp.PartitionEpoch, "isr", fmt.Sprint(mp.ISR), "elr", fmt.Sprint(mp.ELR), "recovered", p.recovered)
 	p.leaderEpoch, p.leading = mp.LeaderEpoch, mp.Leader == b.cfg.NodeID
 	if p.recovered {
 		b.stepReplica(p, isr.Message{Type: isr.MsgMetadata, Meta: replicaMetadata(mp)})
 	}
-	if wasLeading && !p.serving() {
+	switch {
+	case wasLeading && !p.serving():
+		b.leadershipLost(p)
+	case wasLeader && p.rep.Role() != isr.RoleLeader:
+		// Not serving already (its lease ran out), and now no longer the
+		// leader either: what waits for its replicas fails all the same.
+		// Left waiting, a produce was acknowledged by the high watermark
+		// this broker then learned as a follower, though its records had
+		// been truncated away (the cluster sweep found two acks=all
+		// produces acknowledged at one offset).
 		b.leadershipLost(p)
 	}
 	b.failUnderMinISR(p)
@@ -220,6 +229,12 @@ func (b *Broker) setHighWatermark(p *partition, hw int64) {
 	// A woken fetch that finishes removes itself from p.watchers.
 	for _, f := range slices.Clone(p.watchers) {
 		f.wake()
+	}
+	if p.rep.Role() != isr.RoleLeader {
+		// A follower's high watermark is its leader's: it acknowledges
+		// nothing (a produce still waiting here is failed when the
+		// leadership goes, above).
+		return
 	}
 	n := 0
 	for n < len(p.hwWaiters) && p.hwWaiters[n].end <= hw {
