@@ -135,3 +135,49 @@ func TestPageCacheModeAcknowledgesWhatIsNotYetOnDisk(t *testing.T) {
 		require.GreaterOrEqual(t, c.replicaOf(i, "safe", 0).log.DurableOffset(), int64(2), "node %d", i+1)
 	}
 }
+
+// A leader whose lease ran out (its heartbeats stopped) is fenced and
+// replaced, learns it is a follower and takes its new leader's high
+// watermark. A produce that waited on it as leader must fail then, and
+// never be acknowledged by that high watermark (the cluster sweep found
+// two acks=all produces acknowledged at one offset so: the leader was
+// already not serving when the change came, so nothing failed them).
+func TestAProduceWaitingOnAReplacedLeaderFailsAndIsNeverAcknowledged(t *testing.T) {
+	c := newSimCluster(t, 24, 3, func(_ int, cfg *Config) { cfg.BrokerSessionTimeout = 3 * time.Second; cfg.BrokerHeartbeatInterval = 500 * time.Millisecond })
+	ctl := c.controller()
+	require.Zero(t, c.createTopicRF(ctl, "events", 1, 3))
+	leader := c.leaderOf(ctl, "events", 0)
+	if leader == ctl {
+		t.Skip("the seed made the controller the leader") // the test needs them apart
+	}
+	require.True(t, c.world.RunUntil(func() bool { return c.replicaOf(leader, "events", 0).serving() }, time.Minute))
+	got := c.produceAt(leader, "events", 0, -1, "a")
+	require.Zero(t, got.ErrorCode)
+
+	var outcomes []error
+	lb, lp := c.brokers[leader], c.replicaOf(leader, "events", 0)
+	c.world.Node(c.host(leader)).Post(func() {
+		// As if an append of 1000 records waited for its replicas; then
+		// the broker's heartbeats stop, and its lease with them.
+		lp.whenReplicated(1001, func(err error) { outcomes = append(outcomes, err) })
+		lb.stopHeartbeats()
+		lb.hb.leaseUntil = time.Time{}
+	})
+	require.True(t, c.world.RunUntil(func() bool {
+		l, ok := c.leaders(ctl, "events")[0]
+		return ok && l >= 0 && int(l-1) != leader
+	}, time.Minute), "no new leader")
+	next := c.leaderOf(ctl, "events", 0)
+	// The new leader writes well past offset 1001.
+	for i := 0; i < 20; i++ {
+		vs := make([]string, 60)
+		for j := range vs {
+			vs[j] = "v"
+		}
+		require.Zero(t, c.produceAt(next, "events", 0, 1, vs...).ErrorCode)
+	}
+	require.True(t, c.world.RunUntil(func() bool { return lp.rep.Role() == isr.RoleFollower && lp.hw > 1001 }, time.Minute),
+		"the old leader never followed past offset 1001")
+	require.Len(t, outcomes, 1, "the waiting produce was answered once")
+	require.ErrorIs(t, outcomes[0], errNotLeader)
+}
