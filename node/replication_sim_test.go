@@ -143,7 +143,10 @@ func TestPageCacheModeAcknowledgesWhatIsNotYetOnDisk(t *testing.T) {
 // two acks=all produces acknowledged at one offset so: the leader was
 // already not serving when the change came, so nothing failed them).
 func TestAProduceWaitingOnAReplacedLeaderFailsAndIsNeverAcknowledged(t *testing.T) {
-	c := newSimCluster(t, 24, 3, func(_ int, cfg *Config) { cfg.BrokerSessionTimeout = 3 * time.Second; cfg.BrokerHeartbeatInterval = 500 * time.Millisecond })
+	c := newSimCluster(t, 24, 3, func(_ int, cfg *Config) {
+		cfg.BrokerSessionTimeout = 3 * time.Second
+		cfg.BrokerHeartbeatInterval = 500 * time.Millisecond
+	})
 	ctl := c.controller()
 	require.Zero(t, c.createTopicRF(ctl, "events", 1, 3))
 	leader := c.leaderOf(ctl, "events", 0)
