@@ -48,10 +48,14 @@ import (
 //     beside the durable sink of BenchmarkBroker (benchservers/sinkserver
 //     -dir, measured the same way in the same run). At rf=3 every node
 //     stores every byte, so each node's figure compares with the sink's.
-//     Then counted runs (half the data, rf=1 and rf=3 in the default mode,
-//     and the durable sink), each node under `perf stat` (if perf is
-//     installed; else the counts read zero): syncfs, fdatasync and fsync
-//     calls, context switches and syscalls, per GB produced.
+//     Beside them, what this process spends writing the same bytes into
+//     the page cache of a new file, unsynced: the kernel's copy and page
+//     allocation every broker pays per byte stored, which on this VM
+//     varies severalfold from minute to minute. Then counted runs (half
+//     the data, rf=1 and rf=3 in the default mode, and the durable sink),
+//     each node under `perf stat` (if perf is installed; else the counts
+//     read zero): syncfs, fdatasync and fsync calls, context switches (and
+//     of them preemptions, from /proc) and syscalls, per GB produced.
 //
 // SLUICE_BENCH_NODE_CONFIG="key=value;key=value" adds lines to every
 // node's properties (broker.session.timeout.ms=3000, say).
@@ -131,6 +135,37 @@ type replResult struct {
 	loadAfter   string
 	wall        time.Duration
 	countedWith string // "perf stat", or why there are no counts
+	// pageCacheCPU is what writing a GB into the page cache of a new file
+	// costs this machine now (CPU s/GB): a broker's copy into its logs.
+	pageCacheCPU float64
+}
+
+// pageCacheWriteCPU writes n bytes in 1 MiB writes to a new file, without
+// syncing, and returns this process's CPU seconds per GB for it: the
+// kernel's copy into the page cache and the allocation of its pages, which
+// every broker pays for every byte it stores (on a VM whose freed memory
+// goes back to the host, also the host's faults on first touch).
+func pageCacheWriteCPU(b *testing.B, n int) float64 {
+	f, err := os.Create(filepath.Join(b.TempDir(), "page-cache-floor"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	buf := make([]byte, 1<<20)
+	for i := range buf {
+		buf[i] = byte(i * 7)
+	}
+	cpu0 := selfCPUSeconds()
+	for written := 0; written < n; written += len(buf) {
+		if _, err := f.Write(buf); err != nil {
+			b.Fatal(err)
+		}
+	}
+	cpu := selfCPUSeconds() - cpu0
+	if err := os.Remove(f.Name()); err != nil {
+		b.Fatal(err)
+	}
+	return cpu / (float64(n) / 1e9)
 }
 
 func runReplBench(b *testing.B, cfg replConfig, bins benchBins) replResult {
@@ -139,6 +174,7 @@ func runReplBench(b *testing.B, cfg replConfig, bins benchBins) replResult {
 	start := time.Now()
 	values := randomValues(b)
 	r := replResult{loadBefore: loadAverage(), countedWith: perfAvailable()}
+	r.pageCacheCPU = pageCacheWriteCPU(b, cfg.records*benchValueBytes)
 
 	dsink := startChild(b, "dsink", bins.sink, "-dir", b.TempDir())
 	r.dsink = replRun{name: "durable sink", rf: 1, flush: "1"}
@@ -366,10 +402,36 @@ func nodesCPU(b *testing.B, c *testCluster) []float64 {
 
 // syscallCounts are one process's counts from perf stat over a run (or
 // per GB, once divided).
-type syscallCounts struct{ syncfs, fdatasync, fsync, switches, syscalls float64 }
+type syscallCounts struct {
+	syncfs, fdatasync, fsync float64
+	switches                 float64 // context switches, perf's count
+	involuntary              float64 // of them, preemptions (/proc/<pid>/task/*/status)
+	syscalls                 float64
+}
 
 func (s syscallCounts) per(gb float64) syscallCounts {
-	return syscallCounts{s.syncfs / gb, s.fdatasync / gb, s.fsync / gb, s.switches / gb, s.syscalls / gb}
+	return syscallCounts{s.syncfs / gb, s.fdatasync / gb, s.fsync / gb, s.switches / gb, s.involuntary / gb, s.syscalls / gb}
+}
+
+// involuntarySwitches sums nonvoluntary_ctxt_switches over pid's threads:
+// the times a thread was preempted rather than blocked (a thread that
+// exited meanwhile is missed).
+func involuntarySwitches(pid int) float64 {
+	statuses, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/status", pid))
+	var sum float64
+	for _, path := range statuses {
+		text, err := os.ReadFile(path)
+		if err != nil {
+			continue
+		}
+		for line := range strings.Lines(string(text)) {
+			if v, ok := strings.CutPrefix(line, "nonvoluntary_ctxt_switches:"); ok {
+				n, _ := strconv.ParseFloat(strings.TrimSpace(v), 64)
+				sum += n
+			}
+		}
+	}
+	return sum
 }
 
 func (s syscallCounts) flushes() float64 { return s.syncfs + s.fdatasync + s.fsync }
@@ -404,7 +466,9 @@ func startPerfStat(b *testing.B, pid int, profile string) func() syscallCounts {
 		b.Fatalf("perf: %v", err)
 	}
 	time.Sleep(300 * time.Millisecond) // let it attach
+	invol0 := involuntarySwitches(pid)
 	return func() syscallCounts {
+		invol := involuntarySwitches(pid) - invol0
 		cmd.Process.Signal(os.Interrupt)
 		cmd.Wait()
 		if profile != "" {
@@ -414,7 +478,7 @@ func startPerfStat(b *testing.B, pid int, profile string) func() syscallCounts {
 		if err != nil {
 			b.Fatalf("perf stat output: %v", err)
 		}
-		var s syscallCounts
+		s := syscallCounts{involuntary: invol}
 		for line := range strings.Lines(string(text)) {
 			fields := strings.Split(line, ",")
 			if len(fields) < 3 {
@@ -519,24 +583,33 @@ func (r replResult) report(b *testing.B, cfg replConfig) {
 		row(run)
 	}
 	row(r.dsink)
+	fmt.Fprintf(w, "%-30s %9s %29.2f\n", "page-cache write (no sync)", "", r.pageCacheCPU)
 	ratio := func(mode int) float64 { return r.runs[2*mode+1].mbps / r.runs[2*mode].mbps }
 	fmt.Fprintf(w, "  %-52s %7.3f (target >= 0.5)\n", "rf=3 / rf=1 MB/s, flush.messages=1", ratio(0))
+	// Client and nodes share the machine's cores: if they are the limit,
+	// throughput goes as the inverse of the CPU a GB costs them all.
+	cpuBound := func(mode int) float64 {
+		rf1, rf3 := r.runs[2*mode], r.runs[2*mode+1]
+		return (rf1.totalCPU() + rf1.clientCPU) / (rf3.totalCPU() + rf3.clientCPU)
+	}
+	fmt.Fprintf(w, "  %-52s %7.3f\n", "  if CPU-bound: rf=1 / rf=3 CPU s/GB, nodes+client", cpuBound(0))
 	fmt.Fprintf(w, "  %-52s %7.3f\n", "rf=3 / rf=1 MB/s, flush.messages=max (page cache)", ratio(1))
+	fmt.Fprintf(w, "  %-52s %7.3f\n", "  if CPU-bound, page cache", cpuBound(1))
 	fmt.Fprintf(w, "  %-52s %7.3f\n", "rf=3 flush.messages=1 / durable sink MB/s", r.runs[1].mbps/r.dsink.mbps)
 	fmt.Fprintf(w, "  %-52s %7.3f\n", "rf=1 flush.messages=1, CPU sum / durable sink's", r.runs[0].totalCPU()/r.dsink.totalCPU())
 	fmt.Fprintf(w, "  %-52s %7.3f\n", "rf=3 flush.messages=1, CPU per node (mean) / sink's", r.runs[1].totalCPU()/3/r.dsink.totalCPU())
 	fmt.Fprintf(w, "  %-52s %7.3f\n", "rf=3 flush.messages=max, CPU per node (mean) / sink's", r.runs[3].totalCPU()/3/r.dsink.totalCPU())
 
 	fmt.Fprintf(w, "counted runs (%.2f GB each, %s), per GB produced:\n", gb/2, r.countedWith)
-	fmt.Fprintf(w, "%-36s %6s %7s %9s %6s %8s %9s %10s\n", "", "MB/s", "CPU s", "syncfs", "fdsync", "fsync", "cswitch", "syscalls")
+	fmt.Fprintf(w, "%-36s %6s %7s %7s %7s %6s %8s %7s %9s\n", "", "MB/s", "CPU s", "syncfs", "fdsync", "fsync", "cswitch", "preempt", "syscalls")
 	for _, run := range append(slices.Clone(r.counted), r.dsinkCount) {
 		for i, s := range run.counts {
 			name := run.name
 			if len(run.counts) > 1 {
 				name = fmt.Sprintf("%s node %d", run.name, i+1)
 			}
-			fmt.Fprintf(w, "%-36s %6.0f %7.2f %9.0f %6.0f %8.0f %9.0f %10.0f\n", name, run.mbps, run.nodeCPU[i],
-				s.syncfs, s.fdatasync, s.fsync, s.switches, s.syscalls)
+			fmt.Fprintf(w, "%-36s %6.0f %7.2f %7.0f %7.0f %6.0f %8.0f %7.0f %9.0f\n", name, run.mbps, run.nodeCPU[i],
+				s.syncfs, s.fdatasync, s.fsync, s.switches, s.involuntary, s.syscalls)
 		}
 	}
 
@@ -558,6 +631,7 @@ func (r replResult) report(b *testing.B, cfg replConfig) {
 	}
 	b.ReportMetric(r.dsink.mbps, "dsink-MB/s")
 	b.ReportMetric(r.dsink.totalCPU(), "dsink-cpu-s/GB")
+	b.ReportMetric(r.pageCacheCPU, "pagecache-write-cpu-s/GB")
 	b.ReportMetric(ratio(0), "rf3/rf1-flush1")
 	b.ReportMetric(ratio(1), "rf3/rf1-flushmax")
 	for _, run := range r.counted {
