@@ -110,6 +110,9 @@ type replRun struct {
 	mbps      float64   // MB/s of value bytes
 	nodeCPU   []float64 // each node's CPU seconds per GB produced
 	clientCPU float64   // the producing client's CPU seconds per GB
+	// pageCache is what writing a GB into the page cache of a new file cost
+	// this machine just before the run (CPU s/GB, pageCacheWriteCPU).
+	pageCache float64
 	counts    []syscallCounts
 }
 
@@ -135,17 +138,16 @@ type replResult struct {
 	loadAfter   string
 	wall        time.Duration
 	countedWith string // "perf stat", or why there are no counts
-	// pageCacheCPU is what writing a GB into the page cache of a new file
-	// costs this machine now (CPU s/GB): a broker's copy into its logs.
-	pageCacheCPU float64
 }
 
-// pageCacheWriteCPU writes n bytes in 1 MiB writes to a new file, without
-// syncing, and returns this process's CPU seconds per GB for it: the
+// pageCacheWriteCPU writes the value bytes of records (at most 128 MiB) in
+// 1 MiB writes to a new file, without syncing, and returns this process's
+// CPU seconds per GB for it: the
 // kernel's copy into the page cache and the allocation of its pages, which
 // every broker pays for every byte it stores (on a VM whose freed memory
 // goes back to the host, also the host's faults on first touch).
-func pageCacheWriteCPU(b *testing.B, n int) float64 {
+func pageCacheWriteCPU(b *testing.B, records int) float64 {
+	n := min(records*benchValueBytes, 128<<20)
 	f, err := os.Create(filepath.Join(b.TempDir(), "page-cache-floor"))
 	if err != nil {
 		b.Fatal(err)
@@ -174,15 +176,16 @@ func runReplBench(b *testing.B, cfg replConfig, bins benchBins) replResult {
 	start := time.Now()
 	values := randomValues(b)
 	r := replResult{loadBefore: loadAverage(), countedWith: perfAvailable()}
-	r.pageCacheCPU = pageCacheWriteCPU(b, cfg.records*benchValueBytes)
 
 	dsink := startChild(b, "dsink", bins.sink, "-dir", b.TempDir())
 	r.dsink = replRun{name: "durable sink", rf: 1, flush: "1"}
 	var dsinkCPU float64
+	r.dsink.pageCache = pageCacheWriteCPU(b, cfg.records)
 	r.dsink.mbps, dsinkCPU, r.dsink.clientCPU = measureProduce(ctx, b, dsink, cfg.records, values, "")
 	r.dsink.nodeCPU = []float64{dsinkCPU}
 	r.dsinkCount = replRun{name: "durable sink", rf: 1, flush: "1"}
 	stop := startPerfStat(b, dsink.cmd.Process.Pid, "")
+	r.dsinkCount.pageCache = pageCacheWriteCPU(b, cfg.records)
 	r.dsinkCount.mbps, dsinkCPU, r.dsinkCount.clientCPU = measureProduce(ctx, b, dsink, cfg.records/2, values, "")
 	r.dsinkCount.counts = []syscallCounts{stop().per(float64(cfg.records/2) * benchValueBytes / 1e9)}
 	r.dsinkCount.nodeCPU = []float64{dsinkCPU}
@@ -197,6 +200,7 @@ func runReplBench(b *testing.B, cfg replConfig, bins benchBins) replResult {
 			topic := fmt.Sprintf("tput-rf%d-%s", rf, flushName(flush))
 			createReplTopic(ctx, b, c, adm, topic, rf, flush)
 			topics = append(topics, topic)
+			run.pageCache = pageCacheWriteCPU(b, cfg.records)
 			run.mbps, run.nodeCPU, run.clientCPU, _ = produceToCluster(ctx, b, c, topic, cfg.records, values, false, "")
 			r.runs = append(r.runs, run)
 		}
@@ -210,6 +214,7 @@ func runReplBench(b *testing.B, cfg replConfig, bins benchBins) replResult {
 		if rf == 3 {
 			perfDir = cfg.perfDir
 		}
+		run.pageCache = pageCacheWriteCPU(b, cfg.records)
 		run.mbps, run.nodeCPU, run.clientCPU, run.counts = produceToCluster(ctx, b, c, topic, cfg.records/2, values, true, perfDir)
 		r.counted = append(r.counted, run)
 	}
@@ -571,19 +576,18 @@ func (r replResult) report(b *testing.B, cfg replConfig) {
 	fmt.Fprintf(w, "\nBenchmarkClusterReplication: 3 combined nodes on 127.0.0.1, %d partitions, %.2f GB of 1 KiB random values a run, acks=all, kgo defaults\n",
 		benchPartitions, gb)
 	fmt.Fprintf(w, "load average before %s, after %s; wall %.0f s; node config %q\n", r.loadBefore, r.loadAfter, r.wall.Seconds(), cfg.nodeConfig)
-	fmt.Fprintf(w, "%-30s %9s %29s %9s %9s\n", "throughput", "MB/s", "CPU s/GB node 1 / 2 / 3", "sum", "client")
+	fmt.Fprintf(w, "%-30s %9s %29s %9s %9s %8s\n", "throughput", "MB/s", "CPU s/GB node 1 / 2 / 3", "sum", "client", "pgcache")
 	row := func(run replRun) {
 		nodes := make([]string, len(run.nodeCPU))
 		for i, v := range run.nodeCPU {
 			nodes[i] = fmt.Sprintf("%.2f", v)
 		}
-		fmt.Fprintf(w, "%-30s %9.0f %29s %9.2f %9.2f\n", run.name, run.mbps, strings.Join(nodes, " / "), run.totalCPU(), run.clientCPU)
+		fmt.Fprintf(w, "%-30s %9.0f %29s %9.2f %9.2f %8.2f\n", run.name, run.mbps, strings.Join(nodes, " / "), run.totalCPU(), run.clientCPU, run.pageCache)
 	}
 	for _, run := range r.runs {
 		row(run)
 	}
 	row(r.dsink)
-	fmt.Fprintf(w, "%-30s %9s %29.2f\n", "page-cache write (no sync)", "", r.pageCacheCPU)
 	ratio := func(mode int) float64 { return r.runs[2*mode+1].mbps / r.runs[2*mode].mbps }
 	fmt.Fprintf(w, "  %-52s %7.3f (target >= 0.5)\n", "rf=3 / rf=1 MB/s, flush.messages=1", ratio(0))
 	// Client and nodes share the machine's cores: if they are the limit,
@@ -599,17 +603,19 @@ func (r replResult) report(b *testing.B, cfg replConfig) {
 	fmt.Fprintf(w, "  %-52s %7.3f\n", "rf=1 flush.messages=1, CPU sum / durable sink's", r.runs[0].totalCPU()/r.dsink.totalCPU())
 	fmt.Fprintf(w, "  %-52s %7.3f\n", "rf=3 flush.messages=1, CPU per node (mean) / sink's", r.runs[1].totalCPU()/3/r.dsink.totalCPU())
 	fmt.Fprintf(w, "  %-52s %7.3f\n", "rf=3 flush.messages=max, CPU per node (mean) / sink's", r.runs[3].totalCPU()/3/r.dsink.totalCPU())
+	fmt.Fprintf(w, "  %-52s %7.3f\n", "durable sink CPU / its page-cache write", r.dsink.totalCPU()/r.dsink.pageCache)
+	fmt.Fprintf(w, "  %-52s %7.3f\n", "rf=3 flush.messages=1, per node / its page-cache write", r.runs[1].totalCPU()/3/r.runs[1].pageCache)
 
 	fmt.Fprintf(w, "counted runs (%.2f GB each, %s), per GB produced:\n", gb/2, r.countedWith)
-	fmt.Fprintf(w, "%-36s %6s %7s %7s %7s %6s %8s %7s %9s\n", "", "MB/s", "CPU s", "syncfs", "fdsync", "fsync", "cswitch", "preempt", "syscalls")
+	fmt.Fprintf(w, "%-36s %6s %7s %7s %7s %6s %8s %7s %9s %8s\n", "", "MB/s", "CPU s", "syncfs", "fdsync", "fsync", "cswitch", "preempt", "syscalls", "pgcache")
 	for _, run := range append(slices.Clone(r.counted), r.dsinkCount) {
 		for i, s := range run.counts {
 			name := run.name
 			if len(run.counts) > 1 {
 				name = fmt.Sprintf("%s node %d", run.name, i+1)
 			}
-			fmt.Fprintf(w, "%-36s %6.0f %7.2f %7.0f %7.0f %6.0f %8.0f %7.0f %9.0f\n", name, run.mbps, run.nodeCPU[i],
-				s.syncfs, s.fdatasync, s.fsync, s.switches, s.involuntary, s.syscalls)
+			fmt.Fprintf(w, "%-36s %6.0f %7.2f %7.0f %7.0f %6.0f %8.0f %7.0f %9.0f %8.2f\n", name, run.mbps, run.nodeCPU[i],
+				s.syncfs, s.fdatasync, s.fsync, s.switches, s.involuntary, s.syscalls, run.pageCache)
 		}
 	}
 
@@ -625,15 +631,17 @@ func (r replResult) report(b *testing.B, cfg replConfig) {
 	for _, run := range r.runs {
 		key := fmt.Sprintf("rf%d-flush%s", run.rf, flushName(run.flush))
 		b.ReportMetric(run.mbps, key+"-MB/s")
+		b.ReportMetric(run.pageCache, key+"-pagecache-s/GB")
 		for i, v := range run.nodeCPU {
 			b.ReportMetric(v, fmt.Sprintf("%s-node%d-cpu-s/GB", key, i+1))
 		}
 	}
 	b.ReportMetric(r.dsink.mbps, "dsink-MB/s")
 	b.ReportMetric(r.dsink.totalCPU(), "dsink-cpu-s/GB")
-	b.ReportMetric(r.pageCacheCPU, "pagecache-write-cpu-s/GB")
 	b.ReportMetric(ratio(0), "rf3/rf1-flush1")
 	b.ReportMetric(ratio(1), "rf3/rf1-flushmax")
+	b.ReportMetric(cpuBound(0), "rf3/rf1-cpubound-flush1")
+	b.ReportMetric(cpuBound(1), "rf3/rf1-cpubound-flushmax")
 	for _, run := range r.counted {
 		for i, s := range run.counts {
 			b.ReportMetric(s.flushes(), fmt.Sprintf("rf%d-node%d-flushes/GB", run.rf, i+1))
