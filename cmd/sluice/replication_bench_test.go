@@ -576,13 +576,16 @@ func (r replResult) report(b *testing.B, cfg replConfig) {
 	fmt.Fprintf(w, "\nBenchmarkClusterReplication: 3 combined nodes on 127.0.0.1, %d partitions, %.2f GB of 1 KiB random values a run, acks=all, kgo defaults\n",
 		benchPartitions, gb)
 	fmt.Fprintf(w, "load average before %s, after %s; wall %.0f s; node config %q\n", r.loadBefore, r.loadAfter, r.wall.Seconds(), cfg.nodeConfig)
-	fmt.Fprintf(w, "%-30s %9s %29s %9s %9s %8s\n", "throughput", "MB/s", "CPU s/GB node 1 / 2 / 3", "sum", "client", "pgcache")
+	fmt.Fprintf(w, "%-30s %9s %29s %9s %9s %6s %8s\n", "throughput", "MB/s", "CPU s/GB node 1 / 2 / 3", "sum", "client", "cores", "pgcache")
 	row := func(run replRun) {
 		nodes := make([]string, len(run.nodeCPU))
 		for i, v := range run.nodeCPU {
 			nodes[i] = fmt.Sprintf("%.2f", v)
 		}
-		fmt.Fprintf(w, "%-30s %9.0f %29s %9.2f %9.2f %8.2f\n", run.name, run.mbps, strings.Join(nodes, " / "), run.totalCPU(), run.clientCPU, run.pageCache)
+		// cores: the CPU the servers and the client used together, of 2.
+		cores := (run.totalCPU() + run.clientCPU) * run.mbps / 1e3
+		fmt.Fprintf(w, "%-30s %9.0f %29s %9.2f %9.2f %6.2f %8.2f\n", run.name, run.mbps, strings.Join(nodes, " / "),
+			run.totalCPU(), run.clientCPU, cores, run.pageCache)
 	}
 	for _, run := range r.runs {
 		row(run)
