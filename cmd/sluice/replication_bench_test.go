@@ -137,7 +137,21 @@ type replResult struct {
 	loadBefore  string
 	loadAfter   string
 	wall        time.Duration
-	countedWith string // "perf stat", or why there are no counts
+	countedWith string    // "perf stat", or why there are no counts
+	idleCores   []float64 // each node's CPU use with no load, in cores
+}
+
+// idleCores measures each node's CPU use over two seconds without load.
+func idleCores(b *testing.B, c *testCluster) []float64 {
+	const idle = 2 * time.Second
+	cpu0 := nodesCPU(b, c)
+	time.Sleep(idle)
+	cpu1 := nodesCPU(b, c)
+	out := make([]float64, len(cpu0))
+	for i := range cpu0 {
+		out[i] = (cpu1[i] - cpu0[i]) / idle.Seconds()
+	}
+	return out
 }
 
 // pageCacheWriteCPU writes the value bytes of records (at most 128 MiB) in
@@ -193,6 +207,7 @@ func runReplBench(b *testing.B, cfg replConfig, bins benchBins) replResult {
 
 	c := newCluster(b, 3, cfg.nodeConfig...)
 	adm := c.adminClient()
+	r.idleCores = idleCores(b, c)
 	var topics []string
 	for _, flush := range []string{"1", pageCacheFlush} {
 		for _, rf := range []int16{1, 3} {
@@ -412,10 +427,13 @@ type syscallCounts struct {
 	switches                 float64 // context switches, perf's count
 	involuntary              float64 // of them, preemptions (/proc/<pid>/task/*/status)
 	syscalls                 float64
+	nanosleeps               float64 // Go's sysmon sleeps with nanosleep, 20 µs to 10 ms
+	futexes                  float64 // goroutine hand-offs that wake or park a thread
 }
 
 func (s syscallCounts) per(gb float64) syscallCounts {
-	return syscallCounts{s.syncfs / gb, s.fdatasync / gb, s.fsync / gb, s.switches / gb, s.involuntary / gb, s.syscalls / gb}
+	return syscallCounts{s.syncfs / gb, s.fdatasync / gb, s.fsync / gb, s.switches / gb, s.involuntary / gb, s.syscalls / gb,
+		s.nanosleeps / gb, s.futexes / gb}
 }
 
 // involuntarySwitches sums nonvoluntary_ctxt_switches over pid's threads:
@@ -460,7 +478,7 @@ func startPerfStat(b *testing.B, pid int, profile string) func() syscallCounts {
 	}
 	out := filepath.Join(b.TempDir(), "perf-stat.csv")
 	events := []string{"syscalls:sys_enter_syncfs", "syscalls:sys_enter_fdatasync", "syscalls:sys_enter_fsync",
-		"context-switches", "raw_syscalls:sys_enter"}
+		"context-switches", "raw_syscalls:sys_enter", "syscalls:sys_enter_nanosleep", "syscalls:sys_enter_futex"}
 	args := []string{"stat", "-x", ",", "-e", strings.Join(events, ","), "-o", out, "-p", strconv.Itoa(pid)}
 	if profile != "" {
 		args = []string{"record", "-F", "999", "-g", "-o", profile, "-p", strconv.Itoa(pid)}
@@ -504,6 +522,10 @@ func startPerfStat(b *testing.B, pid int, profile string) func() syscallCounts {
 				s.switches = v
 			case events[4]:
 				s.syscalls = v
+			case events[5]:
+				s.nanosleeps = v
+			case events[6]:
+				s.futexes = v
 			}
 		}
 		return s
@@ -609,16 +631,18 @@ func (r replResult) report(b *testing.B, cfg replConfig) {
 	fmt.Fprintf(w, "  %-52s %7.3f\n", "durable sink CPU / its page-cache write", r.dsink.totalCPU()/r.dsink.pageCache)
 	fmt.Fprintf(w, "  %-52s %7.3f\n", "rf=3 flush.messages=1, per node / its page-cache write", r.runs[1].totalCPU()/3/r.runs[1].pageCache)
 
+	fmt.Fprintf(w, "nodes idle: %.3f cores each (node 1 / 2 / 3: %.3f)\n", slices.Max(r.idleCores), r.idleCores)
 	fmt.Fprintf(w, "counted runs (%.2f GB each, %s), per GB produced:\n", gb/2, r.countedWith)
-	fmt.Fprintf(w, "%-36s %6s %7s %7s %7s %6s %8s %7s %9s %8s\n", "", "MB/s", "CPU s", "syncfs", "fdsync", "fsync", "cswitch", "preempt", "syscalls", "pgcache")
+	fmt.Fprintf(w, "%-31s %5s %6s %5s %6s %6s %5s %7s %7s %8s %7s %7s %7s\n", "", "MB/s", "CPU s", "cores", "syncfs", "fdsync", "fsync",
+		"cswitch", "preempt", "syscalls", "nsleep", "futex", "pgcache")
 	for _, run := range append(slices.Clone(r.counted), r.dsinkCount) {
 		for i, s := range run.counts {
 			name := run.name
 			if len(run.counts) > 1 {
 				name = fmt.Sprintf("%s node %d", run.name, i+1)
 			}
-			fmt.Fprintf(w, "%-36s %6.0f %7.2f %7.0f %7.0f %6.0f %8.0f %7.0f %9.0f %8.2f\n", name, run.mbps, run.nodeCPU[i],
-				s.syncfs, s.fdatasync, s.fsync, s.switches, s.involuntary, s.syscalls, run.pageCache)
+			fmt.Fprintf(w, "%-31s %5.0f %6.2f %5.2f %6.0f %6.0f %5.0f %7.0f %7.0f %8.0f %7.0f %7.0f %7.2f\n", name, run.mbps, run.nodeCPU[i], run.nodeCPU[i]*run.mbps/1e3,
+				s.syncfs, s.fdatasync, s.fsync, s.switches, s.involuntary, s.syscalls, s.nanosleeps, s.futexes, run.pageCache)
 		}
 	}
 
