@@ -112,7 +112,8 @@ import (
 //     sysmon's nanosleep 8 to 9%; page-cache copy 8 to 11%, socket receive
 //     copy 8 to 12%, CRC 4 to 5%.
 //   - Flushes. 600 to 700 per GB produced on each rf=3 node (syncfs and
-//     fdatasync; fsync is directory syncs, about 5 a second), against the
+//     fdatasync; fsync is directory syncs, about 10 a run at rf=3 and 2 to
+//     4 at rf=1: the new topic's partitions, 6 and 2 a node), against the
 //     sink's 216. fdatasync appears because each node sees the other two
 //     nodes' dirty pages on the shared filesystem as another program's
 //     (osenv's othersDirty) and flushes file by file; forcing that switch
