@@ -36,10 +36,13 @@ sim:
 	SLUICE_SEEDS=10000 SLUICE_CLUSTER_SEEDS=2000 $(GO) test -count=1 -tags invariants -run 'Sim|Crash|Determinism|Sweep' -timeout 6h ./...
 
 # Package benchmarks one package at a time (-p 1), so that none competes
-# with another for the CPU; then BenchmarkBroker (cmd/sluice), which starts
-# sluice serve, kfake and a sink server and prints its table of figures and
-# ratios. See its doc comment for SLUICE_BENCH_MB, SLUICE_BENCH_LATENCY and
-# SLUICE_BENCH_PERF.
+# with another for the CPU; then the benchmarks of cmd/sluice, which start
+# real processes and print tables of figures and ratios: BenchmarkBroker
+# (sluice serve, kfake and a sink server; see its doc comment for
+# SLUICE_BENCH_MB, SLUICE_BENCH_LATENCY and SLUICE_BENCH_PERF), the cluster
+# benchmarks (three nodes: controller failover, metadata scale) and
+# BenchmarkClusterReplication (rf=3 against rf=1, latency, leader failover,
+# CPU and flushes per GB; SLUICE_BENCH_REPL_MB, SLUICE_BENCH_KILLS).
 bench:
 	$(GO) test -p 1 -run '^$$' -bench . -benchmem $$($(GO) list ./... | grep -v '/cmd/sluice$$')
 	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m ./cmd/sluice

@@ -600,23 +600,33 @@ func (s *serverProc) kill() {
 
 // cpuSeconds returns the process's user plus system CPU time so far.
 func (s *serverProc) cpuSeconds(b *testing.B) float64 {
-	text, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", s.cmd.Process.Pid))
+	secs, err := procCPUSeconds(s.cmd.Process.Pid)
 	if err != nil {
 		b.Fatalf("%s: %v", s.name, err)
+	}
+	return secs
+}
+
+// procCPUSeconds returns process pid's user plus system CPU time so far,
+// from /proc/<pid>/stat.
+func procCPUSeconds(pid int) (float64, error) {
+	text, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
 	}
 	// Fields after the parenthesized command name start at field 3 (state);
 	// utime and stime are fields 14 and 15, in clock ticks.
 	_, rest, _ := strings.Cut(string(text), ") ")
 	fields := strings.Fields(rest)
 	if len(fields) < 13 {
-		b.Fatalf("%s: short /proc stat %q", s.name, text)
+		return 0, fmt.Errorf("short /proc stat %q", text)
 	}
 	utime, err1 := strconv.ParseInt(fields[11], 10, 64)
 	stime, err2 := strconv.ParseInt(fields[12], 10, 64)
 	if err1 != nil || err2 != nil {
-		b.Fatalf("%s: /proc stat utime %q stime %q", s.name, fields[11], fields[12])
+		return 0, fmt.Errorf("/proc stat utime %q stime %q", fields[11], fields[12])
 	}
-	return float64(utime+stime) / clockTicksPerSecond
+	return float64(utime+stime) / clockTicksPerSecond, nil
 }
 
 // clockTicksPerSecond is USER_HZ, 100 on every Linux the Go runtime supports.
