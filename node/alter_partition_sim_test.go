@@ -364,7 +364,7 @@ func TestBrokerAlterPartitionReachesTheController(t *testing.T) {
 // A broker cut off from the controller gets an error within
 // alterPartitionTimeout, and done only once; healed, a retry goes through.
 func TestBrokerAlterPartitionTimesOutWithoutTheController(t *testing.T) {
-	c := newSimCluster(t, 17, 3, nil)
+	c := newSimCluster(t, 17, 3, kafkaSessions)
 	leader, other, ctlID := c.nonControllers()
 	c.createReplicatedTopic("r", []int32{leader, other, ctlID})
 	req := c.alterOf(leader, "r", 0, leader, other)

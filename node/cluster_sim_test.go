@@ -80,6 +80,13 @@ func newSimClusterOf(t *testing.T, seed uint64, voterCount, brokers int, tweak f
 	return c
 }
 
+// kafkaSessions gives a node Kafka's broker.session.timeout.ms and
+// broker.heartbeat.interval.ms (9 s and 2 s; Sluice's are 2 s and 400 ms),
+// for tests whose cuts must not fence anyone.
+func kafkaSessions(_ int, cfg *Config) {
+	cfg.BrokerSessionTimeout, cfg.BrokerHeartbeatInterval = 9*time.Second, 2*time.Second
+}
+
 func (c *simCluster) host(i int) string { return fmt.Sprintf("n%d", i+1) }
 
 func (c *simCluster) waitRunning(i int) {
@@ -500,7 +507,8 @@ func TestClusterRestartsFromSnapshots(t *testing.T) {
 // the request's own timeout, with a retriable error, never a hang; once
 // the partition heals the same request succeeds.
 func TestClusterNodeCutOffFromTheControllerAnswersInTime(t *testing.T) {
-	c := newSimCluster(t, 10, 3, nil)
+	// Kafka's session, longer than the cut: the node stays registered.
+	c := newSimCluster(t, 10, 3, kafkaSessions)
 	ctl := c.controller()
 	lone := (ctl + 1) % 3
 	for i := 0; i < 3; i++ {

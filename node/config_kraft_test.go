@@ -70,8 +70,8 @@ func TestKRaftKeysDefaults(t *testing.T) {
 	require.Nil(t, cfg.ControllerListenerNames)
 	require.Equal(t, "PLAINTEXT", cfg.InterBrokerListenerName)
 	require.Equal(t, "", cfg.MetadataLogDir, "log.dirs")
-	require.Equal(t, 9*time.Second, cfg.BrokerSessionTimeout)
-	require.Equal(t, 2*time.Second, cfg.BrokerHeartbeatInterval)
+	require.Equal(t, 2*time.Second, cfg.BrokerSessionTimeout, "Sluice's; Kafka's is 9000")
+	require.Equal(t, 400*time.Millisecond, cfg.BrokerHeartbeatInterval, "Sluice's; Kafka's is 2000")
 	require.Equal(t, 500*time.Millisecond, cfg.ControllerQuorumElectionTimeout, "Sluice's; Kafka's is 1000")
 	require.Equal(t, 2*time.Second, cfg.ControllerQuorumFetchTimeout)
 	require.Equal(t, 2*time.Second, cfg.ControllerQuorumRequestTimeout)
@@ -314,8 +314,8 @@ func TestValidateRefusesNamingTheKey(t *testing.T) {
 			"metadata.log.dir=data/meta", "is inside log.dirs (data)"},
 		{"a metadata log holding log.dirs", "log.dirs=/var/lib/sluice/data", "metadata.log.dir=/var/lib/sluice",
 			"metadata.log.dir=/var/lib/sluice", "holds log.dirs (/var/lib/sluice/data)"},
-		{"heartbeats as slow as the session", "", "broker.heartbeat.interval.ms=9000",
-			"broker.heartbeat.interval.ms=9000", "below broker.session.timeout.ms=9000"},
+		{"heartbeats as slow as the session", "", "broker.heartbeat.interval.ms=2000",
+			"broker.heartbeat.interval.ms=2000", "below broker.session.timeout.ms=2000"},
 		{"a replication factor above the voters", combinedNode1, "default.replication.factor=4",
 			"default.replication.factor=4", "at most 3 broker(s) (a static quorum of 3 broker,controller nodes"},
 	} {
@@ -490,7 +490,7 @@ func TestBrokerConfigEntriesShowKRaftKeys(t *testing.T) {
 		"controller.listener.names":               "",
 		"inter.broker.listener.name":              "PLAINTEXT",
 		"controller.quorum.election.timeout.ms":   "500",
-		"broker.session.timeout.ms":               "9000",
+		"broker.session.timeout.ms":               "2000",
 		"leader.imbalance.check.interval.seconds": "300",
 		"listener.security.protocol.map":          "SASL_SSL:SASL_SSL,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT",
 	} {

@@ -151,10 +151,13 @@ func kraftConfigDefs() []brokerConfigDef {
 			value:  func(c Config) string { return c.MetadataLogDir },
 			static: func(c Config) bool { return c.MetadataLogDir != "" },
 			doc:    "The directory of the metadata log; log.dirs when not set."},
-		{name: "broker.session.timeout.ms", kind: kindInt, kafkaDefault: def("9000"),
+		// Sluice's defaults (Kafka's are 9000 and 2000): a leader's
+		// partitions move only once its session has run out, so the
+		// session bounds every failover (section 4, "A leader's lease").
+		{name: "broker.session.timeout.ms", kind: kindInt, kafkaDefault: def("2000"),
 			value: ms(func(c Config) time.Duration { return c.BrokerSessionTimeout }),
 			doc:   "How long a broker's lease lasts without a heartbeat."},
-		{name: "broker.heartbeat.interval.ms", kind: kindInt, kafkaDefault: def("2000"),
+		{name: "broker.heartbeat.interval.ms", kind: kindInt, kafkaDefault: def("400"),
 			value: ms(func(c Config) time.Duration { return c.BrokerHeartbeatInterval }),
 			doc:   "How often a broker heartbeats to the controller."},
 		{name: "replica.lag.time.max.ms", kind: kindLong, kafkaDefault: def("30000"),
