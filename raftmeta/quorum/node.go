@@ -552,11 +552,14 @@ func (n *Node) restore(snap *pb.Snapshot) bool {
 	return true
 }
 
-// observeLeadership reports a move of raft's leader or term.
+// observeLeadership reports a move of raft's leader or term, once the
+// term is durable: raft may have moved to a newer term (a message stepped
+// while the last Ready was being saved) that a power loss would take back,
+// since nothing was sent in it yet; the next Ready saves it and reports it.
 func (n *Node) observeLeadership() {
 	bs := n.rn.BasicStatus()
 	lead, term := bs.Lead, bs.GetTerm()
-	if lead == n.lead && term == n.term {
+	if lead == n.lead && term == n.term || term > n.st.HardState().GetTerm() {
 		return
 	}
 	n.lead, n.term = lead, term
