@@ -24,7 +24,8 @@ import (
 //	fetch replica=N offset=O                       a follower fetched (leader)
 //	advance by=D                                   the clock moves
 //	tick
-//	alter-done [err=stale|timeout] [isr=(...) pepoch=P]   the controller's answer
+//	alter-done [err=stale|timeout|REASON] [isr=(...) pepoch=P]   the controller's answer
+//	                                               (timeout: unknown outcome; REASON: refused)
 //	epoch-end epoch=E offset=O [local-epoch=E local-offset=O]
 //	fetched hw=H [end=O] [pos=O]                   a fetch response (follower)
 //	truncated [epoch=E]                            the truncation asked is done
@@ -118,6 +119,8 @@ func (h *transcript) alterAnswer(t *testing.T, td *datadriven.TestData) (Metadat
 		switch e {
 		case "stale":
 			return Metadata{}, fmt.Errorf("INVALID_UPDATE_VERSION: %w", ErrStaleEpoch)
+		case "timeout":
+			return Metadata{}, fmt.Errorf("no answer in time: %w", ErrOutcomeUnknown)
 		default:
 			return Metadata{}, errors.New(e)
 		}

@@ -11,8 +11,13 @@ import (
 // ErrStaleEpoch is what MsgAlterDone carries when the controller refused
 // the change as made against old epochs (INVALID_UPDATE_VERSION,
 // FENCED_LEADER_EPOCH): the leader waits for newer metadata before it
-// proposes again. Any other error is retried at the next tick.
+// proposes again. Any other refusal drops the change.
 var ErrStaleEpoch = errors.New("isr: the ISR change was made against stale epochs")
+
+// ErrOutcomeUnknown is what MsgAlterDone carries when the change may or may
+// not have committed (a timeout, a lost connection, a controller that lost
+// its leadership with the proposal in flight).
+var ErrOutcomeUnknown = errors.New("isr: the ISR change's outcome is unknown")
 
 // becomeLeader starts a leader's epoch: every follower unknown, and caught
 // up as of now, so that none leaves the ISR before it has had
@@ -199,13 +204,24 @@ func (r *Replica) propose(isr []int32) {
 }
 
 // alterDone takes the controller's answer to the change in flight.
+//
+// An answer that does not say the change was refused leaves its outcome
+// unknown: a request that timed out, or whose connection broke, may have
+// committed; a refusal as stale may come because an earlier attempt of the
+// same change committed. The change then stays in the maximal ISR, so the
+// high watermark still waits for a member it adds, until metadata newer
+// than the change arrives (leaderTookISR); an unknown outcome is proposed
+// again at once. Dropping it let a leader count the high watermark over
+// an ISR the controller had already grown, and acknowledge alone what a
+// successor elected from the grown ISR lacked (the cluster sweep found two
+// acknowledged records lost so).
 func (r *Replica) alterDone(m Message) {
 	if r.pending == nil || !r.proposed {
 		return
 	}
-	r.pending, r.proposed = nil, false
 	switch {
 	case m.Err == nil:
+		r.pending, r.proposed = nil, false
 		if m.Meta.LeaderEpoch == r.meta.LeaderEpoch && m.Meta.PartitionEpoch > r.meta.PartitionEpoch {
 			// The answer may come before the metadata log brings the change.
 			r.meta = cloneMetadata(m.Meta)
@@ -213,9 +229,14 @@ func (r *Replica) alterDone(m Message) {
 		}
 	case errors.Is(m.Err, ErrStaleEpoch):
 		// Newer metadata is coming; until it does, nothing is proposed
-		// against these epochs again. (A shrink or expand still due is
-		// proposed by the tick or fetch after it.)
+		// against these epochs again, and the change stays pending.
 		r.refusedEpoch = r.meta.PartitionEpoch
+	case errors.Is(m.Err, ErrOutcomeUnknown):
+		r.proposed = false // proposed again by the next Ready
+	default:
+		// Refused for good (an ineligible member, say): a shrink or expand
+		// still due is proposed by the tick or fetch after it.
+		r.pending, r.proposed = nil, false
 	}
 	r.maybeAdvance()
 }

@@ -294,9 +294,14 @@ func (b *Broker) proposeISR(p *partition, a isr.AlterISR) {
 		if b.partitions[partitionKey{p.topicID, p.index}] != p {
 			return
 		}
-		m := isr.Message{Type: isr.MsgAlterDone, Err: err}
+		m := isr.Message{Type: isr.MsgAlterDone}
 		switch {
 		case err != nil:
+			// No answer (a timeout, a lost connection, a proposal lost with
+			// the controller's leadership): it may have committed.
+			m.Err = fmt.Errorf("%w: %w", isr.ErrOutcomeUnknown, err)
+		case reply.Err == kerr.NotController || reply.Err == kerr.RequestTimedOut:
+			m.Err = fmt.Errorf("%w: %w: %s", isr.ErrOutcomeUnknown, reply.Err, reply.Message)
 		case reply.Err == kerr.InvalidUpdateVersion || reply.Err == kerr.FencedLeaderEpoch:
 			m.Err = fmt.Errorf("%w: %s (%w)", reply.Err, reply.Message, isr.ErrStaleEpoch)
 		case reply.Err != nil:
