@@ -2,6 +2,7 @@ package simrun
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -160,8 +161,8 @@ func (n *clusterNemesis) victim() int {
 // hold marks node i held by a fault until release runs.
 // faultedNow says a fault holds some node now.
 func (n *clusterNemesis) faultedNow() bool {
-	for _, c := range n.faulted {
-		if c > 0 {
+	for _, i := range slices.Sorted(maps.Keys(n.faulted)) {
+		if n.faulted[i] > 0 {
 			return true
 		}
 	}
