@@ -1,6 +1,7 @@
 package simnet
 
 import (
+	"slices"
 	"time"
 
 	"github.com/sluicemq/sluice/sim/sched"
@@ -35,10 +36,31 @@ func (n *Network) Heal(from, to string) {
 	n.retransmit()
 }
 
+// PartitionPort is Partition for the connections to port only (the
+// acceptor's port, on either host): the segments of every other connection
+// between the two hosts still flow. Cutting a node's links to its peers'
+// controller port, both ways, parts it from the controller quorum while it
+// still replicates data.
+func (n *Network) PartitionPort(from, to string, port int) {
+	l := n.link(from, to)
+	if !slices.Contains(l.cutPorts, port) {
+		l.cutPorts = append(l.cutPorts, port)
+	}
+}
+
+// HealPort ends PartitionPort(from, to, port); what was held is
+// retransmitted.
+func (n *Network) HealPort(from, to string, port int) {
+	l := n.link(from, to)
+	l.cutPorts = slices.DeleteFunc(l.cutPorts, func(p int) bool { return p == port })
+	n.retransmit()
+}
+
 // HealAll ends every partition. Stalls run out on their own.
 func (n *Network) HealAll() {
 	for _, l := range n.linkList {
 		l.cut = false
+		l.cutPorts = nil
 	}
 	n.retransmit()
 }

@@ -3,6 +3,7 @@ package simnet
 import (
 	"fmt"
 	"math/bits"
+	"slices"
 	"time"
 
 	"github.com/sluicemq/sluice/sim/rng"
@@ -71,6 +72,10 @@ type link struct {
 	latency  Distribution
 	r        *rng.Rand
 	cut      bool
+	// cutPorts cuts the link for the connections to these ports only (the
+	// acceptor's port, on either host): a node cut off from one service of
+	// its peers, such as the controller quorum, while its other links work.
+	cutPorts []int
 	// stallUntil holds back every arrival before it.
 	stallUntil time.Duration
 }
@@ -88,6 +93,12 @@ func (n *Network) link(from, to string) *link {
 	n.links[k] = l
 	n.linkList = append(n.linkList, l)
 	return l
+}
+
+// blocks reports whether the link drops the segments of a connection to
+// port (its acceptor's).
+func (l *link) blocks(port int) bool {
+	return l.cut || slices.Contains(l.cutPorts, port)
 }
 
 func (l *link) sample() time.Duration { return l.latency.Sample(l.r) }

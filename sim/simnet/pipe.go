@@ -144,7 +144,7 @@ func (p *pipe) onTransit() {
 		p.delay(p.link.stallUntil)
 		p.pump()
 		return
-	case p.link.cut || !p.to.h.up:
+	case p.link.blocks(p.c.port) || !p.to.h.up:
 		p.held, p.heldSince = true, now
 		p.updateRTO()
 		return
@@ -203,7 +203,7 @@ func (p *pipe) arrive(seg segment) {
 // get back to the sender.
 func (p *pipe) acknowledge() {
 	switch {
-	case !p.back.cut:
+	case !p.back.blocks(p.c.port):
 		p.ackLost = false
 	case !p.ackLost:
 		p.ackLost, p.ackLostSince = true, p.now()
@@ -213,10 +213,10 @@ func (p *pipe) acknowledge() {
 // reconsider retransmits what was held or unacknowledged, now that a link
 // healed or a host came back.
 func (p *pipe) reconsider() {
-	if p.held && !p.link.cut && p.to.h.up {
+	if p.held && !p.link.blocks(p.c.port) && p.to.h.up {
 		p.resume()
 	}
-	if p.ackLost && !p.back.cut {
+	if p.ackLost && !p.back.blocks(p.c.port) {
 		p.ackLost = false
 		if p.from.live() && p.to.stale() {
 			// The retransmission of the unacknowledged tail finds out what

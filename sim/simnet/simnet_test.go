@@ -720,3 +720,31 @@ func TestAHandshakeTheAcceptorGaveUpIsResetWhenTheDialerWrites(t *testing.T) {
 		t.Fatalf("%d connections live after the reset", len(live))
 	}
 }
+
+func TestPortPartitionCutsOnlyThatPortsConnections(t *testing.T) {
+	w := fixedWorld(t)
+	data := w.listen("n2", ":9092")
+	ctl := w.listen("n2", ":9093")
+	dc, _, dr := w.connect("n1", data)
+	cc, _, cr := w.connect("n1", ctl)
+	w.n.PartitionPort("n1", "n2", 9093)
+	w.n.PartitionPort("n2", "n1", 9093)
+	mustWrite(t, dc.conn, []byte("data"))
+	mustWrite(t, cc.conn, []byte("held"))
+	w.run(5 * time.Second)
+	if string(dr.data) != "data" || len(cr.data) != 0 {
+		t.Fatalf("during the 9093 cut: data port %s, controller port %s", describe(dr), describe(cr))
+	}
+	w.n.HealPort("n1", "n2", 9093)
+	w.n.HealPort("n2", "n1", 9093)
+	w.run(time.Minute)
+	if string(cr.data) != "held" || cr.closed || cc.rec.closed {
+		t.Fatalf("after healing: controller port %s, dialer %s", describe(cr), describe(cc.rec))
+	}
+	w.n.PartitionPort("n2", "n1", 9093)
+	late := w.dial("n1", "n2:9093")
+	w.runUntil("dial done", func() bool { return late.calls == 1 })
+	if !errors.Is(late.err, ErrTimedOut) {
+		t.Fatalf("dial to a port cut one way: %v, want ErrTimedOut", late.err)
+	}
+}
