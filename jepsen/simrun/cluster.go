@@ -258,6 +258,10 @@ func (r *clusterRun) execute() {
 	r.liveness()
 }
 
+// controllerPort is every voter's CONTROLLER listener (the raft quorum and
+// the brokers' controller requests); the data listener is 9092.
+const controllerPort = 9093
+
 func (r *clusterRun) setup() {
 	w := r.w
 	w.Net().SetTimeouts(5*time.Second, 5*time.Second)
@@ -265,7 +269,7 @@ func (r *clusterRun) setup() {
 	var voters []node.Voter
 	voterCount := r.cfg.Nodes - r.cfg.BrokerOnly
 	for i := range voterCount {
-		voters = append(voters, node.Voter{ID: int32(i + 1), Host: nodeName(i), Port: 9093})
+		voters = append(voters, node.Voter{ID: int32(i + 1), Host: nodeName(i), Port: controllerPort})
 	}
 	for i := range r.cfg.Nodes {
 		voter := i < voterCount
@@ -276,7 +280,7 @@ func (r *clusterRun) setup() {
 		cfg.ControllerListenerNames = []string{"CONTROLLER"}
 		cfg.Listeners = []node.Listener{{Name: "PLAINTEXT", Host: nodeName(i), Port: 9092}}
 		if voter {
-			cfg.Listeners = append(cfg.Listeners, node.Listener{Name: "CONTROLLER", Host: nodeName(i), Port: 9093})
+			cfg.Listeners = append(cfg.Listeners, node.Listener{Name: "CONTROLLER", Host: nodeName(i), Port: controllerPort})
 		}
 		cfg.AutoCreateTopics = false // a describe is a read
 		cfg.LogRetentionMs = node.Unlimited

@@ -306,6 +306,10 @@ func (n *clusterNemesis) partition(i int) {
 	r := n.r
 	net := r.w.Net()
 	self := r.nodes[i].name
+	if n.rand.Chance(0.25) {
+		n.partitionController(i)
+		return
+	}
 	var peers []string
 	if n.rand.Chance(0.3) {
 		peers = []string{r.clients[n.rand.Intn(len(r.clients))].name}
@@ -337,6 +341,35 @@ func (n *clusterNemesis) partition(i int) {
 	n.later(n.uniform(100*time.Millisecond, 20*time.Second), func() {
 		for _, l := range links {
 			net.Heal(l[0], l[1])
+		}
+		release()
+	})
+}
+
+// partitionController cuts node i off from the controller quorum alone, both
+// ways, for up to twenty seconds: its links to every peer's controller port
+// and theirs to its own are cut, while its data links work. So a follower
+// keeps fetching from its leader while it learns no metadata: it misses
+// leader changes (and is fenced after broker.session.timeout.ms), which is
+// what a leader's leader-epoch fencing exists for.
+func (n *clusterNemesis) partitionController(i int) {
+	r := n.r
+	net := r.w.Net()
+	self := r.nodes[i].name
+	r.probes.add("fault.partition_controller")
+	for j, other := range r.nodes {
+		if j != i {
+			net.PartitionPort(self, other.name, controllerPort)
+			net.PartitionPort(other.name, self, controllerPort)
+		}
+	}
+	release := n.hold(i)
+	n.later(n.uniform(100*time.Millisecond, 20*time.Second), func() {
+		for j, other := range r.nodes {
+			if j != i {
+				net.HealPort(self, other.name, controllerPort)
+				net.HealPort(other.name, self, controllerPort)
+			}
 		}
 		release()
 	})

@@ -81,7 +81,7 @@ func KnownProbes() []string {
 func KnownClusterProbes(metaOnly bool) []string {
 	known := []string{
 		"fault.crash", "fault.kill", "fault.restart", "fault.pause", "fault.partition", "fault.partition_one_way",
-		"fault.partition_client", "fault.clock", "fault.disk", "fault.powerloss", "fault.long_outage",
+		"fault.partition_client", "fault.partition_controller", "fault.clock", "fault.disk", "fault.powerloss", "fault.long_outage",
 		"meta.retry", "meta.live_retry", "client.dial_failed", "disk.eio",
 		"node.fatal", "node.start_failed", "node.operator_restart",
 		"observe.raft_samples", "observe.applied_samples", "meta.snapshot_taken", "meta.snapshot_restored",
