@@ -21,6 +21,11 @@ type Client struct {
 	pending  []pendingRequest
 	closed   bool
 	closeErr error
+	// recycle: the connection may lend large response frames, handed back
+	// once their callback returns (DialRecycling). Set before the handler
+	// is attached and never changed: BorrowsFrame reads it from the
+	// connection's reader.
+	recycle bool
 }
 
 type pendingRequest struct {
@@ -37,16 +42,36 @@ var ErrClientClosed = errors.New("wire client: connection closed before the resp
 // Dial connects to addr; connected runs on the loop with the client or the
 // dial error.
 func Dial(n env.Net, addr, clientID string, connected func(*Client, error)) {
+	dial(n, addr, clientID, false, connected)
+}
+
+// DialRecycling is Dial for a client whose callbacks keep no reference to
+// a response's bytes once they return (a decoded response's byte slices,
+// such as a fetch's RecordBatches, point into its frame): each response
+// frame is then handed back to the connection (env.FrameRecycler) after its
+// callback, so that large responses are read into the same warm buffers
+// instead of fresh memory. A follower's fetcher reads every replicated byte
+// this way. The simulator overwrites a recycled frame with junk, so a
+// callback that keeps one fails its checks.
+func DialRecycling(n env.Net, addr, clientID string, connected func(*Client, error)) {
+	dial(n, addr, clientID, true, connected)
+}
+
+func dial(n env.Net, addr, clientID string, recycle bool, connected func(*Client, error)) {
 	n.Dial(addr, func(conn env.Conn, err error) env.ConnHandler {
 		if err != nil {
 			connected(nil, err)
 			return nil
 		}
-		c := &Client{conn: conn, clientID: clientID, frames: NewFrameReader(FrameReaderConfig{})}
+		c := &Client{conn: conn, clientID: clientID, frames: NewFrameReader(FrameReaderConfig{}), recycle: recycle}
 		connected(c, nil)
 		return c
 	})
 }
+
+// BorrowsFrame implements env.FrameBorrower: a client made by DialRecycling
+// hands every frame back.
+func (c *Client) BorrowsFrame([]byte) bool { return c.recycle }
 
 // Request sends req; done runs on the loop with its response (decoded at the
 // request's version) or an error. Callbacks run in request order. A Produce
@@ -98,7 +123,13 @@ func (c *Client) OnData(p []byte) {
 		if !ok {
 			return
 		}
-		if err := c.deliver(frame); err != nil {
+		err = c.deliver(frame)
+		if c.recycle {
+			if rc, ok := c.conn.(env.FrameRecycler); ok {
+				rc.Recycle(frame)
+			}
+		}
+		if err != nil {
 			c.conn.Close()
 			c.shutdown(err)
 			return
