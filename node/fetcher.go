@@ -1,10 +1,12 @@
 package node
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
 
+	"github.com/sluicemq/sluice/internal/invariants"
 	"github.com/sluicemq/sluice/isr"
 	"github.com/sluicemq/sluice/log"
 	"github.com/sluicemq/sluice/raftmeta"
@@ -158,7 +160,7 @@ func (b *Broker) fetcherClient(f *fetcher, done func(*wire.Client, error)) {
 		b.env.Loop.Post(func() { done(nil, fmt.Errorf("node: no address for broker %d", f.leader)) })
 		return
 	}
-	wire.Dial(b.env.Net, addr, fmt.Sprintf("sluice-replica-%d", b.cfg.NodeID), func(c *wire.Client, err error) {
+	wire.DialRecycling(b.env.Net, addr, fmt.Sprintf("sluice-replica-%d", b.cfg.NodeID), func(c *wire.Client, err error) {
 		if err != nil {
 			done(nil, fmt.Errorf("node: dial broker %d at %s: %w", f.leader, addr, err))
 			return
@@ -411,6 +413,9 @@ func (b *Broker) fetchedPartition(f *fetcher, p *partition, rp *kmsg.FetchRespon
 	}
 	var appended int64
 	if len(rp.RecordBatches) > 0 {
+		if invariants.Enabled {
+			checkServedEpochs(p, f.leader, rp.RecordBatches)
+		}
 		res, err := p.log.AppendFollower(rp.RecordBatches)
 		if err != nil {
 			b.followerAppendFailed(f, p, err)
@@ -440,6 +445,29 @@ func (b *Broker) fetchedPartition(f *fetcher, p *partition, rp *kmsg.FetchRespon
 		}
 		done(nil)
 	})
+}
+
+// checkServedEpochs asserts the leader's half of epoch fencing (KIP-101):
+// a fetch made at leader epoch E is answered with records only by the
+// leader of epoch E, and its log holds no batch of a later epoch. A batch
+// stamped after the epoch this follower fetched at means a leader of a
+// later epoch served a stale fetch, so a follower that missed a leader
+// change appended without truncating first (its log may hold another
+// leader's records below them).
+func checkServedEpochs(p *partition, leader int32, batches []byte) {
+	const epochEnd = 16 // base offset 8, length 4, partition leader epoch 4
+	fetchedAt := p.rep.Metadata().LeaderEpoch
+	for len(batches) >= epochEnd {
+		if epoch := int32(binary.BigEndian.Uint32(batches[12:epochEnd])); epoch > fetchedAt {
+			invariants.Panicf("partition %s-%d: broker %d answered a fetch at leader epoch %d with a batch of epoch %d at offset %d",
+				p.topic, p.index, leader, fetchedAt, epoch, int64(binary.BigEndian.Uint64(batches[:8])))
+		}
+		next := 12 + int(binary.BigEndian.Uint32(batches[8:12]))
+		if next <= 12 || next > len(batches) {
+			return
+		}
+		batches = batches[next:]
+	}
 }
 
 // followerAppendFailed handles batches the log refused: batches that do
