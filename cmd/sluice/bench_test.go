@@ -411,7 +411,12 @@ func measureRawConsume(ctx context.Context, b *testing.B, s *serverProc, n int) 
 // cfg.latencyDur and returns percentiles of the time from each Produce call
 // to its promise. linger < 0 keeps the client's default.
 func measureLatency(ctx context.Context, b *testing.B, addr string, cfg benchConfig, values []byte, linger time.Duration) latency {
-	opts := []kgo.Opt{kgo.SeedBrokers(addr), kgo.DefaultProduceTopic(latencyTopic), kgo.RequiredAcks(kgo.AllISRAcks())}
+	return measureLatencyTo(ctx, b, addr, latencyTopic, cfg, values, linger)
+}
+
+// measureLatencyTo is measureLatency producing to topic.
+func measureLatencyTo(ctx context.Context, b *testing.B, addr, topic string, cfg benchConfig, values []byte, linger time.Duration) latency {
+	opts := []kgo.Opt{kgo.SeedBrokers(addr), kgo.DefaultProduceTopic(topic), kgo.RequiredAcks(kgo.AllISRAcks())}
 	if linger >= 0 {
 		opts = append(opts, kgo.ProducerLinger(linger))
 	}
