@@ -73,6 +73,16 @@ type ClusterOptions struct {
 	// Moves says an operator reassigns the data topic's partitions every
 	// few seconds (cluster_data.go's mover).
 	Moves bool
+	// PageCache gives the data topic Kafka's flush policy
+	// (flush.messages=2^63-1): an acknowledgement promises the records
+	// are in every ISR member's page cache, not on its disk. Such a seed
+	// injects no machine crash or power loss, which may lose acknowledged
+	// records by that contract (the simulated disk never writes back
+	// unsynced pages on its own, as a kernel would within seconds), so
+	// that its acks=all records are held to the same durability as the
+	// default mode's, through kills, restarts, pauses, partitions, clock
+	// jumps and disk errors.
+	PageCache bool
 }
 
 func (o ClusterOptions) String() string {
@@ -84,8 +94,12 @@ func (o ClusterOptions) String() string {
 	if o.BrokerOnly > 0 {
 		shape += fmt.Sprintf(" broker_only=%d", o.BrokerOnly)
 	}
-	return fmt.Sprintf("%s clients=%d partitions=%d rf=%d min_isr=%d acks1=%.2f lag=%s racks=%d rebalance=%s moves=%t producers=%d consumers=%d snapshots=%dB/%s faults=%s every=%s",
-		shape, o.Clients, o.Partitions, o.ReplicationFactor, o.MinInSync, o.LeaderAcks, o.ReplicaLagTime, o.Racks, o.RebalanceEvery, o.Moves, o.Producers, o.Consumers,
+	flush := "sync"
+	if o.PageCache {
+		flush = "pagecache"
+	}
+	return fmt.Sprintf("%s clients=%d partitions=%d rf=%d min_isr=%d acks1=%.2f flush=%s lag=%s racks=%d rebalance=%s moves=%t producers=%d consumers=%d snapshots=%dB/%s faults=%s every=%s",
+		shape, o.Clients, o.Partitions, o.ReplicationFactor, o.MinInSync, o.LeaderAcks, flush, o.ReplicaLagTime, o.Racks, o.RebalanceEvery, o.Moves, o.Producers, o.Consumers,
 		o.SnapshotBytes, o.SnapshotInterval, strings.Join(names, ","), o.FaultEvery)
 }
 
@@ -132,6 +146,11 @@ func ChooseClusterOptions(seed uint64, nodes int) ClusterOptions {
 	}
 	o.RebalanceEvery = time.Duration(2+r.Intn(28)) * time.Second
 	o.Moves = o.ReplicationFactor > 1 && r.Chance(0.4)
+	// Drawn last, so that the draws above stay what they were before it.
+	if o.ReplicationFactor > 1 && r.Chance(0.2) {
+		o.PageCache = true
+		o.Faults = slices.DeleteFunc(o.Faults, func(f Fault) bool { return f == FaultCrash || f == FaultPowerLoss })
+	}
 	return o
 }
 

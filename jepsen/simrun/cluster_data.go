@@ -230,7 +230,7 @@ func (d *dataClient) produce(p, leader int32) {
 			case code == 0:
 				r.logf("%s produce %s to n%d: offset %d", d.name, tp, leader, base)
 				r.h.ProduceOkAtEpoch(id, base, r.epochBound(leader, p))
-				if !r.cfg.NoOracle && acks == -1 {
+				if !r.cfg.NoOracle && !r.opts.PageCache && acks == -1 {
 					r.probes.add("oracle.ack")
 					n := r.nodes[leader-1]
 					why, err := n.oracle.ackedProblem(tp, ackedRef(rp.Records, 1, base))
@@ -333,7 +333,10 @@ func (d *dataClient) fetch(p, leader int32) {
 			} else {
 				r.h.FetchOkWatermarks(id, fp.records, fp.marks)
 			}
-			if !r.cfg.NoOracle {
+			// Page-cache mode serves and acknowledges what is in the page
+			// cache: nothing the oracle would hold it to (its records are
+			// held to the final read instead, as any seed's).
+			if !r.cfg.NoOracle && !r.opts.PageCache {
 				r.probes.add("oracle.fetch")
 				n := r.nodes[server-1]
 				why, err := n.oracle.servedProblem(tp, fp)
@@ -388,7 +391,12 @@ func (r *clusterRun) makeTopic() bool {
 		req.TimeoutMillis = 10000
 		t := kmsg.NewCreateTopicsRequestTopic()
 		t.Topic, t.NumPartitions, t.ReplicationFactor = clusterTopic, int32(r.partitions), int16(r.opts.ReplicationFactor)
-		for _, kv := range [][2]string{{"segment.index.bytes", fmt.Sprint(topicIndexBytes)}, {"min.insync.replicas", fmt.Sprint(r.opts.MinInSync)}} {
+		configs := [][2]string{{"segment.index.bytes", fmt.Sprint(topicIndexBytes)}, {"min.insync.replicas", fmt.Sprint(r.opts.MinInSync)}}
+		if r.opts.PageCache {
+			configs = append(configs, [2]string{"flush.messages", fmt.Sprint(int64(math.MaxInt64))})
+			r.probes.add("data.page_cache")
+		}
+		for _, kv := range configs {
 			c := kmsg.NewCreateTopicsRequestTopicConfig()
 			c.Name, c.Value = kv[0], &kv[1]
 			t.Configs = append(t.Configs, c)

@@ -119,9 +119,14 @@ func TestClusterSabotageIsCaught(t *testing.T) {
 // On a cluster too, the durability oracle holds each answer against the
 // disk of the node that gave it: with every sync reported done early and
 // no fault at all, every seed is caught at the first answers, which
-// without the oracle pass.
+// without the oracle pass. (Not in page-cache seeds, whose answers promise
+// nothing about the disk.)
 func TestClusterOracleCatchesAHighWatermarkAheadOfTheDisk(t *testing.T) {
-	for seed := uint64(1); seed <= 3; seed++ {
+	for seed, ran := uint64(1), 0; ran < 3; seed++ {
+		if ChooseClusterOptions(seed, 3).PageCache {
+			continue
+		}
+		ran++
 		cfg := Config{Seed: seed, Nodes: 3, Duration: 5 * time.Second, noFaults: true, DiskSabotage: simfs.SabotageSyncEarly}
 		s := Run(cfg)
 		require.False(t, s.OK(), "seed %d: the oracle missed syncs reported done early: %s", seed, s.Line())
