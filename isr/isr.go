@@ -31,9 +31,11 @@ type Config struct {
 	// MinInSync is min.insync.replicas.
 	MinInSync int
 	// CheckTruncation asserts (with the invariants tag) that a follower
-	// never truncates below its high watermark: true when positions are
-	// durable and elections clean, which together make every record below
-	// a high watermark survive on every later leader.
+	// never truncates below its high watermark, and that a leader never
+	// finds a member of the committed ISR, heard from in its epoch, short
+	// of its high watermark: true when positions are durable and elections
+	// clean, which together make every record below a high watermark
+	// survive on every later leader.
 	CheckTruncation bool
 }
 

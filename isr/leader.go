@@ -59,6 +59,7 @@ func (r *Replica) leaderTookISR() {
 		}
 	}
 	r.maybeAdvance()
+	r.checkISRHoldsHW()
 }
 
 func stepLeader(r *Replica, m Message) {
@@ -101,6 +102,7 @@ func (r *Replica) followerFetched(id int32, offset, brokerEpoch int64, now time.
 	f.lastFetch, f.lastFetchLeaderEnd = now, r.local.LogEnd
 	r.maybeExpand(f)
 	r.maybeAdvance()
+	r.checkISRHoldsHW()
 }
 
 func later(a, b time.Time) time.Time {
@@ -140,6 +142,25 @@ func (r *Replica) maybeAdvance() {
 		hw = min(hw, f.offset)
 	}
 	r.setHW(hw)
+}
+
+// checkISRHoldsHW asserts the rule every clean election relies on: each
+// member of the committed ISR has every record below the high watermark.
+// A member the leader has not heard from in this epoch is not known
+// short; one whose fetch offset is below the high watermark lacks records
+// the leader acknowledged, so the controller took into the ISR a replica
+// the leader did not count (an ISR change applied against an older
+// partition epoch, say).
+func (r *Replica) checkISRHoldsHW() {
+	if !invariants.Enabled || !r.cfg.CheckTruncation {
+		return
+	}
+	for _, id := range r.meta.ISR {
+		if f := r.followerOf(id); id != r.cfg.ID && f != nil && f.offset >= 0 && f.offset < r.hw {
+			invariants.Panicf("isr: replica %d leading epoch %d (partition epoch %d): ISR member %d is at offset %d, below the high watermark %d",
+				r.cfg.ID, r.meta.LeaderEpoch, r.meta.PartitionEpoch, id, f.offset, r.hw)
+		}
+	}
 }
 
 func (r *Replica) setHW(hw int64) {

@@ -55,6 +55,10 @@ type ReplicationView struct {
 	// ShrinksProposed and ExpandsProposed count ISR changes this broker's
 	// leaders proposed; ISRRefused those the controller refused.
 	ShrinksProposed, ExpandsProposed, ISRRefused int
+	// ISRStale counts the refusals for an old partition epoch
+	// (INVALID_UPDATE_VERSION): changes decided before the controller
+	// changed the partition some other way.
+	ISRStale int
 	// FencedFetches counts follower fetches and epoch queries a leader
 	// answered FENCED_LEADER_EPOCH or UNKNOWN_LEADER_EPOCH (one side's
 	// metadata behind the other's).

@@ -304,6 +304,9 @@ func (b *Broker) proposeISR(p *partition, a isr.AlterISR) {
 		case reply.Err == kerr.NotController || reply.Err == kerr.RequestTimedOut:
 			m.Err = fmt.Errorf("%w: %w: %s", isr.ErrOutcomeUnknown, reply.Err, reply.Message)
 		case reply.Err == kerr.InvalidUpdateVersion || reply.Err == kerr.FencedLeaderEpoch:
+			if reply.Err == kerr.InvalidUpdateVersion {
+				b.replStats.ISRStale++
+			}
 			m.Err = fmt.Errorf("%w: %s (%w)", reply.Err, reply.Message, isr.ErrStaleEpoch)
 		case reply.Err != nil:
 			m.Err = fmt.Errorf("%w: %s", reply.Err, reply.Message)

@@ -345,6 +345,18 @@ func (r *clusterRun) addClients() {
 
 func nodeName(i int) string { return fmt.Sprintf("n%d", i+1) }
 
+// restartProcess restarts a running node's broker process, as systemd or
+// an operator does. In a page-cache seed that is the process alone, whose
+// page cache survives it (sim.Node.Kill); in the others, a machine crash
+// (Node.Restart of a running node), harsher than a real restart, which
+// the power-loss-safe mode must survive anyway.
+func (r *clusterRun) restartProcess(n *sim.Node) {
+	if r.opts.PageCache && n.Up() {
+		n.Kill()
+	}
+	n.Restart()
+}
+
 // bootNode starts a node over its disk; a start that fails, or a node
 // whose metadata log fails later, is restarted by a supervisor, as
 // systemd restarts a Kafka process that exited.
@@ -360,7 +372,7 @@ func (r *clusterRun) bootNode(n *clusterNode, e env.Env) {
 		r.probes.add(probe)
 		r.w.After(time.Second, "supervisor.restart", func() {
 			if n.node.Incarnation() == inc && n.node.Up() {
-				n.node.Restart()
+				r.restartProcess(n.node)
 			}
 		})
 	}
@@ -424,6 +436,7 @@ func (r *clusterRun) replicationProbes(n *clusterNode, b *node.Broker) {
 		{v.ShrinksProposed, seen.ShrinksProposed, "repl.isr_shrink"},
 		{v.ExpandsProposed, seen.ExpandsProposed, "repl.isr_expand"},
 		{v.ISRRefused, seen.ISRRefused, "repl.isr_refused"},
+		{v.ISRStale, seen.ISRStale, "repl.isr_stale_partition_epoch"},
 		{v.FencedFetches, seen.FencedFetches, "repl.fenced_epoch"},
 	} {
 		if c.now > c.then {
@@ -513,7 +526,7 @@ func (r *clusterRun) heal() {
 	for _, n := range r.nodes {
 		if diskErrors(n.node.Disk()) > n.diskErrs {
 			r.probes.add("node.operator_restart")
-			n.node.Restart()
+			r.restartProcess(n.node)
 		}
 	}
 }

@@ -250,7 +250,7 @@ func (n *clusterNemesis) inject(f Fault) {
 				}
 				r.w.After(delay, "nemesis.restart", func() {
 					if node.Incarnation() == inc && node.Up() {
-						node.Restart()
+						r.restartProcess(node)
 					}
 					n.untilRunning(cn, release)
 				})
