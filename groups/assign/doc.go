@@ -30,8 +30,9 @@
 //     the same subscription of equally partitioned topics get the same
 //     partition numbers of each (co-partitioning).
 //
-//	topic T, 7 partitions, members a b c (range):
-//	  a: 0 1 2   b: 3 4   c: 5 6
+// Range on a topic of 7 partitions and members a, b and c:
+//
+//	a: 0 1 2   b: 3 4   c: 5 6
 //
 // Results are deterministic: members are numbered by id and topics by
 // Kafka's Uuid order before anything is decided, every loop walks those
