@@ -21,6 +21,7 @@ type group struct {
 	// partitions[t] is the partition count of topics[t].
 	topics     []TopicID
 	partitions []int32
+	index      map[TopicID]int // topics[index[id]] == id
 	// owner[t][p] is the member that partition p of topics[t] goes to in
 	// the assignment being built, or -1.
 	owner [][]int32
@@ -41,15 +42,30 @@ func newGroup(spec GroupSpec, topics TopicDescriber) (*group, error) {
 			return nil, fmt.Errorf("%w: member id %q appears twice", ErrInvalidSpec, m.ID)
 		}
 	}
-	var all []TopicID
-	for _, m := range g.members {
-		all = append(all, m.Topics...)
+	// Members mostly share one subscription; sameTopics skips the work of
+	// a member whose topics are those of the one before it.
+	sameTopics := func(m int) bool {
+		return m > 0 && slices.Equal(g.members[m].Topics, g.members[m-1].Topics)
 	}
-	slices.SortFunc(all, TopicID.Compare)
-	g.topics = slices.Compact(all)
+	g.index = map[TopicID]int{}
+	for m, mem := range g.members {
+		if sameTopics(m) {
+			continue
+		}
+		for _, id := range mem.Topics {
+			g.index[id] = 0
+		}
+	}
+	ids := make([]TopicID, 0, len(g.index))
+	for id := range g.index {
+		ids = append(ids, id)
+	}
+	slices.SortFunc(ids, TopicID.Compare)
+	g.topics = ids
 	g.partitions = make([]int32, len(g.topics))
 	g.owner = make([][]int32, len(g.topics))
 	for t, id := range g.topics {
+		g.index[id] = t
 		n := topics.Partitions(id)
 		if n < 0 {
 			return nil, &UnknownTopicError{Member: g.subscriberOf(id), Topic: id}
@@ -62,11 +78,16 @@ func newGroup(spec GroupSpec, topics TopicDescriber) (*group, error) {
 	}
 	g.subs = make([][]int, len(g.members))
 	for m, mem := range g.members {
-		for _, id := range mem.Topics {
-			g.subs[m] = append(g.subs[m], g.topicIndex(id))
+		if sameTopics(m) {
+			g.subs[m] = g.subs[m-1] // shared, never written
+			continue
 		}
-		slices.Sort(g.subs[m])
-		g.subs[m] = slices.Compact(g.subs[m])
+		subs := make([]int, 0, len(mem.Topics))
+		for _, id := range mem.Topics {
+			subs = append(subs, g.index[id])
+		}
+		slices.Sort(subs)
+		g.subs[m] = slices.Compact(subs)
 	}
 	g.load = make([]int, len(g.members))
 	return g, nil
@@ -84,11 +105,10 @@ func (g *group) subscriberOf(topic TopicID) string {
 
 // topicIndex is the index of id in g.topics, or -1.
 func (g *group) topicIndex(id TopicID) int {
-	t, ok := slices.BinarySearchFunc(g.topics, id, TopicID.Compare)
-	if !ok {
-		return -1
+	if t, ok := g.index[id]; ok {
+		return t
 	}
-	return t
+	return -1
 }
 
 // subscribes reports whether member m subscribes to topics[t].
@@ -138,8 +158,31 @@ func (g *group) clear(t int, p int32) {
 // partitions ascending leaves every member's assignment normalized.
 func (g *group) result() GroupAssignment {
 	out := GroupAssignment{Members: make([]MemberAssignment, len(g.members))}
+	// One backing array for every partition list: member m's lists share
+	// the part of it that load[m] sizes, so appends never reallocate.
+	backing := make([]int32, sum(g.load))
+	free := make([][]int32, len(g.members)) // the unused rest of each part
+	// Likewise the topic entries, counted first.
+	entries, lastTopic := make([]int, len(g.members)), make([]int, len(g.members))
+	for m := range lastTopic {
+		lastTopic[m] = -1
+	}
+	for t, owners := range g.owner {
+		for _, m := range owners {
+			if m >= 0 && lastTopic[m] != t {
+				entries[m]++
+				lastTopic[m] = t
+			}
+		}
+	}
+	topicBacking := make([]TopicPartitions, sum(entries))
 	for m, mem := range g.members {
 		out.Members[m].MemberID = mem.ID
+		free[m], backing = backing[:g.load[m]:g.load[m]], backing[g.load[m]:]
+		if entries[m] > 0 {
+			out.Members[m].Partitions = topicBacking[:0:entries[m]]
+		}
+		topicBacking = topicBacking[entries[m]:]
 	}
 	for t, owners := range g.owner {
 		for p, m := range owners {
@@ -154,11 +197,25 @@ func (g *group) result() GroupAssignment {
 			}
 			a := &out.Members[m].Partitions
 			if n := len(*a); n == 0 || (*a)[n-1].Topic != g.topics[t] {
-				*a = append(*a, TopicPartitions{Topic: g.topics[t]})
+				*a = append(*a, TopicPartitions{Topic: g.topics[t], Partitions: free[m][:0]})
 			}
 			last := &(*a)[len(*a)-1]
 			last.Partitions = append(last.Partitions, int32(p))
+			free[m] = free[m][1:]
+		}
+	}
+	for _, m := range out.Members {
+		for i := range m.Partitions {
+			m.Partitions[i].Partitions = slices.Clip(m.Partitions[i].Partitions)
 		}
 	}
 	return out
+}
+
+func sum(xs []int) int {
+	n := 0
+	for _, x := range xs {
+		n += x
+	}
+	return n
 }

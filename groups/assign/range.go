@@ -2,6 +2,7 @@ package assign
 
 import (
 	"slices"
+	"strings"
 	"unicode/utf16"
 )
 
@@ -82,6 +83,21 @@ func rangeCompare(a, b Member) int {
 // two differ when a character above U+FFFF (a surrogate pair, D800-DFFF)
 // meets one in E000-FFFF.
 func javaCompare(a, b string) int {
+	if !aboveUDFFF(a) || !aboveUDFFF(b) {
+		return strings.Compare(a, b)
+	}
 	ua, ub := utf16.Encode([]rune(a)), utf16.Encode([]rune(b))
 	return slices.Compare(ua, ub)
+}
+
+// aboveUDFFF reports whether s may hold a character from U+E000 up, whose
+// UTF-8 starts with a byte from 0xEE. Without one on either side, byte order
+// is UTF-16 order.
+func aboveUDFFF(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= 0xEE {
+			return true
+		}
+	}
+	return false
 }
