@@ -39,10 +39,11 @@ func (g *group) uniformHeterogeneous() {
 			}
 		}
 	}
+	held := make([]int, len(g.members))
 	for moved := true; moved; {
 		moved = false
 		for _, t := range order {
-			if len(subscribers[t]) >= 2 && g.balanceTopic(t, subscribers[t]) {
+			if len(subscribers[t]) >= 2 && g.balanceTopic(t, subscribers[t], held) {
 				moved = true
 			}
 		}
@@ -87,11 +88,15 @@ func (g *group) leastLoaded(members []int) int {
 // balanceTopic moves partitions of topics[t] from its most loaded holder to
 // its least loaded subscriber while their loads differ by two or more, the
 // holder giving up its highest partition of the topic. It reports whether
-// it moved any.
-func (g *group) balanceTopic(t int, subscribers []int) bool {
-	held := make(map[int]int, len(subscribers)) // member -> partitions of t
+// it moved any. held is scratch space, one entry per member.
+func (g *group) balanceTopic(t int, subscribers []int, held []int) bool {
+	for _, m := range subscribers {
+		held[m] = 0 // partitions of t that m holds
+	}
 	for _, m := range g.owner[t] {
-		held[int(m)]++
+		if m >= 0 {
+			held[m]++
+		}
 	}
 	moved := false
 	for {
