@@ -19,8 +19,10 @@ func ShardFor(groupID string, partitions int32) int32 {
 // javaHashCode is Java's String.hashCode: s[0]*31^(n-1) + ... + s[n-1] in
 // wrapping 32-bit arithmetic, over the string's UTF-16 code units, so a
 // character above U+FFFF counts as its two surrogates. A Go string is UTF-8
-// bytes; a byte that is not valid UTF-8 decodes as U+FFFD, as Java's
-// decoder replaces malformed input when Kafka reads the group id.
+// bytes, and every byte of it that is not valid UTF-8 counts as U+FFFD.
+// Kafka decodes the id with Java's UTF-8 decoder, which also substitutes
+// U+FFFD but sometimes one for a whole malformed sequence, so an id that is
+// not UTF-8 (no client sends one) may hash differently than in Kafka.
 func javaHashCode(s string) int32 {
 	var h int32
 	for _, r := range s {
