@@ -42,14 +42,26 @@ func newGroup(spec GroupSpec, topics TopicDescriber) (*group, error) {
 			return nil, fmt.Errorf("%w: member id %q appears twice", ErrInvalidSpec, m.ID)
 		}
 	}
-	// Members mostly share one subscription; sameTopics skips the work of
-	// a member whose topics are those of the one before it.
-	sameTopics := func(m int) bool {
-		return m > 0 && slices.Equal(g.members[m].Topics, g.members[m-1].Topics)
+	if err := g.indexTopics(topics); err != nil {
+		return nil, err
 	}
+	g.indexSubscriptions()
+	g.load = make([]int, len(g.members))
+	return g, nil
+}
+
+// sameTopics reports whether member m lists the topics of the member before
+// it. Members mostly share one subscription, and indexing it once is most
+// of an assignment's cost.
+func (g *group) sameTopics(m int) bool {
+	return m > 0 && slices.Equal(g.members[m].Topics, g.members[m-1].Topics)
+}
+
+// indexTopics numbers the subscribed topics and sizes owner.
+func (g *group) indexTopics(topics TopicDescriber) error {
 	g.index = map[TopicID]int{}
 	for m, mem := range g.members {
-		if sameTopics(m) {
+		if g.sameTopics(m) {
 			continue
 		}
 		for _, id := range mem.Topics {
@@ -68,7 +80,7 @@ func newGroup(spec GroupSpec, topics TopicDescriber) (*group, error) {
 		g.index[id] = t
 		n := topics.Partitions(id)
 		if n < 0 {
-			return nil, &UnknownTopicError{Member: g.subscriberOf(id), Topic: id}
+			return &UnknownTopicError{Member: g.subscriberOf(id), Topic: id}
 		}
 		g.partitions[t] = n
 		g.owner[t] = make([]int32, n)
@@ -76,9 +88,14 @@ func newGroup(spec GroupSpec, topics TopicDescriber) (*group, error) {
 			g.owner[t][p] = -1
 		}
 	}
+	return nil
+}
+
+// indexSubscriptions fills subs from the members' topics.
+func (g *group) indexSubscriptions() {
 	g.subs = make([][]int, len(g.members))
 	for m, mem := range g.members {
-		if sameTopics(m) {
+		if g.sameTopics(m) {
 			g.subs[m] = g.subs[m-1] // shared, never written
 			continue
 		}
@@ -89,8 +106,6 @@ func newGroup(spec GroupSpec, topics TopicDescriber) (*group, error) {
 		slices.Sort(subs)
 		g.subs[m] = slices.Compact(subs)
 	}
-	g.load = make([]int, len(g.members))
-	return g, nil
 }
 
 // subscriberOf is the first member (by id) subscribed to topic, for errors.
@@ -157,33 +172,7 @@ func (g *group) clear(t int, p int32) {
 // result turns owner into a GroupAssignment. Walking topics in order and
 // partitions ascending leaves every member's assignment normalized.
 func (g *group) result() GroupAssignment {
-	out := GroupAssignment{Members: make([]MemberAssignment, len(g.members))}
-	// One backing array for every partition list: member m's lists share
-	// the part of it that load[m] sizes, so appends never reallocate.
-	backing := make([]int32, sum(g.load))
-	free := make([][]int32, len(g.members)) // the unused rest of each part
-	// Likewise the topic entries, counted first.
-	entries, lastTopic := make([]int, len(g.members)), make([]int, len(g.members))
-	for m := range lastTopic {
-		lastTopic[m] = -1
-	}
-	for t, owners := range g.owner {
-		for _, m := range owners {
-			if m >= 0 && lastTopic[m] != t {
-				entries[m]++
-				lastTopic[m] = t
-			}
-		}
-	}
-	topicBacking := make([]TopicPartitions, sum(entries))
-	for m, mem := range g.members {
-		out.Members[m].MemberID = mem.ID
-		free[m], backing = backing[:g.load[m]:g.load[m]], backing[g.load[m]:]
-		if entries[m] > 0 {
-			out.Members[m].Partitions = topicBacking[:0:entries[m]]
-		}
-		topicBacking = topicBacking[entries[m]:]
-	}
+	out, free := g.emptyResult()
 	for t, owners := range g.owner {
 		for p, m := range owners {
 			if m < 0 {
@@ -200,16 +189,48 @@ func (g *group) result() GroupAssignment {
 				*a = append(*a, TopicPartitions{Topic: g.topics[t], Partitions: free[m][:0]})
 			}
 			last := &(*a)[len(*a)-1]
-			last.Partitions = append(last.Partitions, int32(p))
+			last.Partitions = append(last.Partitions, int32(p)) // into free[m], in place
 			free[m] = free[m][1:]
 		}
 	}
+	// Clip every list, so that a caller's append cannot write over the
+	// list that follows it in the shared array.
 	for _, m := range out.Members {
 		for i := range m.Partitions {
 			m.Partitions[i].Partitions = slices.Clip(m.Partitions[i].Partitions)
 		}
 	}
 	return out
+}
+
+// emptyResult sizes a result from load and owner: each member's partition
+// lists share its part of one array (free[m], load[m] long), and its topic
+// entries its part of another, so filling it allocates nothing more.
+func (g *group) emptyResult() (out GroupAssignment, free [][]int32) {
+	entries, lastTopic := make([]int, len(g.members)), make([]int, len(g.members))
+	for m := range lastTopic {
+		lastTopic[m] = -1
+	}
+	for t, owners := range g.owner {
+		for _, m := range owners {
+			if m >= 0 && lastTopic[m] != t {
+				entries[m]++
+				lastTopic[m] = t
+			}
+		}
+	}
+	out.Members = make([]MemberAssignment, len(g.members))
+	free = make([][]int32, len(g.members))
+	partitions, topics := make([]int32, sum(g.load)), make([]TopicPartitions, sum(entries))
+	for m, mem := range g.members {
+		out.Members[m].MemberID = mem.ID
+		free[m], partitions = partitions[:g.load[m]:g.load[m]], partitions[g.load[m]:]
+		if entries[m] > 0 {
+			out.Members[m].Partitions = topics[:0:entries[m]]
+		}
+		topics = topics[entries[m]:]
+	}
+	return out, free
 }
 
 func sum(xs []int) int {

@@ -199,3 +199,24 @@ func TestTopicIDCompareIsKafkasSignedOrder(t *testing.T) {
 		t.Error("an id does not equal itself")
 	}
 }
+
+// TestResultListsAreIndependent: the result's lists share backing arrays,
+// so appending to one must not write over the next.
+func TestResultListsAreIndependent(t *testing.T) {
+	for _, a := range All() {
+		got, err := a.Assign(GroupSpec{Members: []Member{{ID: "a", Topics: []TopicID{t1, t2}}, {ID: "b", Topics: []TopicID{t1, t2}}}}, TopicCounts{t1: 4, t2: 4})
+		if err != nil {
+			t.Fatal(err)
+		}
+		before := format(got)
+		for _, m := range got.Members {
+			_ = append(m.Partitions, TopicPartitions{Topic: t3})
+			for _, tp := range m.Partitions {
+				_ = append(tp.Partitions, 99)
+			}
+		}
+		if after := format(got); after != before {
+			t.Errorf("%s: appending to the result changed it:\n%s\n%s", a.Name(), before, after)
+		}
+	}
+}
