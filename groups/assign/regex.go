@@ -38,10 +38,16 @@ func (e *InvalidRegexError) Code() int16 { return kerr.InvalidRegularExpression.
 // trailing \Q without \E would swallow. An invalid pattern is an
 // *InvalidRegexError.
 //
+// The returned expression's String is the anchored form; keep the pattern
+// itself to persist or report it. An empty pattern compiles and matches no
+// topic (no topic name is empty); Kafka treats an empty regex as none, and
+// so should the caller.
+//
 // Dialects: RE2/J and Go's RE2 share the syntax (no backreferences, no
-// lookaround) with small differences at the edges (Go also accepts the
-// (?<name>) group form; RE2/J has no \C); an empty pattern compiles and
-// matches no topic, since no topic name is empty.
+// lookaround, the same repetition limit) but may disagree at the edges,
+// such as the spellings of named groups and some Unicode classes. Topic
+// names are ASCII letters, digits, '.', '_' and '-', on which the common
+// classes (\d, \w, \s, \b, [[:alpha:]]) agree.
 func CompileSubscription(pattern string) (*regexp.Regexp, error) {
 	if _, err := regexp.Compile(pattern); err != nil {
 		return nil, &InvalidRegexError{Pattern: pattern, Err: err}
