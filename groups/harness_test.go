@@ -21,7 +21,7 @@ type harness struct {
 	cfg   Config
 	now   time.Time
 	next  RequestID
-	log   []Record // every record written, in order (the partition)
+	log   []Record          // every record written, in order (the partition)
 	names map[string]string // member id -> name
 	ids   map[string]string // name -> member id
 	reqs  map[RequestID]string

@@ -44,7 +44,7 @@ func (s *Shard) maybeRebalance(now time.Time, g *group) {
 // waits for the rebalance timeout, or less if every member rejoins.
 func (s *Shard) prepareRebalance(now time.Time, g *group) {
 	if g.state == stateCompletingRebalance {
-		s.resetAssignments(g, kerr.RebalanceInProgress.Code)
+		s.resetAssignments(now, g, kerr.RebalanceInProgress.Code)
 	}
 	s.timers.cancel(syncKey(g))
 	clear(g.pendingSync)
@@ -181,11 +181,15 @@ func syncResponse(version int16, code int16) *kmsg.SyncGroupResponse {
 }
 
 // resetAssignments clears every assignment and answers parked SyncGroups
-// with code.
-func (s *Shard) resetAssignments(g *group, code int16) {
+// with code. A member woken so gets a new session: while parked its
+// heartbeat deadline may have passed, ignored, and left it with none.
+func (s *Shard) resetAssignments(now time.Time, g *group, code int16) {
 	for _, m := range g.members {
 		m.assignment = nil
-		s.failSync(m, code)
+		if m.sync != nil {
+			s.failSync(m, code)
+			s.rescheduleHeartbeat(now, g, m)
+		}
 	}
 }
 
