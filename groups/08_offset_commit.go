@@ -11,7 +11,10 @@ package groups
 // it, so a commit is acknowledged only once it is replicated.
 //
 // The group's check (ClassicGroup.validateOffsetCommit):
-//   - the empty group id is allowed, as in Kafka (for old clients);
+//   - the empty group id is allowed, as in Kafka (for old clients); one
+//     longer than the records' int16 length can carry (32767 bytes, only
+//     flexible versions can send one) gets INVALID_GROUP_ID, and such a
+//     topic UNKNOWN_TOPIC_OR_PARTITION;
 //   - a group that does not exist: generation < 0 (v0, simple and admin
 //     commits) creates a simple group; otherwise GROUP_ID_NOT_FOUND from v9,
 //     ILLEGAL_GENERATION before;
@@ -52,7 +55,7 @@ func (s *Shard) offsetCommit(now time.Time, id RequestID, r *kmsg.OffsetCommitRe
 			rp.Partition = p.Partition
 			rp.ErrorCode = code
 			switch {
-			case !s.topicExists(t.Topic, p.Partition):
+			case len(t.Topic) > maxString || !s.topicExists(t.Topic, p.Partition):
 				rp.ErrorCode = kerr.UnknownTopicOrPartition.Code
 			case code != 0:
 			case p.Metadata != nil && len(*p.Metadata) > int(s.cfg.OffsetMetadataMaxBytes):
@@ -78,6 +81,9 @@ func (s *Shard) offsetCommit(now time.Time, id RequestID, r *kmsg.OffsetCommitRe
 // commitGroup returns the group a commit goes to, creating a simple group
 // if the commit may, or the error code every partition gets.
 func (s *Shard) commitGroup(r *kmsg.OffsetCommitRequest) (*group, int16) {
+	if len(r.Group) > maxString {
+		return nil, kerr.InvalidGroupID.Code
+	}
 	g := s.groups[r.Group]
 	if g == nil {
 		switch {

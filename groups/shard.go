@@ -259,10 +259,10 @@ func (s *Shard) write(recs ...Record) {
 	for _, r := range recs {
 		k, err := decodeKey(r.Key)
 		if err != nil {
-			panic(fmt.Sprintf("groups: writing an undecodable key %x: %v", r.Key, err))
+			panic(fmt.Sprintf("groups: writing an undecodable key %x: %v", r.Key[:min(len(r.Key), 64)], err))
 		}
 		if err := s.apply(k, r.Value); err != nil {
-			panic(fmt.Sprintf("groups: writing an undecodable record %x: %v", r.Value, err))
+			panic(fmt.Sprintf("groups: writing an undecodable record %x: %v", r.Value[:min(len(r.Value), 64)], err))
 		}
 	}
 	s.recordsSince += len(recs)
