@@ -165,6 +165,7 @@ func (s *Shard) Loaded(now time.Time) {
 // Ready returns the effects accumulated since the last Ready, then clears
 // them, and the next deadline.
 func (s *Shard) Ready() Ready {
+	s.checkInvariants()
 	s.maybeSnapshot()
 	rd := Ready{Effects: s.effects}
 	s.effects = nil
