@@ -13,6 +13,8 @@ package groups
 //     a member id given that is not the instance's, FENCED_INSTANCE_ID; an
 //     empty member id removes the instance's member (how an admin removes
 //     a static member).
+//   - Removing only a pending member id still rebalances a Stable group,
+//     as Kafka's leave does.
 //
 // Removed members' parked JoinGroup or SyncGroup get UNKNOWN_MEMBER_ID;
 // the group then rebalances (or, once empty, becomes Empty and is
@@ -51,7 +53,15 @@ func (s *Shard) leaveGroup(now time.Time, id RequestID, r *kmsg.LeaveGroupReques
 		resp.Members = append(resp.Members, rm)
 	}
 	if removed {
-		s.afterRemoval(now, g)
+		// As Kafka's leave does: a rebalance if the group may start one,
+		// else the join phase ends if everyone left has rejoined (never
+		// early during the initial delay).
+		switch g.state {
+		case stateStable, stateCompletingRebalance:
+			s.prepareRebalance(now, g)
+		case statePreparingRebalance:
+			s.maybeCompleteJoinPhase(now, g)
+		}
 		s.maybeForget(g)
 	}
 	if r.Version < 3 {
@@ -61,27 +71,28 @@ func (s *Shard) leaveGroup(now time.Time, id RequestID, r *kmsg.LeaveGroupReques
 }
 
 // leaveOne removes one leaving member from g, without rebalancing yet; it
-// returns the member's error code and whether anything was removed.
+// returns the member's error code and whether anything was removed. The
+// order of the checks is Kafka's: an empty member id names a static
+// member by instance; a pending member id is forgotten whatever instance
+// it names; any other is validated as every request's member is.
 func (s *Shard) leaveOne(g *group, lm kmsg.LeaveGroupRequestMember) (int16, bool) {
 	memberID := lm.MemberID
-	if lm.InstanceID != nil {
-		existing, ok := g.byInstace[*lm.InstanceID]
-		switch {
-		case !ok:
+	switch {
+	case memberID == "":
+		if lm.InstanceID == nil || g.byInstace[*lm.InstanceID] == "" {
 			return kerr.UnknownMemberID.Code, false
-		case memberID != "" && memberID != existing:
-			return kerr.FencedInstanceID.Code, false
 		}
-		memberID = existing
-	} else if g.pending[memberID] {
+		memberID = g.byInstace[*lm.InstanceID]
+	case g.pending[memberID]:
 		delete(g.pending, memberID)
 		s.timers.cancel(heartbeatKey(g, memberID))
 		return 0, true
+	default:
+		if code := g.validateMember(memberID, lm.InstanceID); code != 0 {
+			return code, false
+		}
 	}
 	m := g.byID[memberID]
-	if m == nil {
-		return kerr.UnknownMemberID.Code, false
-	}
 	s.failJoin(m, kerr.UnknownMemberID.Code)
 	s.failSync(m, kerr.UnknownMemberID.Code)
 	s.timers.cancel(heartbeatKey(g, m.id))

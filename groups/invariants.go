@@ -47,10 +47,14 @@ func (g *group) checkInvariants(partition int32) {
 				partition, g.id, g.state, m.id, m.join != nil, m.sync != nil)
 		}
 	}
-	for id := range g.pendingSync {
-		if g.byID[id] == nil {
-			invariants.Panicf("groups %d: group %q awaits a sync from %q, not a member", partition, g.id, id)
+	awaited := 0
+	for _, m := range g.members {
+		if g.pendingSync[m.id] {
+			awaited++
 		}
+	}
+	if awaited != len(g.pendingSync) {
+		invariants.Panicf("groups %d: group %q awaits %d syncs, %d of them from members", partition, g.id, len(g.pendingSync), awaited)
 	}
 	switch {
 	case len(g.members) == 0 && g.state != stateEmpty && g.state != statePreparingRebalance:
