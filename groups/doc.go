@@ -60,4 +60,31 @@
 // requests (OffsetFetch v8+, DescribeGroups, DeleteGroups, ListGroups) are
 // split by the runtime and their answers merged. KIP-848 is not served
 // yet.
+//
+// # Where Sluice chooses
+//
+// Kafka's group coordinator (GroupMetadataManager, OffsetMetadataManager
+// and ClassicGroup in its group-coordinator module) is followed check for
+// check; these are the places where it is silent or Sluice differs:
+//
+//   - A second JoinGroup or SyncGroup from a member whose first is still
+//     parked (a retry on another connection) supersedes it, and the first
+//     is answered REBALANCE_IN_PROGRESS; Kafka drops the first's future and
+//     never answers it. A removed member's parked SyncGroup gets
+//     UNKNOWN_MEMBER_ID, for the same reason.
+//   - A member woken from a parked SyncGroup by a new rebalance gets a
+//     new session, as Kafka's propagateAssignment gives one; without it a
+//     static member that never rejoined was never expired (found by the
+//     replay workload).
+//   - The protocol vote's ties go to the lexically first name (Kafka's
+//     are hash order).
+//   - Member ids draw their UUID from Config.Rand (the node's env.Rand),
+//     so the simulator replays them.
+//   - Strings the records carry behind int16 lengths cannot be longer
+//     than 32767 bytes; only flexible request versions could send longer
+//     ones, and they get INVALID_GROUP_ID, UNKNOWN_TOPIC_OR_PARTITION or
+//     INVALID_REQUEST instead of a record no tool could read.
+//   - A rebalance in flight is not in the log (as in Kafka): a shard loaded
+//     after a failover has the last synced generation, Stable, and members
+//     that were mid-rebalance find out by ILLEGAL_GENERATION and rejoin.
 package groups
