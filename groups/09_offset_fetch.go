@@ -8,7 +8,7 @@ package groups
 //
 //   - The empty group id is allowed, as in Kafka.
 //   - Null topics (v2+) ask for every offset of the group, sorted by topic
-//     and partition.
+//     and partition; a topic asked with no partitions is answered with none.
 //   - A partition without an offset, of a group that does not exist or of a
 //     topic that does not exist, gets offset -1, leader epoch -1, metadata ""
 //     and no error, as Kafka answers.
@@ -34,6 +34,12 @@ type fetchedOffset struct {
 	metadata    string
 }
 
+// fetchedTopic is one topic of an answer, its partitions in request order.
+type fetchedTopic struct {
+	topic      string
+	partitions []fetchedOffset
+}
+
 func (s *Shard) offsetFetch(id RequestID, r *kmsg.OffsetFetchRequest) {
 	resp := r.ResponseKind().(*kmsg.OffsetFetchResponse)
 	if r.Version >= 8 {
@@ -41,16 +47,13 @@ func (s *Shard) offsetFetch(id RequestID, r *kmsg.OffsetFetchRequest) {
 			og := kmsg.NewOffsetFetchResponseGroup()
 			og.Group = rg.Group
 			var topics []topicRequest
-			if rg.Topics != nil {
-				topics = make([]topicRequest, 0, len(rg.Topics))
-				for _, t := range rg.Topics {
-					topics = append(topics, topicRequest{t.Topic, t.Partitions})
-				}
+			for _, t := range rg.Topics {
+				topics = append(topics, topicRequest{t.Topic, t.Partitions})
 			}
-			for _, t := range groupByTopic(s.fetchOffsets(rg.Group, topics, rg.Topics == nil)) {
+			for _, t := range s.fetchOffsets(rg.Group, topics, rg.Topics == nil) {
 				ot := kmsg.NewOffsetFetchResponseGroupTopic()
-				ot.Topic = t[0].tp.topic
-				for _, f := range t {
+				ot.Topic = t.topic
+				for _, f := range t.partitions {
 					op := kmsg.NewOffsetFetchResponseGroupTopicPartition()
 					op.Partition, op.Offset, op.LeaderEpoch, op.Metadata = f.tp.partition, f.offset, f.leaderEpoch, kmsg.StringPtr(f.metadata)
 					ot.Partitions = append(ot.Partitions, op)
@@ -63,17 +66,13 @@ func (s *Shard) offsetFetch(id RequestID, r *kmsg.OffsetFetchRequest) {
 		return
 	}
 	var topics []topicRequest
-	if r.Topics != nil {
-		topics = make([]topicRequest, 0, len(r.Topics))
-		for _, t := range r.Topics {
-			topics = append(topics, topicRequest{t.Topic, t.Partitions})
-		}
+	for _, t := range r.Topics {
+		topics = append(topics, topicRequest{t.Topic, t.Partitions})
 	}
-	all := r.Topics == nil && r.Version >= 2
-	for _, t := range groupByTopic(s.fetchOffsets(r.Group, topics, all)) {
+	for _, t := range s.fetchOffsets(r.Group, topics, r.Topics == nil && r.Version >= 2) {
 		ot := kmsg.NewOffsetFetchResponseTopic()
-		ot.Topic = t[0].tp.topic
-		for _, f := range t {
+		ot.Topic = t.topic
+		for _, f := range t.partitions {
 			op := kmsg.NewOffsetFetchResponseTopicPartition()
 			op.Partition, op.Offset, op.LeaderEpoch, op.Metadata = f.tp.partition, f.offset, f.leaderEpoch, kmsg.StringPtr(f.metadata)
 			ot.Partitions = append(ot.Partitions, op)
@@ -88,22 +87,28 @@ type topicRequest struct {
 	partitions []int32
 }
 
-// fetchOffsets answers the requested partitions in request order, or
-// every offset of the group when all is set.
-func (s *Shard) fetchOffsets(groupID string, topics []topicRequest, all bool) []fetchedOffset {
+// fetchOffsets answers the requested topics and partitions in request
+// order, or every offset of the group, by topic and partition, when all is
+// set.
+func (s *Shard) fetchOffsets(groupID string, topics []topicRequest, all bool) []fetchedTopic {
 	g := s.groups[groupID]
-	var out []fetchedOffset
+	var out []fetchedTopic
 	if all {
 		if g == nil {
 			return nil
 		}
 		for _, tp := range g.sortedOffsets() {
 			o := g.offsets[tp]
-			out = append(out, fetchedOffset{tp, o.offset, o.leaderEpoch, o.metadata})
+			if len(out) == 0 || out[len(out)-1].topic != tp.topic {
+				out = append(out, fetchedTopic{topic: tp.topic})
+			}
+			last := &out[len(out)-1]
+			last.partitions = append(last.partitions, fetchedOffset{tp, o.offset, o.leaderEpoch, o.metadata})
 		}
 		return out
 	}
 	for _, t := range topics {
+		ft := fetchedTopic{topic: t.topic}
 		for _, p := range t.partitions {
 			tp := topicPartition{t.topic, p}
 			f := fetchedOffset{tp: tp, offset: -1, leaderEpoch: -1}
@@ -112,21 +117,9 @@ func (s *Shard) fetchOffsets(groupID string, topics []topicRequest, all bool) []
 					f.offset, f.leaderEpoch, f.metadata = o.offset, o.leaderEpoch, o.metadata
 				}
 			}
-			out = append(out, f)
+			ft.partitions = append(ft.partitions, f)
 		}
+		out = append(out, ft)
 	}
 	return out
-}
-
-// groupByTopic splits fetched offsets into runs of one topic, keeping
-// their order; a topic asked twice is answered twice, as asked.
-func groupByTopic(fs []fetchedOffset) [][]fetchedOffset {
-	var runs [][]fetchedOffset
-	for i, f := range fs {
-		if i == 0 || fs[i-1].tp.topic != f.tp.topic {
-			runs = append(runs, nil)
-		}
-		runs[len(runs)-1] = append(runs[len(runs)-1], f)
-	}
-	return runs
 }

@@ -19,7 +19,8 @@ type Config struct {
 	// InitialRebalanceDelay is group.initial.rebalance.delay.ms (3 s): how
 	// long a new (Empty) group waits for more members before its first
 	// generation, extended by each member that joins meanwhile, up to the
-	// rebalance timeout.
+	// rebalance timeout. Negative: no delay (Kafka's 0; zero here means
+	// the default).
 	InitialRebalanceDelay time.Duration
 	// SessionTimeoutMin and SessionTimeoutMax are
 	// group.min.session.timeout.ms (6 s) and group.max.session.timeout.ms

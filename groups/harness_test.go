@@ -262,8 +262,10 @@ func (h *harness) view(s *Shard) string {
 	for _, id := range ids {
 		d := s.describe(id)
 		fmt.Fprintln(&b, h.formatDescribed(d))
-		for _, f := range s.fetchOffsets(id, nil, true) {
-			fmt.Fprintf(&b, "  %s/%d=%d epoch=%d meta=%q\n", f.tp.topic, f.tp.partition, f.offset, f.leaderEpoch, f.metadata)
+		for _, t := range s.fetchOffsets(id, nil, true) {
+			for _, f := range t.partitions {
+				fmt.Fprintf(&b, "  %s/%d=%d epoch=%d meta=%q\n", f.tp.topic, f.tp.partition, f.offset, f.leaderEpoch, f.metadata)
+			}
 		}
 	}
 	return b.String()

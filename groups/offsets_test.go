@@ -231,6 +231,13 @@ func TestOffsetFetchVersions(t *testing.T) {
 	require.Equal(t, int64(-1), br.Groups[0].Topics[0].Partitions[1].Offset)
 	require.Empty(t, br.Groups[1].Topics)
 	require.Len(t, br.Groups[2].Topics, 2)
+
+	// A topic asked with no partitions is answered with none.
+	e := kmsg.NewPtrOffsetFetchRequest()
+	e.Version, e.Group, e.Topics = 3, "g", []kmsg.OffsetFetchRequestTopic{{Topic: "t"}}
+	er := h.do(e).(*kmsg.OffsetFetchResponse)
+	require.Len(t, er.Topics, 1)
+	require.Empty(t, er.Topics[0].Partitions)
 }
 
 func TestOffsetDelete(t *testing.T) {
