@@ -17,8 +17,10 @@ package groups
 //     there are none, so the flag changes nothing.
 //   - v9's member id and epoch are checked by Kafka only for KIP-848 groups;
 //     classic groups ignore them.
-//   - v0 and v1 have no group-level error code; v2 to v7 carry the group's
-//     error at the top as well.
+//   - No group-level error arises here: Kafka's only one, INVALID_GROUP_ID,
+//     is for a null group id, which the request cannot carry; the
+//     coordinator errors (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS)
+//     are the runtime's.
 //
 // The answer is a read: the effect rule (a response waits for every Write
 // before it) makes it see every commit acknowledged before it.
