@@ -33,6 +33,7 @@ package groups
 import (
 	"time"
 
+	"github.com/sluicemq/sluice/internal/invariants"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -68,6 +69,16 @@ func (s *Shard) joinGroup(now time.Time, id RequestID, c Client, r *kmsg.JoinGro
 		s.joinExistingMember(now, id, c, g, r)
 	}
 	if isNew {
+		// Kafka writes the new group's record after the join's own effects
+		// (so it carries the protocol type a first member gave), but its
+		// answer waits for the record: it goes first among the effects. A
+		// new group's join writes nothing of its own (its first generation
+		// comes from a timer), which is what lets the record go first.
+		for _, e := range s.effects[mark:] {
+			if invariants.Enabled && e.Write != nil {
+				invariants.Panicf("groups %d: a JoinGroup creating group %q wrote before its creation record", s.cfg.Partition, g.id)
+			}
+		}
 		s.writeAt(mark, Record{Key: groupKey(g.id), Value: encodeGroupValue(emptyGroupValue(g, now))})
 	}
 }
