@@ -100,3 +100,28 @@ func (g *group) isSubscribed(topic string) bool {
 	}
 	return g.protocolType == "consumer"
 }
+
+// TopicsDeleted removes every group's offsets of the named topics, with
+// tombstones in one Write, as Kafka's coordinator does when topics are
+// deleted (onPartitionsDeleted): a topic created again under the name
+// starts with no committed offsets. The runtime calls it when its metadata
+// image drops topics.
+func (s *Shard) TopicsDeleted(topics []string) {
+	if !s.loaded || len(topics) == 0 {
+		return
+	}
+	gone := make(map[string]bool, len(topics))
+	for _, t := range topics {
+		gone[t] = true
+	}
+	var recs []Record
+	for _, id := range s.sortedGroupIDs() {
+		g := s.groups[id]
+		for _, tp := range g.sortedOffsets() {
+			if gone[tp.topic] {
+				recs = append(recs, Record{Key: offsetKey(g.id, tp.topic, tp.partition)})
+			}
+		}
+	}
+	s.write(recs...)
+}

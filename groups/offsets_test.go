@@ -408,3 +408,21 @@ func TestConfigValidate(t *testing.T) {
 	require.Equal(t, 7*24*time.Hour, c.OffsetsRetention)
 	require.Equal(t, int32(4096), c.OffsetMetadataMaxBytes)
 }
+
+func TestTopicsDeletedRemovesTheirOffsets(t *testing.T) {
+	h := newHarness(t, Config{})
+	for _, g := range []string{"a", "b"} {
+		h.do(commitReq(2, g, -1, "", "gone", 0, 1))
+		h.do(commitReq(2, g, -1, "", "kept", 0, 2))
+	}
+	before := len(h.log)
+	h.s.TopicsDeleted([]string{"gone", "never"})
+	rd := h.ready()
+	require.Len(t, rd.Effects, 1)
+	require.Len(t, h.log, before+2)
+	for _, g := range []string{"a", "b"} {
+		require.Equal(t, int64(-1), fetchOne(h, 5, g, "gone", 0).Offset)
+		require.Equal(t, int64(2), fetchOne(h, 5, g, "kept", 0).Offset)
+	}
+	require.Equal(t, h.view(h.s), h.view(h.replayed(0)))
+}
