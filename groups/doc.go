@@ -1,6 +1,7 @@
 // Package groups is the group coordinator: one Shard per partition of
-// __consumer_offsets, serving the groups whose ids hash to it (Kafka's
-// abs(javaHash(groupId)) % partitions; the runtime routes).
+// __consumer_offsets, serving the groups whose ids hash to it
+// (PartitionFor: Kafka's abs(javaHash(groupId)) % partitions; the runtime
+// routes).
 //
 // # A shard is a pure state machine
 //
@@ -11,6 +12,7 @@
 //	Loaded(now)                  replay is done; serving starts
 //	Handle(now, id, req)         one group API request (HandleFrom adds the client)
 //	Tick(now)                    the clock reached Ready's Deadline
+//	TopicsDeleted(topics)        the metadata image dropped topics: their offsets go
 //
 // and outputs leave as data, from Ready: Effects in order (records to
 // append, responses to send) and the next Deadline.
