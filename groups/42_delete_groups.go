@@ -7,7 +7,9 @@ package groups
 //   - the empty group id is a group like any other, as in Kafka (which
 //     refuses only a null id);
 //   - a group that does not exist: GROUP_ID_NOT_FOUND;
-//   - a group with members (not Empty): NON_EMPTY_GROUP;
+//   - a group with members (not Empty): NON_EMPTY_GROUP; member ids handed
+//     out with MEMBER_ID_REQUIRED do not count (Kafka's check is the
+//     state), and are forgotten with the group;
 //   - otherwise every offset and the group's metadata are tombstoned, in
 //     one Write, and the group is gone.
 
@@ -27,7 +29,7 @@ func (s *Shard) deleteGroups(now time.Time, id RequestID, r *kmsg.DeleteGroupsRe
 		switch {
 		case g == nil:
 			rg.ErrorCode = kerr.GroupIDNotFound.Code
-		case g.state != stateEmpty || len(g.pending) > 0:
+		case g.state != stateEmpty:
 			rg.ErrorCode = kerr.NonEmptyGroup.Code
 		default:
 			s.deleteGroup(now, g)
