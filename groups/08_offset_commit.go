@@ -119,7 +119,7 @@ func (s *Shard) commitGroup(r *kmsg.OffsetCommitRequest) (*group, int16) {
 // FENCED_INSTANCE_ID if to another), and the member must exist.
 func (g *group) validateMember(memberID string, instanceID *string) int16 {
 	if instanceID != nil {
-		existing, ok := g.byInstace[*instanceID]
+		existing, ok := g.byInstance[*instanceID]
 		if !ok {
 			return kerr.UnknownMemberID.Code
 		}

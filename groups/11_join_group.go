@@ -135,7 +135,7 @@ func (s *Shard) joinNewMember(now time.Time, id RequestID, c Client, g *group, r
 	}
 	newID := s.newMemberID(g, c.ID, r.InstanceID)
 	if r.InstanceID != nil {
-		if old := g.byID[g.byInstace[*r.InstanceID]]; old != nil {
+		if old := g.byID[g.byInstance[*r.InstanceID]]; old != nil {
 			s.replaceStaticMember(now, id, g, old, newID, r)
 			return
 		}

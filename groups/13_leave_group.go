@@ -79,10 +79,10 @@ func (s *Shard) leaveOne(g *group, lm kmsg.LeaveGroupRequestMember) (int16, bool
 	memberID := lm.MemberID
 	switch {
 	case memberID == "":
-		if lm.InstanceID == nil || g.byInstace[*lm.InstanceID] == "" {
+		if lm.InstanceID == nil || g.byInstance[*lm.InstanceID] == "" {
 			return kerr.UnknownMemberID.Code, false
 		}
-		memberID = g.byInstace[*lm.InstanceID]
+		memberID = g.byInstance[*lm.InstanceID]
 	case g.pending[memberID]:
 		delete(g.pending, memberID)
 		s.timers.cancel(heartbeatKey(g, memberID))

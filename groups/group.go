@@ -97,9 +97,9 @@ type group struct {
 	leader       string // "": none
 	// members in the order they joined, which is the order they are
 	// described, written and chosen as leader in.
-	members   []*member
-	byID      map[string]*member
-	byInstace map[string]string // group.instance.id -> member id
+	members    []*member
+	byID       map[string]*member
+	byInstance map[string]string // group.instance.id -> member id
 	// pending are the member ids handed out with MEMBER_ID_REQUIRED whose
 	// owners have not joined with them yet.
 	pending map[string]bool
@@ -131,7 +131,7 @@ func newGroup(id string) *group {
 	return &group{
 		id:          id,
 		byID:        make(map[string]*member),
-		byInstace:   make(map[string]string),
+		byInstance:  make(map[string]string),
 		pending:     make(map[string]bool),
 		pendingSync: make(map[string]bool),
 		offsets:     make(map[topicPartition]offsetValue),
@@ -151,7 +151,7 @@ func (g *group) add(m *member) {
 	g.members = append(g.members, m)
 	g.byID[m.id] = m
 	if m.instanceID != nil {
-		g.byInstace[*m.instanceID] = m.id
+		g.byInstance[*m.instanceID] = m.id
 	}
 	if g.leader == "" {
 		g.leader = m.id
@@ -165,8 +165,8 @@ func (g *group) remove(id string) {
 	}
 	delete(g.byID, id)
 	delete(g.pendingSync, id)
-	if m.instanceID != nil && g.byInstace[*m.instanceID] == id {
-		delete(g.byInstace, *m.instanceID)
+	if m.instanceID != nil && g.byInstance[*m.instanceID] == id {
+		delete(g.byInstance, *m.instanceID)
 	}
 	for i, x := range g.members {
 		if x == m {
@@ -192,7 +192,7 @@ func (g *group) replaceStatic(m *member, newID string) {
 	}
 	m.id = newID
 	g.byID[newID] = m
-	g.byInstace[*m.instanceID] = newID
+	g.byInstance[*m.instanceID] = newID
 }
 
 // supportsProtocols is Kafka's check for a joining member: a group with no

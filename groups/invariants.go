@@ -35,9 +35,9 @@ func (g *group) checkInvariants(partition int32) {
 		if g.byID[m.id] != m || g.pending[m.id] {
 			invariants.Panicf("groups %d: group %q member %q is not indexed, or also pending", partition, g.id, m.id)
 		}
-		if m.instanceID != nil && g.byInstace[*m.instanceID] != m.id {
+		if m.instanceID != nil && g.byInstance[*m.instanceID] != m.id {
 			invariants.Panicf("groups %d: group %q instance %q maps to %q, not its member %q",
-				partition, g.id, *m.instanceID, g.byInstace[*m.instanceID], m.id)
+				partition, g.id, *m.instanceID, g.byInstance[*m.instanceID], m.id)
 		}
 		// A JoinGroup is parked only while the join phase collects
 		// members, a SyncGroup only while the leader's assignment is
