@@ -13,7 +13,7 @@ package groups
 //     ConsumerGroup.asDescribedGroup does: protocol type "consumer", its
 //     assignor as the protocol, its state (Empty, Assigning, Reconciling,
 //     Stable), each member (by member id) with its subscription and
-//     assignment in ConsumerProtocol's encoding (version 3 and 0);
+//     assignment in ConsumerProtocol's encoding (version 3);
 //   - AuthorizedOperations (v3+) is left at Kafka's "not asked"
 //     (math.MinInt32); the runtime, which knows the ACLs, sets it when
 //     IncludeAuthorizedOperations asks.
@@ -80,6 +80,7 @@ func (s *Shard) describeConsumerClassic(g *group) kmsg.DescribeGroupsResponseGro
 		}
 		dm.ProtocolMetadata = meta.AppendTo(nil)
 		as := kmsg.NewConsumerMemberAssignment()
+		as.Version = 3
 		for _, tp := range m.assigned {
 			as.Topics = append(as.Topics, kmsg.ConsumerMemberAssignmentTopic{Topic: names[tp.Topic], Partitions: append([]int32{}, tp.Partitions...)})
 		}
