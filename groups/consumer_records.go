@@ -148,7 +148,9 @@ type valueReader struct{ kbin.Reader }
 
 func newValueReader(what string, b []byte) (*valueReader, error) {
 	r := &valueReader{kbin.Reader{Src: b}}
-	if v := r.Int16(); !r.Ok() || v != 0 {
+	if v := r.Int16(); !r.Ok() {
+		return nil, fmt.Errorf("%s value of %d bytes has no version", what, len(b))
+	} else if v != 0 {
 		return nil, fmt.Errorf("%w: %s value version %d", ErrUnknownRecord, what, v)
 	}
 	return r, nil

@@ -88,7 +88,9 @@ func (g *group) checkConsumerInvariants(partition int32) {
 	holder := map[partitionRef]string{}
 	for _, id := range cg.sortedMemberIDs() {
 		m := cg.members[id]
-		if m.epoch > cg.assignmentEpoch || (m.state == memberUnrevoked) != (len(m.revoking) > 0) {
+		// A static member gone with -2 keeps its state but gives up what
+		// it was revoking, as in Kafka.
+		if m.epoch > cg.assignmentEpoch || m.epoch >= 0 && (m.state == memberUnrevoked) != (len(m.revoking) > 0) {
 			invariants.Panicf("groups %d: consumer group %q member %q at epoch %d (assignment epoch %d) is %s revoking %v",
 				partition, g.id, id, m.epoch, cg.assignmentEpoch, m.state, m.revoking)
 		}
