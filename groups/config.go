@@ -153,11 +153,11 @@ func (cfg Config) consumerDefaults() Config {
 		}
 	}
 	set(&cfg.ConsumerSessionTimeout, DefaultConsumerSessionTimeout)
-	set(&cfg.ConsumerSessionTimeoutMin, min(DefaultConsumerSessionTimeoutMin, cfg.ConsumerSessionTimeout))
-	set(&cfg.ConsumerSessionTimeoutMax, max(DefaultConsumerSessionTimeoutMax, cfg.ConsumerSessionTimeout))
+	set(&cfg.ConsumerSessionTimeoutMin, DefaultConsumerSessionTimeoutMin)
+	set(&cfg.ConsumerSessionTimeoutMax, DefaultConsumerSessionTimeoutMax)
 	set(&cfg.ConsumerHeartbeatInterval, DefaultConsumerHeartbeatInterval)
-	set(&cfg.ConsumerHeartbeatIntervalMin, min(DefaultConsumerHeartbeatIntervalMin, cfg.ConsumerHeartbeatInterval))
-	set(&cfg.ConsumerHeartbeatIntervalMax, max(DefaultConsumerHeartbeatIntervalMax, cfg.ConsumerHeartbeatInterval))
+	set(&cfg.ConsumerHeartbeatIntervalMin, DefaultConsumerHeartbeatIntervalMin)
+	set(&cfg.ConsumerHeartbeatIntervalMax, DefaultConsumerHeartbeatIntervalMax)
 	if cfg.ConsumerGroupMaxSize == 0 {
 		cfg.ConsumerGroupMaxSize = DefaultConsumerGroupMaxSize
 	}

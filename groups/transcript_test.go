@@ -69,6 +69,7 @@ func transcriptConfig(t *testing.T, td *datadriven.TestData) Config {
 	cfg.GroupMaxSize = int32(tr.int("max-size", 0))
 	cfg.OffsetsRetention = tr.dur("retention", 0)
 	cfg.ConsumerSessionTimeout = tr.dur("cg-session", 0)
+	cfg.ConsumerSessionTimeoutMin = min(cfg.ConsumerSessionTimeout, DefaultConsumerSessionTimeoutMin)
 	cfg.ConsumerGroupMaxSize = int32(tr.int("cg-max-size", 0))
 	cfg.ConsumerAssignors = tr.vals("assignors")
 	return cfg
