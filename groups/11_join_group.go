@@ -30,8 +30,9 @@ package groups
 //   - Strings the records cannot carry (longer than 32767 bytes):
 //     INVALID_REQUEST. Protocol metadata is passed through untouched.
 //   - A KIP-848 consumer group: an Empty one is deleted (its records
-//     tombstoned, its offsets kept) and a classic group takes its place, as
-//     Kafka converts an empty group; one with members:
+//     tombstoned, its offsets kept) and a classic group takes its place
+//     when a new member (no member id) joins, as Kafka converts an empty
+//     group; a member id for it: UNKNOWN_MEMBER_ID; one with members:
 //     INCONSISTENT_GROUP_PROTOCOL (Kafka would let a classic member into
 //     the consumer group; Sluice serves no mixed groups). SyncGroup,
 //     Heartbeat and LeaveGroup find no classic member in a consumer group:
@@ -60,8 +61,12 @@ func (s *Shard) joinGroup(now time.Time, id RequestID, c Client, r *kmsg.JoinGro
 		return
 	}
 	if g := s.groups[r.Group]; g != nil && g.consumer != nil {
-		if len(g.consumer.members) > 0 {
+		switch {
+		case len(g.consumer.members) > 0:
 			fail(kerr.InconsistentGroupProtocol.Code)
+			return
+		case r.MemberID != "":
+			fail(kerr.UnknownMemberID.Code)
 			return
 		}
 		s.write(deleteConsumerRecords(g.id)...)
