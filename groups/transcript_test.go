@@ -33,6 +33,10 @@ import (
 //	delete [groups=(g,...)]
 //	tick by=D                                              the clock moves, then Tick
 //	replay                                                 a fresh shard replays the log: same answers?
+//
+// and KIP-848's (consumerCommand): topics, cg-join, cg-hb, cg-leave,
+// cg-describe, cg-fetch, state; new takes topics=(t:3,...), cg-session=D,
+// cg-max-size=N and assignors=(...).
 func TestTranscripts(t *testing.T) {
 	datadriven.Walk(t, "testdata", func(t *testing.T, path string) {
 		var h *harness
