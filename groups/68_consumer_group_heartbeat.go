@@ -51,6 +51,7 @@ package groups
 
 import (
 	"encoding/base64"
+	"regexp"
 	"slices"
 	"sort"
 	"time"
@@ -374,8 +375,8 @@ func (s *Shard) subscriptionMetadata(members map[string]memberSubscription) []to
 	}
 	all := s.topics()
 	for _, pattern := range sortedSet(regexes) {
-		re, err := assign.CompileSubscription(pattern)
-		if err != nil {
+		re := s.regex(pattern)
+		if re == nil {
 			continue // replayed from a log Kafka wrote: Java's regexes are not all RE2's
 		}
 		for _, t := range all {
@@ -394,6 +395,25 @@ func (s *Shard) subscriptionMetadata(members map[string]memberSubscription) []to
 	return out
 }
 
+// regex compiles a subscription regex once (nil: it does not compile).
+// The cache is dropped whole when it grows past regexCacheMax patterns.
+func (s *Shard) regex(pattern string) *regexp.Regexp {
+	if re, ok := s.regexes[pattern]; ok {
+		return re
+	}
+	if s.regexes == nil || len(s.regexes) >= regexCacheMax {
+		s.regexes = map[string]*regexp.Regexp{}
+	}
+	re, err := assign.CompileSubscription(pattern)
+	if err != nil {
+		re = nil
+	}
+	s.regexes[pattern] = re
+	return re
+}
+
+const regexCacheMax = 1024
+
 func (s *Shard) topics() []TopicInfo {
 	if s.cfg.Topics == nil {
 		return nil
@@ -403,12 +423,10 @@ func (s *Shard) topics() []TopicInfo {
 
 // memberTopics is the member's subscription as topic ids, resolved within
 // the group's subscription metadata.
-func memberTopics(cg *consumerGroup, sub memberSubscription) []assign.TopicID {
-	var re interface{ MatchString(string) bool }
+func (s *Shard) memberTopics(cg *consumerGroup, sub memberSubscription) []assign.TopicID {
+	var re *regexp.Regexp
 	if sub.regex != nil {
-		if compiled, err := assign.CompileSubscription(*sub.regex); err == nil {
-			re = compiled
-		}
+		re = s.regex(*sub.regex)
 	}
 	var ids []assign.TopicID
 	for _, t := range cg.topics {
@@ -433,7 +451,7 @@ func (s *Shard) maybeAssign(gid string, cg *consumerGroup) {
 	}
 	for _, id := range cg.sortedMemberIDs() {
 		m := cg.members[id]
-		am := assign.Member{ID: id, Topics: memberTopics(cg, m.memberSubscription), Current: cg.target[id]}
+		am := assign.Member{ID: id, Topics: s.memberTopics(cg, m.memberSubscription), Current: cg.target[id]}
 		if m.instanceID != nil {
 			am.InstanceID = *m.instanceID
 		}

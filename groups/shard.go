@@ -2,6 +2,7 @@ package groups
 
 import (
 	"fmt"
+	"regexp"
 	"sort"
 	"time"
 
@@ -77,6 +78,8 @@ type Shard struct {
 	// per consumer group and three per member.
 	liveConsumer int
 	replayed     int
+	// regexes caches compiled subscription regexes (Shard.regex).
+	regexes map[string]*regexp.Regexp
 }
 
 // NewShard returns a shard that must replay its partition and be Loaded
