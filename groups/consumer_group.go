@@ -384,12 +384,7 @@ func toSet(a assign.Assignment) assignmentSet {
 
 // fromRefs builds a normalized assignment from partitions.
 func fromRefs(refs []partitionRef) assign.Assignment {
-	slices.SortFunc(refs, func(a, b partitionRef) int {
-		if c := a.topic.Compare(b.topic); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.partition, b.partition)
-	})
+	slices.SortFunc(refs, compareRefs)
 	var out assign.Assignment
 	for _, r := range refs {
 		if n := len(out); n == 0 || out[n-1].Topic != r.topic {
@@ -401,6 +396,13 @@ func fromRefs(refs []partitionRef) assign.Assignment {
 		}
 	}
 	return out
+}
+
+func compareRefs(a, b partitionRef) int {
+	if c := a.topic.Compare(b.topic); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.partition, b.partition)
 }
 
 func refsOf(a assign.Assignment) []partitionRef {

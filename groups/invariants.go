@@ -1,6 +1,8 @@
 package groups
 
 import (
+	"slices"
+
 	"github.com/sluicemq/sluice/internal/invariants"
 )
 
@@ -117,5 +119,6 @@ func sortedRefs(m map[partitionRef]string) []partitionRef {
 	for r := range m {
 		refs = append(refs, r)
 	}
-	return refsOf(fromRefs(refs))
+	slices.SortFunc(refs, compareRefs)
+	return refs
 }
