@@ -3,6 +3,7 @@ package groups
 import (
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -231,4 +232,56 @@ func TestReplayCheckSeesALostConsumerRecord(t *testing.T) {
 		}
 	}
 	t.Fatal("no dropped assignment record changed what replay answers")
+}
+
+// Honest members that heartbeat in any order converge: the group becomes
+// Stable, every partition of the subscribed topics is owned by exactly one
+// member, and what each member owns is what the coordinator assigned.
+// (The invariants build checks no partition has two holders at every
+// Ready on the way.)
+func TestConsumerGroupConverges(t *testing.T) {
+	for seed := int64(1); seed <= 30; seed++ {
+		w := newWorkload(t, seed, Config{})
+		h := w.h
+		h.topics["t"], h.topics["u"] = 7, 3
+		n := 1 + int(seed%5)
+		clients := make([]*cgClient, n)
+		heartbeat := func(i int) {
+			c := clients[i]
+			r := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+			r.Version, r.Group, r.MemberID, r.MemberEpoch = 1, "cg", fmt.Sprintf("m%d", i), c.epoch
+			r.Topics = ownedTopics(c.owned)
+			if c.epoch == 0 {
+				r.RebalanceTimeoutMillis, r.SubscribedTopicNames = 30000, []string{"t", "u"}
+			}
+			resp := h.do(r).(*kmsg.ConsumerGroupHeartbeatResponse)
+			require.Zero(t, resp.ErrorCode)
+			h.cgLearn(c, r, resp, false)
+		}
+		for i := range clients {
+			clients[i] = &cgClient{}
+			heartbeat(i)
+			for range w.rng.Intn(3) {
+				heartbeat(w.rng.Intn(i + 1))
+			}
+		}
+		cg := h.s.groups["cg"].consumer
+		for round := 0; cg.state() != "Stable"; round++ {
+			require.Less(t, round, 10*n, "seed %d: %d members do not converge", seed, n)
+			for _, i := range w.rng.Perm(n) {
+				heartbeat(i)
+			}
+		}
+		owned := map[partitionRef]int{}
+		for i, c := range clients {
+			require.True(t, sameAssignment(c.owned, cg.members[fmt.Sprintf("m%d", i)].assigned))
+			for _, r := range refsOf(c.owned) {
+				owned[r]++
+			}
+		}
+		require.Len(t, owned, 10, "seed %d: every partition is owned", seed)
+		for r, k := range owned {
+			require.Equal(t, 1, k, "partition %v", r)
+		}
+	}
 }
