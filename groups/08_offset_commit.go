@@ -26,6 +26,7 @@ package groups
 //   - generation < 0 and no member on a non-Empty group: UNKNOWN_MEMBER_ID;
 //   - a group in CompletingRebalance: REBALANCE_IN_PROGRESS (the member has
 //     not synced yet). PreparingRebalance accepts commits, as Kafka does.
+//   - a KIP-848 consumer group: see validateConsumerCommit.
 //
 // Null metadata is stored as "". The leader epoch (v6+, -1 before) is kept.
 // RetentionTimeMillis (v2-v4) other than -1 sets an expire time of now plus
@@ -95,6 +96,9 @@ func (s *Shard) commitGroup(r *kmsg.OffsetCommitRequest) (*group, int16) {
 			return nil, kerr.IllegalGeneration.Code
 		}
 	}
+	if g.consumer != nil {
+		return g, g.validateConsumerCommit(r)
+	}
 	if r.Generation < 0 && g.state == stateEmpty {
 		return g, 0
 	}
@@ -112,6 +116,27 @@ func (s *Shard) commitGroup(r *kmsg.OffsetCommitRequest) (*group, int16) {
 		return nil, kerr.RebalanceInProgress.Code
 	}
 	return g, 0
+}
+
+// validateConsumerCommit is Kafka's ConsumerGroup.validateOffsetCommit: the
+// generation is the member epoch; -1 commits to an Empty group; a member
+// must be known (UNKNOWN_MEMBER_ID), commit with v9 or later
+// (UNSUPPORTED_VERSION) and with its current epoch (STALE_MEMBER_EPOCH).
+func (g *group) validateConsumerCommit(r *kmsg.OffsetCommitRequest) int16 {
+	cg := g.consumer
+	if r.Generation < 0 && len(cg.members) == 0 {
+		return 0
+	}
+	m := cg.members[r.MemberID]
+	switch {
+	case m == nil:
+		return kerr.UnknownMemberID.Code
+	case r.Version < 9:
+		return kerr.UnsupportedVersion.Code
+	case r.Generation != m.epoch:
+		return kerr.StaleMemberEpoch.Code
+	}
+	return 0
 }
 
 // validateMember is Kafka's ClassicGroup.validateMember: an instance id must

@@ -15,8 +15,11 @@ package groups
 //   - require_stable (v7+): Kafka answers UNSTABLE_OFFSET_COMMIT only for
 //     partitions with a pending transactional commit; without transactions
 //     there are none, so the flag changes nothing.
-//   - v9's member id and epoch are checked by Kafka only for KIP-848 groups;
-//     classic groups ignore them.
+//   - v9's member id and epoch are checked by Kafka only for KIP-848 groups
+//     (ConsumerGroup.validateOffsetFetch): no member id and a negative
+//     epoch fetch freely (admin clients); otherwise the member must be
+//     known (UNKNOWN_MEMBER_ID) and the epoch its own (STALE_MEMBER_EPOCH),
+//     a group-level error. Classic groups ignore them.
 //   - No group-level error arises here: Kafka's only one, INVALID_GROUP_ID,
 //     is for a null group id, which the request cannot carry; the
 //     coordinator errors (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS)
@@ -26,6 +29,7 @@ package groups
 // before it) makes it see every commit acknowledged before it.
 
 import (
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -48,6 +52,10 @@ func (s *Shard) offsetFetch(id RequestID, r *kmsg.OffsetFetchRequest) {
 		for _, rg := range r.Groups {
 			og := kmsg.NewOffsetFetchResponseGroup()
 			og.Group = rg.Group
+			if og.ErrorCode = s.validateConsumerFetch(rg); og.ErrorCode != 0 {
+				resp.Groups = append(resp.Groups, og)
+				continue
+			}
 			var topics []topicRequest
 			for _, t := range rg.Topics {
 				topics = append(topics, topicRequest{t.Topic, t.Partitions})
@@ -124,4 +132,22 @@ func (s *Shard) fetchOffsets(groupID string, topics []topicRequest, all bool) []
 		out = append(out, ft)
 	}
 	return out
+}
+
+func (s *Shard) validateConsumerFetch(rg kmsg.OffsetFetchRequestGroup) int16 {
+	g := s.groups[rg.Group]
+	if g == nil || g.consumer == nil || rg.MemberID == nil && rg.MemberEpoch < 0 {
+		return 0
+	}
+	var m *cmember
+	if rg.MemberID != nil {
+		m = g.consumer.members[*rg.MemberID]
+	}
+	switch {
+	case m == nil:
+		return kerr.UnknownMemberID.Code
+	case rg.MemberEpoch != m.epoch:
+		return kerr.StaleMemberEpoch.Code
+	}
+	return 0
 }

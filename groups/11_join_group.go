@@ -29,6 +29,14 @@ package groups
 //     generation 0, as Kafka does.
 //   - Strings the records cannot carry (longer than 32767 bytes):
 //     INVALID_REQUEST. Protocol metadata is passed through untouched.
+//   - A KIP-848 consumer group: an Empty one is deleted (its records
+//     tombstoned, its offsets kept) and a classic group takes its place
+//     when a new member (no member id) joins, as Kafka converts an empty
+//     group; a member id for it: UNKNOWN_MEMBER_ID; one with members:
+//     INCONSISTENT_GROUP_PROTOCOL (Kafka would let a classic member into
+//     the consumer group; Sluice serves no mixed groups). SyncGroup,
+//     Heartbeat and LeaveGroup find no classic member in a consumer group:
+//     UNKNOWN_MEMBER_ID, Kafka's answer for a member of the other protocol.
 
 import (
 	"time"
@@ -51,6 +59,17 @@ func (s *Shard) joinGroup(now time.Time, id RequestID, c Client, r *kmsg.JoinGro
 	case joinTooLong(r, c):
 		fail(kerr.InvalidRequest.Code)
 		return
+	}
+	if g := s.groups[r.Group]; g != nil && g.consumer != nil {
+		switch {
+		case len(g.consumer.members) > 0:
+			fail(kerr.InconsistentGroupProtocol.Code)
+			return
+		case r.MemberID != "":
+			fail(kerr.UnknownMemberID.Code)
+			return
+		}
+		s.write(deleteConsumerRecords(g.id)...)
 	}
 	g := s.groups[r.Group]
 	isNew := g == nil

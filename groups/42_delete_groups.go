@@ -10,8 +10,10 @@ package groups
 //   - a group with members (not Empty): NON_EMPTY_GROUP; member ids handed
 //     out with MEMBER_ID_REQUIRED do not count (Kafka's check is the
 //     state), and are forgotten with the group;
-//   - otherwise every offset and the group's metadata are tombstoned, in
-//     one Write, and the group is gone.
+//   - a KIP-848 consumer group with members: NON_EMPTY_GROUP;
+//   - otherwise every offset and the group's metadata (a consumer group's
+//     epoch, subscription metadata and target epoch records) are
+//     tombstoned, in one Write, and the group is gone.
 
 import (
 	"time"
@@ -29,7 +31,7 @@ func (s *Shard) deleteGroups(now time.Time, id RequestID, r *kmsg.DeleteGroupsRe
 		switch {
 		case g == nil:
 			rg.ErrorCode = kerr.GroupIDNotFound.Code
-		case g.state != stateEmpty:
+		case g.consumer != nil && len(g.consumer.members) > 0 || g.state != stateEmpty:
 			rg.ErrorCode = kerr.NonEmptyGroup.Code
 		default:
 			s.deleteGroup(now, g)
@@ -45,7 +47,11 @@ func (s *Shard) deleteGroup(now time.Time, g *group) {
 	for _, tp := range g.sortedOffsets() {
 		recs = append(recs, Record{Key: offsetKey(g.id, tp.topic, tp.partition)})
 	}
-	recs = append(recs, Record{Key: groupKey(g.id)})
+	if g.consumer != nil {
+		recs = append(recs, deleteConsumerRecords(g.id)...)
+	} else {
+		recs = append(recs, Record{Key: groupKey(g.id)})
+	}
 	s.write(recs...)
 	s.cancelGroupTimers(g)
 	g.transition(stateDead, now)

@@ -10,7 +10,8 @@ package groups
 //   - A partition of a topic that does not exist: UNKNOWN_TOPIC_OR_PARTITION
 //     (Kafka checks it before the coordinator).
 //   - A partition of a topic the group's members subscribe to:
-//     GROUP_SUBSCRIBED_TO_TOPIC.
+//     GROUP_SUBSCRIBED_TO_TOPIC. A consumer group's (KIP-848) members
+//     subscribe by topic name or regex.
 //   - Every other partition: its offset, if any, is tombstoned, and no
 //     error (deleting an offset that is not there is not an error).
 
@@ -38,7 +39,7 @@ func (s *Shard) offsetDelete(id RequestID, r *kmsg.OffsetDeleteRequest) {
 	for _, t := range r.Topics {
 		rt := kmsg.NewOffsetDeleteResponseTopic()
 		rt.Topic = t.Topic
-		subscribed := g.state != stateEmpty && g.isSubscribed(t.Topic)
+		subscribed := (g.state != stateEmpty || g.consumer != nil) && g.isSubscribed(t.Topic)
 		for _, p := range t.Partitions {
 			rp := kmsg.NewOffsetDeleteResponseTopicPartition()
 			rp.Partition = p.Partition

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluicemq/sluice/env"
+	"github.com/sluicemq/sluice/groups/assign"
 )
 
 // Config configures one coordinator shard. The zero value of each duration
@@ -51,6 +52,33 @@ type Config struct {
 	// runtime answers it from its metadata image. Nil: every partition
 	// exists.
 	TopicExists func(topic string, partition int32) bool
+	// ConsumerSessionTimeout is group.consumer.session.timeout.ms (45 s): a
+	// KIP-848 member that sends no ConsumerGroupHeartbeat for this long is
+	// fenced. It must lie within ConsumerSessionTimeoutMin and Max
+	// (group.consumer.min/max.session.timeout.ms, 45 s and 60 s).
+	ConsumerSessionTimeout    time.Duration
+	ConsumerSessionTimeoutMin time.Duration
+	ConsumerSessionTimeoutMax time.Duration
+	// ConsumerHeartbeatInterval is group.consumer.heartbeat.interval.ms
+	// (5 s), told to members in every heartbeat answer; within
+	// ConsumerHeartbeatIntervalMin and Max (5 s and 15 s) and below the
+	// session timeout.
+	ConsumerHeartbeatInterval    time.Duration
+	ConsumerHeartbeatIntervalMin time.Duration
+	ConsumerHeartbeatIntervalMax time.Duration
+	// ConsumerGroupMaxSize is group.consumer.max.size (MaxInt32): a new
+	// member past it gets GROUP_MAX_SIZE_REACHED.
+	ConsumerGroupMaxSize int32
+	// ConsumerAssignors is group.consumer.assignors, by name (default
+	// "uniform", "range"): the server-side assignors members may ask for,
+	// the first being the default.
+	ConsumerAssignors []string
+	// Topics lists the cluster's topics (name, id, partition count), which
+	// KIP-848 subscriptions resolve against, topic names and regexes
+	// alike. The runtime answers it from its metadata image. Nil: no
+	// topics, so consumer groups get empty assignments.
+	Topics func() []TopicInfo
+
 	// Rand draws member ids (Kafka's client id, "-", a random UUID). The
 	// runtime passes the node's env.Rand. Nil: a generator seeded by
 	// Partition, fine for tests; ids are checked for uniqueness in the group
@@ -58,8 +86,23 @@ type Config struct {
 	Rand env.Rand
 }
 
+// TopicInfo is one topic as Config.Topics lists it.
+type TopicInfo struct {
+	Name       string
+	ID         assign.TopicID
+	Partitions int32
+}
+
 // Kafka's defaults.
 const (
+	DefaultConsumerSessionTimeout       = 45 * time.Second
+	DefaultConsumerSessionTimeoutMin    = 45 * time.Second
+	DefaultConsumerSessionTimeoutMax    = 60 * time.Second
+	DefaultConsumerHeartbeatInterval    = 5 * time.Second
+	DefaultConsumerHeartbeatIntervalMin = 5 * time.Second
+	DefaultConsumerHeartbeatIntervalMax = 15 * time.Second
+	DefaultConsumerGroupMaxSize         = math.MaxInt32
+
 	DefaultInitialRebalanceDelay         = 3 * time.Second
 	DefaultSessionTimeoutMin             = 6 * time.Second
 	DefaultSessionTimeoutMax             = 30 * time.Minute
@@ -100,6 +143,29 @@ func (cfg Config) withDefaults() Config {
 	if cfg.SnapshotMinRecords == 0 {
 		cfg.SnapshotMinRecords = DefaultSnapshotMinRecords
 	}
+	return cfg.consumerDefaults()
+}
+
+func (cfg Config) consumerDefaults() Config {
+	set := func(d *time.Duration, def time.Duration) {
+		if *d == 0 {
+			*d = def
+		}
+	}
+	set(&cfg.ConsumerSessionTimeout, DefaultConsumerSessionTimeout)
+	set(&cfg.ConsumerSessionTimeoutMin, DefaultConsumerSessionTimeoutMin)
+	set(&cfg.ConsumerSessionTimeoutMax, DefaultConsumerSessionTimeoutMax)
+	set(&cfg.ConsumerHeartbeatInterval, DefaultConsumerHeartbeatInterval)
+	set(&cfg.ConsumerHeartbeatIntervalMin, DefaultConsumerHeartbeatIntervalMin)
+	set(&cfg.ConsumerHeartbeatIntervalMax, DefaultConsumerHeartbeatIntervalMax)
+	if cfg.ConsumerGroupMaxSize == 0 {
+		cfg.ConsumerGroupMaxSize = DefaultConsumerGroupMaxSize
+	}
+	if len(cfg.ConsumerAssignors) == 0 {
+		for _, a := range assign.All() {
+			cfg.ConsumerAssignors = append(cfg.ConsumerAssignors, a.Name())
+		}
+	}
 	return cfg
 }
 
@@ -126,6 +192,32 @@ func (cfg Config) Validate() error {
 		return fmt.Errorf("groups: offset.metadata.max.bytes %d is outside [0, %d]", c.OffsetMetadataMaxBytes, maxString)
 	case c.SnapshotMinRecords < 1:
 		return fmt.Errorf("groups: snapshot minimum %d must be at least 1", c.SnapshotMinRecords)
+	}
+	return c.validateConsumer()
+}
+
+// validateConsumer checks the KIP-848 settings as Kafka's
+// GroupCoordinatorConfig does.
+func (c Config) validateConsumer() error {
+	switch {
+	case c.ConsumerSessionTimeout < c.ConsumerSessionTimeoutMin || c.ConsumerSessionTimeout > c.ConsumerSessionTimeoutMax:
+		return fmt.Errorf("groups: group.consumer.session.timeout.ms %d is outside [%d, %d]", c.ConsumerSessionTimeout.Milliseconds(),
+			c.ConsumerSessionTimeoutMin.Milliseconds(), c.ConsumerSessionTimeoutMax.Milliseconds())
+	case c.ConsumerHeartbeatInterval < c.ConsumerHeartbeatIntervalMin || c.ConsumerHeartbeatInterval > c.ConsumerHeartbeatIntervalMax:
+		return fmt.Errorf("groups: group.consumer.heartbeat.interval.ms %d is outside [%d, %d]", c.ConsumerHeartbeatInterval.Milliseconds(),
+			c.ConsumerHeartbeatIntervalMin.Milliseconds(), c.ConsumerHeartbeatIntervalMax.Milliseconds())
+	case c.ConsumerHeartbeatInterval < time.Millisecond || c.ConsumerHeartbeatInterval >= c.ConsumerSessionTimeout:
+		return fmt.Errorf("groups: group.consumer.heartbeat.interval.ms %d must be at least 1 and below group.consumer.session.timeout.ms %d",
+			c.ConsumerHeartbeatInterval.Milliseconds(), c.ConsumerSessionTimeout.Milliseconds())
+	case c.ConsumerGroupMaxSize < 1:
+		return fmt.Errorf("groups: group.consumer.max.size %d must be at least 1", c.ConsumerGroupMaxSize)
+	}
+	seen := map[string]bool{}
+	for _, name := range c.ConsumerAssignors {
+		if _, ok := assign.ByName(name); !ok || seen[name] {
+			return fmt.Errorf("groups: group.consumer.assignors names %q, which is unknown or repeated", name)
+		}
+		seen[name] = true
 	}
 	return nil
 }

@@ -33,8 +33,8 @@
 //
 // # Records
 //
-// Kafka's own formats (see records.go), so that Kafka's tools read the
-// topic: OffsetCommitKey v1 / OffsetCommitValue v3 (v1 with an expire
+// Kafka's own formats (see records.go and consumer_records.go), so that
+// Kafka's tools read the topic: OffsetCommitKey v1 / OffsetCommitValue v3 (v1 with an expire
 // time) for each committed offset, GroupMetadataKey v2 /
 // GroupMetadataValue v3 for a group's membership and assignment. A nil
 // value is a tombstone. A group's metadata is written when a group is
@@ -42,6 +42,11 @@
 // brings the assignment, when a static member is replaced without a
 // rebalance, and when a rebalance leaves the group Empty. Replay rebuilds
 // groups as Kafka loads them: Stable with the written members, or Empty.
+// A KIP-848 consumer group is its records (key versions 3 to 8, see
+// consumer_records.go): its epoch, subscription metadata and target
+// epoch, and per member its subscription, target and current assignment.
+// It changes only by writing them (the handlers compute records, and
+// applying them is the change), so replay rebuilds it exactly.
 //
 // # Log bounding
 //
@@ -59,9 +64,23 @@
 // OffsetFetch, OffsetDelete), one file per API named by key, each opening
 // with the versions served and Kafka's answer to each bad case. Requests
 // for groups of other shards are never handed to this one; batched
-// requests (OffsetFetch v8+, DescribeGroups, DeleteGroups, ListGroups) are
-// split by the runtime and their answers merged. KIP-848 is not served
-// yet.
+// requests (OffsetFetch v8+, DescribeGroups, DeleteGroups, ListGroups,
+// ConsumerGroupDescribe) are split by the runtime and their answers merged.
+//
+// KIP-848 (68_consumer_group_heartbeat.go, 69_consumer_group_describe.go,
+// consumer_group.go): members join with epoch 0 and heartbeat with their
+// epoch and what they own; a changed subscription or subscription metadata
+// bumps the group epoch, the target assignment is recomputed by the
+// group's server-side assignor (package assign), and each member
+// reconciles towards its target as Kafka's CurrentAssignmentBuilder does
+// (STABLE, UNREVOKED_PARTITIONS, UNRELEASED_PARTITIONS): a partition goes
+// to a new owner only after its previous owner's heartbeat stopped listing
+// it. Subscriptions (names or an RE2 regex) resolve against Config.Topics.
+// A group uses one protocol at a time: an Empty group of either kind
+// converts when a member of the other joins; otherwise the other
+// protocol's requests get Kafka's errors. Under the invariants tag, every
+// Ready checks that no partition is held by two members (a partition
+// pending revocation counts as its old owner's).
 //
 // # Where Sluice chooses
 //
@@ -86,6 +105,16 @@
 //     than 32767 bytes; only flexible request versions could send longer
 //     ones, and they get INVALID_GROUP_ID, UNKNOWN_TOPIC_OR_PARTITION or
 //     INVALID_REQUEST instead of a record no tool could read.
+//   - KIP-848: the subscription metadata is recomputed from Config.Topics
+//     at every heartbeat (Kafka refreshes it on a timer), so a new topic
+//     matching a regex or added partitions bump the epoch at once; the
+//     preferred assignor's ties go to the first in group.consumer.assignors
+//     (Kafka's are hash order); a live classic group is not upgraded
+//     online (GROUP_ID_NOT_FOUND), and a classic member cannot join a
+//     consumer group with members (INCONSISTENT_GROUP_PROTOCOL): Sluice
+//     serves no mixed groups. As in Kafka, a member that still exists and
+//     rejoins with epoch 0 and its old id is FENCED_MEMBER_EPOCH until its
+//     session expires.
 //   - A rebalance in flight is not in the log (as in Kafka): a shard loaded
 //     after a failover has the last synced generation, Stable, and members
 //     that were mid-rebalance find out by ILLEGAL_GENERATION and rejoin.

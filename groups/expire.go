@@ -16,6 +16,9 @@ import (
 //     group became Empty (or since the commit, if that time is unknown);
 //   - a Stable "consumer" group: offsets of topics no member subscribes to,
 //     counted from their commit;
+//   - a KIP-848 consumer group (Kafka's ConsumerGroup): offsets of topics no
+//     member subscribes to (all of them when it is Empty), counted from
+//     their commit; an Empty one left without offsets is deleted;
 //   - any other group keeps its offsets.
 //
 // An offset committed with an expire time (OffsetCommit v2-v4 retention)
@@ -34,7 +37,7 @@ func (s *Shard) expireOffsets(now time.Time) {
 		var recs []Record
 		for _, tp := range g.sortedOffsets() {
 			o := g.offsets[tp]
-			if g.state == stateStable && subscribed[tp.topic] {
+			if g.state == stateStable && subscribed[tp.topic] || g.consumer != nil && g.consumer.subscribes(tp.topic) {
 				continue
 			}
 			expired := nowMs-base(o) >= retentionMs
@@ -48,6 +51,9 @@ func (s *Shard) expireOffsets(now time.Time) {
 		if len(recs) == len(g.offsets) && len(recs) > 0 && len(g.members) == 0 && len(g.pending) == 0 && g.persisted != nil {
 			recs = append(recs, Record{Key: groupKey(g.id)})
 		}
+		if len(recs) == len(g.offsets) && g.consumer != nil && len(g.consumer.members) == 0 {
+			recs = append(recs, deleteConsumerRecords(g.id)...)
+		}
 		s.write(recs...)
 	}
 }
@@ -57,6 +63,8 @@ func (s *Shard) expireOffsets(now time.Time) {
 func (g *group) expiryBase() (func(offsetValue) int64, bool) {
 	commit := func(o offsetValue) int64 { return o.commitMs }
 	switch {
+	case g.consumer != nil:
+		return commit, true
 	case g.protocolType == "":
 		return commit, true
 	case g.state == stateEmpty:
@@ -95,6 +103,9 @@ func (g *group) subscribedTopics() map[string]bool {
 // subscriptions cannot be known, a "consumer" group counts as subscribed to
 // everything and any other group to nothing.
 func (g *group) isSubscribed(topic string) bool {
+	if g.consumer != nil {
+		return g.consumer.subscribes(topic)
+	}
 	if subs := g.subscribedTopics(); subs != nil {
 		return subs[topic]
 	}

@@ -125,6 +125,11 @@ type group struct {
 	// in-memory state, so that a log that starts at a snapshot replays to
 	// what the whole log would.
 	persisted []byte
+	// consumer is set for a KIP-848 consumer group, whose members and
+	// assignments live there; the classic fields are then unused (the
+	// group is Empty to the classic code). A group uses one protocol at a
+	// time.
+	consumer *consumerGroup
 }
 
 func newGroup(id string) *group {
@@ -315,9 +320,9 @@ func (g *group) metadataValue() *kmsg.GroupMetadataValue {
 // loadMetadata sets the group from a replayed GroupMetadataValue, as Kafka
 // loads a group: Stable with members, Empty without.
 func (g *group) loadMetadata(v *kmsg.GroupMetadataValue) {
-	offsets, persisted := g.offsets, g.persisted
+	offsets, persisted, consumer := g.offsets, g.persisted, g.consumer
 	*g = *newGroup(g.id)
-	g.offsets, g.persisted = offsets, persisted
+	g.offsets, g.persisted, g.consumer = offsets, persisted, consumer
 	g.protocolType, g.generation, g.stateMs = v.ProtocolType, v.Generation, v.CurrentStateTimestamp
 	if v.Protocol != nil {
 		g.protocol = *v.Protocol

@@ -27,13 +27,21 @@ type harness struct {
 	reqs  map[RequestID]string
 	// answers holds every response by request id.
 	answers map[RequestID]kmsg.Response
+	// topics is the cluster Config.Topics lists (unless the test set its
+	// own), and consumers the KIP-848 clients of transcripts by name.
+	topics    clusterTopics
+	consumers map[string]*cgClient
 }
 
 var epoch = time.Unix(1_700_000_000, 0)
 
 func newHarness(t testing.TB, cfg Config) *harness {
 	h := &harness{t: t, cfg: cfg, now: epoch, names: map[string]string{}, ids: map[string]string{},
-		reqs: map[RequestID]string{}, answers: map[RequestID]kmsg.Response{}}
+		reqs: map[RequestID]string{}, answers: map[RequestID]kmsg.Response{}, topics: clusterTopics{}}
+	if cfg.Topics == nil {
+		cfg.Topics = h.topics.list
+		h.cfg = cfg
+	}
 	h.s = NewShard(cfg)
 	h.s.Loaded(h.now)
 	return h
@@ -139,6 +147,9 @@ func (h *harness) formatEffects(rd Ready) string {
 func (h *harness) formatRecord(r Record) string {
 	k, err := decodeKey(r.Key)
 	require.NoError(h.t, err)
+	if k.kind == keyConsumer {
+		return h.formatConsumerRecord(k, r.Value)
+	}
 	if k.kind == keyOffset {
 		if r.Value == nil {
 			return fmt.Sprintf("offset %s %s/%d tombstone", k.group, k.topic, k.partition)
@@ -217,6 +228,9 @@ func (h *harness) formatResponse(resp kmsg.Response) string {
 		}
 		return strings.Join(gs, "; ")
 	default:
+		if s, ok := h.formatConsumerResponse(resp); ok {
+			return s
+		}
 		return fmt.Sprintf("%+v", resp)
 	}
 }
@@ -228,7 +242,9 @@ func (h *harness) formatDescribed(g kmsg.DescribeGroupsResponseGroup) string {
 		if m.InstanceID != nil {
 			s += "/" + *m.InstanceID
 		}
-		if len(m.ProtocolMetadata) > 0 || len(m.MemberAssignment) > 0 {
+		if sub, as, ok := consumerProtocol(m); ok {
+			s += fmt.Sprintf("[%s|%s]", sub, as)
+		} else if len(m.ProtocolMetadata) > 0 || len(m.MemberAssignment) > 0 {
 			s += fmt.Sprintf("[%s|%s]", m.ProtocolMetadata, m.MemberAssignment)
 		}
 		ms = append(ms, s)
@@ -262,6 +278,9 @@ func (h *harness) view(s *Shard) string {
 	for _, id := range ids {
 		d := s.describe(id)
 		fmt.Fprintln(&b, h.formatDescribed(d))
+		if g := s.groups[id]; g.consumer != nil {
+			b.WriteString(h.formatConsumerState(g))
+		}
 		for _, t := range s.fetchOffsets(id, nil, true) {
 			for _, f := range t.partitions {
 				fmt.Fprintf(&b, "  %s/%d=%d epoch=%d meta=%q\n", f.tp.topic, f.tp.partition, f.offset, f.leaderEpoch, f.metadata)

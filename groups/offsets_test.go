@@ -376,7 +376,7 @@ func TestRecordsRoundTrip(t *testing.T) {
 
 func TestReplayRefusesBadRecords(t *testing.T) {
 	s := NewShard(Config{})
-	err := s.Replay(0, []byte{0, 3, 0, 0}, nil)
+	err := s.Replay(0, []byte{0, 9, 0, 0}, nil) // 9: share groups, not served
 	require.True(t, errors.Is(err, ErrUnknownRecord), "%v", err)
 	require.Error(t, s.Replay(1, []byte{0}, nil))
 	require.Error(t, s.Replay(2, offsetKey("g", "t", 0)[:5], nil))

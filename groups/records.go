@@ -15,6 +15,7 @@ import (
 //	key   int16 version | fields                     value
 //	  0,1 OffsetCommitKey   group, topic, partition  OffsetCommitValue v3 (v1 with an expire time)
 //	  2   GroupMetadataKey  group                    GroupMetadataValue v3
+//	  3-8 KIP-848's consumer group records (see consumer_records.go)
 //
 // A nil value is a tombstone: the offset, or the group's metadata, is gone.
 // Key versions 0 and 1 are the same layout; Kafka writes 1, and so do we.
@@ -27,7 +28,7 @@ const (
 )
 
 // ErrUnknownRecord is returned by Replay for a key version this shard does
-// not know (KIP-848's records, versions 3 and up, are not served yet).
+// not know (past 8: share groups and later).
 var ErrUnknownRecord = errors.New("unknown __consumer_offsets record")
 
 type keyKind uint8
@@ -35,6 +36,7 @@ type keyKind uint8
 const (
 	keyOffset keyKind = iota + 1
 	keyGroup
+	keyConsumer // KIP-848: version says which record
 )
 
 // recordKey is a decoded key of either kind.
@@ -43,6 +45,8 @@ type recordKey struct {
 	group     string
 	topic     string
 	partition int32
+	version   int16  // keyConsumer: the key version, 3 to 8
+	member    string // keyConsumer versions 5, 7 and 8
 }
 
 func offsetKey(group, topic string, partition int32) []byte {
@@ -72,6 +76,8 @@ func decodeKey(b []byte) (recordKey, error) {
 			return recordKey{}, fmt.Errorf("group metadata key: %w", err)
 		}
 		return recordKey{kind: keyGroup, group: k.Group}, nil
+	case keyCGMetadata, keyCGPartitions, keyCGMember, keyCGTargetMetadata, keyCGTargetMember, keyCGCurrent:
+		return decodeCGKey(version, b)
 	default:
 		return recordKey{}, fmt.Errorf("%w: key version %d", ErrUnknownRecord, version)
 	}

@@ -2,6 +2,7 @@ package groups
 
 import (
 	"fmt"
+	"regexp"
 	"sort"
 	"time"
 
@@ -73,7 +74,12 @@ type Shard struct {
 	recordsSince int
 	liveOffsets  int
 	liveGroups   int
+	// liveConsumer counts the KIP-848 records a snapshot restates: three
+	// per consumer group and three per member.
+	liveConsumer int
 	replayed     int
+	// regexes caches compiled subscription regexes (Shard.regex).
+	regexes map[string]*regexp.Regexp
 }
 
 // NewShard returns a shard that must replay its partition and be Loaded
@@ -144,6 +150,8 @@ func (s *Shard) apply(k recordKey, value []byte) error {
 		if !s.loaded {
 			g.loadMetadata(v)
 		}
+	case keyConsumer:
+		return s.applyConsumer(k, value)
 	}
 	return nil
 }
@@ -158,6 +166,7 @@ func (s *Shard) Loaded(now time.Time) {
 		for _, m := range g.members {
 			s.timers.set(heartbeatKey(g, m.id), now.Add(m.sessionTimeout))
 		}
+		s.loadConsumerTimers(now, g)
 	}
 	s.timers.set(timerKey{kind: timerRetention}, now.Add(s.cfg.OffsetsRetentionCheckInterval))
 }
@@ -209,6 +218,10 @@ func (s *Shard) fire(now time.Time, k timerKey) {
 		s.joinTimerFired(now, g)
 	case timerSync:
 		s.expirePendingSync(now, g)
+	case timerConsumerSession:
+		s.consumerSessionExpired(g, k.member)
+	case timerConsumerRebalance:
+		s.consumerRebalanceExpired(g, k.member)
 	}
 }
 
@@ -243,6 +256,10 @@ func (s *Shard) HandleFrom(now time.Time, id RequestID, c Client, req kmsg.Reque
 		s.listGroups(id, r)
 	case *kmsg.DeleteGroupsRequest:
 		s.deleteGroups(now, id, r)
+	case *kmsg.ConsumerGroupHeartbeatRequest:
+		s.consumerGroupHeartbeat(now, id, c, r)
+	case *kmsg.ConsumerGroupDescribeRequest:
+		s.consumerGroupDescribe(id, r)
 	default:
 		s.effects = append(s.effects, Effect{Respond: &Response{ID: id,
 			Err: fmt.Errorf("groups: API key %d is not served by a group shard", req.Key())}})
@@ -283,8 +300,11 @@ func (s *Shard) group(id string) *group {
 // maybeForget drops a group that has nothing left: no members, no offsets,
 // no metadata in the log.
 func (s *Shard) maybeForget(g *group) {
+	if g.consumer != nil && !g.consumer.hasMetadata && len(g.consumer.members) == 0 {
+		g.consumer = nil
+	}
 	if len(g.members) == 0 && len(g.pending) == 0 && len(g.offsets) == 0 && g.persisted == nil &&
-		(g.state == stateEmpty || g.state == stateDead) {
+		(g.state == stateEmpty || g.state == stateDead) && g.consumer == nil {
 		g.state = stateDead
 		delete(s.groups, g.id)
 	}

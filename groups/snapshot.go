@@ -8,11 +8,14 @@ package groups
 //
 // The snapshot holds, for each group in id order, its metadata as last
 // written (not its in-memory state, which may be mid-rebalance) and then
-// its offsets in topic and partition order. Every record is an upsert, so
+// its offsets in topic and partition order. A consumer group (KIP-848) is
+// restated from its state, which is exactly its records (they are the
+// only way it changes): every member's subscription, target and
+// assignment, and the group's epochs and subscription metadata. Every record is an upsert, so
 // replaying from the snapshot's first offset gives exactly the state that
 // replaying the whole log gives; nothing before it is needed.
 func (s *Shard) maybeSnapshot() {
-	live := s.liveGroups + s.liveOffsets
+	live := s.liveGroups + s.liveOffsets + s.liveConsumer
 	if s.recordsSince <= max(s.cfg.SnapshotMinRecords, 2*live) {
 		return
 	}
@@ -22,12 +25,13 @@ func (s *Shard) maybeSnapshot() {
 }
 
 func (s *Shard) snapshotRecords() []Record {
-	recs := make([]Record, 0, s.liveGroups+s.liveOffsets) // never nil: see Effect.SnapshotStart
+	recs := make([]Record, 0, s.liveGroups+s.liveOffsets+s.liveConsumer) // never nil: see Effect.SnapshotStart
 	for _, id := range s.sortedGroupIDs() {
 		g := s.groups[id]
 		if g.persisted != nil {
 			recs = append(recs, Record{Key: groupKey(g.id), Value: g.persisted})
 		}
+		recs = append(recs, g.consumer.snapshotRecords(g.id)...)
 		for _, tp := range g.sortedOffsets() {
 			recs = append(recs, Record{Key: offsetKey(g.id, tp.topic, tp.partition), Value: encodeOffsetValue(g.offsets[tp])})
 		}

@@ -20,6 +20,12 @@ const (
 	timerSync
 	// timerRetention runs offset expiry.
 	timerRetention
+	// timerConsumerSession fences a KIP-848 member that missed its session
+	// timeout.
+	timerConsumerSession
+	// timerConsumerRebalance fences a KIP-848 member that did not revoke
+	// its partitions within its rebalance timeout.
+	timerConsumerRebalance
 )
 
 type timerKey struct {

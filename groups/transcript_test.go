@@ -33,6 +33,10 @@ import (
 //	delete [groups=(g,...)]
 //	tick by=D                                              the clock moves, then Tick
 //	replay                                                 a fresh shard replays the log: same answers?
+//
+// and KIP-848's (consumerCommand): topics, cg-join, cg-hb, cg-leave,
+// cg-describe, cg-fetch, state; new takes topics=(t:3,...), cg-session=D,
+// cg-max-size=N and assignors=(...).
 func TestTranscripts(t *testing.T) {
 	datadriven.Walk(t, "testdata", func(t *testing.T, path string) {
 		var h *harness
@@ -41,6 +45,9 @@ func TestTranscripts(t *testing.T) {
 			if td.Cmd == "new" {
 				h = newHarness(t, transcriptConfig(t, td))
 				gens = map[string]int32{}
+				for k, v := range parseTopics((&transcript{td: td, t: t}).vals("topics")) {
+					h.topics[k] = v
+				}
 				return ""
 			}
 			require.NotNil(t, h, "%s: new first", td.Pos)
@@ -65,6 +72,10 @@ func transcriptConfig(t *testing.T, td *datadriven.TestData) Config {
 	}
 	cfg.GroupMaxSize = int32(tr.int("max-size", 0))
 	cfg.OffsetsRetention = tr.dur("retention", 0)
+	cfg.ConsumerSessionTimeout = tr.dur("cg-session", 0)
+	cfg.ConsumerSessionTimeoutMin = min(cfg.ConsumerSessionTimeout, DefaultConsumerSessionTimeoutMin)
+	cfg.ConsumerGroupMaxSize = int32(tr.int("cg-max-size", 0))
+	cfg.ConsumerAssignors = tr.vals("assignors")
 	return cfg
 }
 
@@ -215,6 +226,9 @@ func (tr *transcript) run() string {
 		}
 		return "replay: same\n" + live
 	default:
+		if out, ok := tr.consumerCommand(group, name); ok {
+			return out
+		}
 		tr.t.Fatalf("%s: unknown command %q", td.Pos, td.Cmd)
 	}
 	h.send(label, req, Client{ID: tr.clientID(name), Host: "/10.0.0.1"})
