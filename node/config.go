@@ -168,6 +168,10 @@ type Config struct {
 	// out of the box; a cluster with fewer brokers registered than it
 	// waits.
 	OffsetsTopicReplicationFactor int16
+	// GroupInitialRebalanceDelay is group.initial.rebalance.delay.ms
+	// (3 s): how long a new classic group waits for more members before
+	// its first generation. 0 is no delay.
+	GroupInitialRebalanceDelay time.Duration
 
 	// LogRetentionMs is log.retention.ms (or .minutes, .hours) in
 	// milliseconds, as Kafka keeps it: Unlimited (-1) keeps data forever,
@@ -256,6 +260,7 @@ func DefaultConfig() Config {
 		AutoCreateTopics:                 true,
 		OffsetsTopicNumPartitions:        50,
 		OffsetsTopicReplicationFactor:    3,
+		GroupInitialRebalanceDelay:       3 * time.Second,
 		LogRetentionMs:                   7 * 24 * 3600 * 1000,
 		LogRetentionBytes:                Unlimited,
 		LogSegmentBytes:                  1 << 30,
@@ -374,6 +379,11 @@ func (c *Config) set(key, value string) (known bool, err error) {
 		if err == nil && c.OffsetsTopicNumPartitions > maxPartitionsPerTopic {
 			err = fmt.Errorf("above the limit of %d partitions per topic", maxPartitionsPerTopic)
 		}
+		return true, err
+	case "group.initial.rebalance.delay.ms":
+		var v int32
+		err := parseInt32(value, 0, &v)
+		c.GroupInitialRebalanceDelay = time.Duration(v) * time.Millisecond
 		return true, err
 	case "offsets.topic.replication.factor":
 		var v int32

@@ -197,9 +197,14 @@ func (b *Broker) shardPartitionLost(p *partition) {
 
 // groupsConfig is the configuration of the shard of partition index.
 func (b *Broker) groupsConfig(index int32) groups.Config {
+	delay := b.cfg.GroupInitialRebalanceDelay
+	if delay == 0 {
+		delay = -1 // groups' "no delay"; its zero is Kafka's default
+	}
 	return groups.Config{
-		Partition: index,
-		Rand:      b.env.Rand,
+		Partition:             index,
+		InitialRebalanceDelay: delay,
+		Rand:                  b.env.Rand,
 		TopicExists: func(topic string, partition int32) bool {
 			t := b.image.TopicByName(topic)
 			return t != nil && partition >= 0 && int(partition) < len(t.Partitions)

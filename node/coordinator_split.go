@@ -72,4 +72,3 @@ func (b *Broker) toGroupShard(r *request, group string) {
 	index, _ := b.shardOf(group)
 	b.toShard(index, groupClient(r), r.body, r.respond)
 }
-
