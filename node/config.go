@@ -172,6 +172,9 @@ type Config struct {
 	// (3 s): how long a new classic group waits for more members before
 	// its first generation. 0 is no delay.
 	GroupInitialRebalanceDelay time.Duration
+	// coordLoadStepBytes overrides loadStepBytesDefault, for tests of a
+	// load in many steps; 0 is the default.
+	coordLoadStepBytes int64
 
 	// LogRetentionMs is log.retention.ms (or .minutes, .hours) in
 	// milliseconds, as Kafka keeps it: Unlimited (-1) keeps data forever,

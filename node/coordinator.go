@@ -18,7 +18,7 @@ import (
 // and writing to it.
 //
 //	becoming leader   replay the log, log start to log end, in steps of
-//	                  loadStepBytes (COORDINATOR_LOAD_IN_PROGRESS meanwhile),
+//	                  1 MiB (COORDINATOR_LOAD_IN_PROGRESS meanwhile),
 //	                  then Loaded; the replayed tail counts as a write
 //	serving           Handle/Tick in; each Ready's Write is one leader batch
 //	                  (acks=all: the partition's high watermark waiters), each
@@ -37,9 +37,10 @@ const offsetsTopic = "__consumer_offsets"
 // offsetsTopicSegmentBytes is Kafka's offsets.topic.segment.bytes default.
 const offsetsTopicSegmentBytes = "104857600"
 
-// loadStepBytes bounds one step of a shard's replay: a large log is read
-// over many loop turns, not one.
-const loadStepBytes = 1 << 20
+// loadStepBytesDefault bounds one step of a shard's replay: a large log
+// is read over many loop turns, not one (Config.coordLoadStepBytes
+// overrides it in tests).
+const loadStepBytesDefault = 1 << 20
 
 // writeBatchBytesMax bounds one batch of a shard's Write: a larger Write
 // (a snapshot of many groups) goes as several batches in a row, each under
@@ -50,6 +51,8 @@ const writeBatchBytesMax = 512 << 10
 type coordinator struct {
 	shards map[int32]*coordShard
 	nextID groups.RequestID
+	// loadSteps counts the replay steps of every load, for tests.
+	loadSteps int
 	// creating says a creation of __consumer_offsets is in flight;
 	// cappedLogged that the replication factor's cap was logged.
 	creating, cappedLogged bool
@@ -224,7 +227,7 @@ func (b *Broker) loadShard(index int32, p *partition) {
 	b.replayStep(cs)
 }
 
-// replayStep replays up to loadStepBytes of cs's partition, and posts the
+// replayStep replays up to loadStepBytesDefault of cs's partition, and posts the
 // next step, or ends the load.
 func (b *Broker) replayStep(cs *coordShard) {
 	if b.coord.shards[cs.index] != cs {
@@ -253,7 +256,12 @@ func (b *Broker) replayStep(cs *coordShard) {
 // replayChunk reads the batches from cs.readAt, at most loadStepBytes (at
 // least one batch), and replays their records.
 func (b *Broker) replayChunk(cs *coordShard) error {
-	recs, err := cs.p.log.Read(cs.readAt, loadStepBytes, cs.loadEnd, true)
+	step := b.cfg.coordLoadStepBytes
+	if step <= 0 {
+		step = loadStepBytesDefault
+	}
+	b.coord.loadSteps++
+	recs, err := cs.p.log.Read(cs.readAt, step, cs.loadEnd, true)
 	if err != nil {
 		return err
 	}

@@ -409,3 +409,90 @@ func TestFindCoordinatorAnswersEachKeyType(t *testing.T) {
 	require.Equal(t, kerr.CoordinatorNotAvailable.Code, got.Topics[0].Partitions[1].ErrorCode)
 	require.Equal(t, int64(-1), got.Topics[0].Partitions[1].Offset)
 }
+
+// simpleCommit commits offset on every partition of topic for a group
+// without members (generation -1), as admin tools and simple consumers do.
+func simpleCommit(group, topic string, partitions int32, offset int64) *kmsg.OffsetCommitRequest {
+	offsets := map[int32]int64{}
+	for p := int32(0); p < partitions; p++ {
+		offsets[p] = offset
+	}
+	req := commitRequest(group, "", -1, topic, offsets)
+	req.Version = 2
+	return req
+}
+
+// doCoordinated sends req until its coordinator error, which code reads,
+// is gone.
+func (s *simBroker) doCoordinated(req kmsg.Request, code func(kmsg.Response) int16) kmsg.Response {
+	s.t.Helper()
+	var got kmsg.Response
+	require.True(s.t, s.world.RunUntil(func() bool {
+		got = s.do(req)
+		switch code(got) {
+		case kerr.CoordinatorLoadInProgress.Code, kerr.NotCoordinator.Code, kerr.CoordinatorNotAvailable.Code:
+			s.world.Run(50 * time.Millisecond)
+			return false
+		}
+		return true
+	}, time.Minute))
+	return got
+}
+
+func commitCode(r kmsg.Response) int16 {
+	return r.(*kmsg.OffsetCommitResponse).Topics[0].Partitions[0].ErrorCode
+}
+
+// fetchAll fetches every offset of group (OffsetFetch v7, null topics).
+func (s *simBroker) fetchAll(group string) map[string]int64 {
+	s.t.Helper()
+	req := kmsg.NewPtrOffsetFetchRequest()
+	req.Version, req.Group = 7, group
+	resp := s.doCoordinated(req, func(r kmsg.Response) int16 { return r.(*kmsg.OffsetFetchResponse).ErrorCode }).(*kmsg.OffsetFetchResponse)
+	out := map[string]int64{}
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			out[t.Topic+"-"+string(rune('0'+p.Partition))] = p.Offset
+		}
+	}
+	return out
+}
+
+func TestCoordinatorSnapshotsMoveTheLogStartAndALoadInManyStepsRestoresTheOffsets(t *testing.T) {
+	s := newSimBroker(t, 75, func(cfg *Config) {
+		cfg.OffsetsTopicNumPartitions = 1
+		cfg.coordLoadStepBytes = 512
+	})
+	create := kmsg.NewPtrCreateTopicsRequest()
+	rt := kmsg.NewCreateTopicsRequestTopic()
+	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = "t", 2, 1
+	create.Topics = append(create.Topics, rt)
+	require.Zero(t, s.do(create).(*kmsg.CreateTopicsResponse).Topics[0].ErrorCode)
+
+	find := kmsg.NewPtrFindCoordinatorRequest()
+	find.CoordinatorKey = "g"
+	require.True(t, s.world.RunUntil(func() bool { return s.do(find).(*kmsg.FindCoordinatorResponse).ErrorCode == 0 }, time.Minute))
+	// 2 records a commit: past groups.DefaultSnapshotMinRecords the
+	// shard restates its state and the log start moves up to it.
+	const commits = 700
+	for i := int64(1); i <= commits; i++ {
+		require.Zero(t, commitCode(s.doCoordinated(simpleCommit("g", "t", 2, i), commitCode)))
+	}
+	p := s.broker.partitions[partitionKey{s.broker.image.TopicByName(offsetsTopic).ID, 0}]
+	require.Greater(t, p.log.LogStartOffset(), int64(0), "a committed snapshot moves the log start")
+	require.Less(t, p.log.LogEndOffset()-p.log.LogStartOffset(), int64(2*commits))
+	require.Equal(t, map[string]int64{"t-0": commits, "t-1": commits}, s.fetchAll("g"))
+
+	s.restart()
+	require.Equal(t, map[string]int64{"t-0": commits, "t-1": commits}, s.fetchAll("g"), "replayed from the snapshot")
+	require.Greater(t, s.broker.coord.loadSteps, 10, "a load of many steps")
+
+	// Deleting the topic deletes the group's offsets of it.
+	del := kmsg.NewPtrDeleteTopicsRequest()
+	del.TopicNames = []string{"t"}
+	dt := kmsg.NewDeleteTopicsRequestTopic()
+	dt.Topic = kmsg.StringPtr("t")
+	del.Topics = append(del.Topics, dt)
+	require.Zero(t, s.do(del).(*kmsg.DeleteTopicsResponse).Topics[0].ErrorCode)
+	require.True(t, s.world.RunUntil(func() bool { return len(s.fetchAll("g")) == 0 }, time.Minute), "offsets of a deleted topic stay")
+}
