@@ -496,3 +496,70 @@ func TestCoordinatorSnapshotsMoveTheLogStartAndALoadInManyStepsRestoresTheOffset
 	require.Zero(t, s.do(del).(*kmsg.DeleteTopicsResponse).Topics[0].ErrorCode)
 	require.True(t, s.world.RunUntil(func() bool { return len(s.fetchAll("g")) == 0 }, time.Minute), "offsets of a deleted topic stay")
 }
+
+func TestBatchedGroupRequestsAreSplitByShardAndMergedInOrder(t *testing.T) {
+	s := newSimBroker(t, 76, func(cfg *Config) { cfg.OffsetsTopicNumPartitions = 4 })
+	find := kmsg.NewPtrFindCoordinatorRequest()
+	find.CoordinatorKey = "g"
+	require.True(t, s.world.RunUntil(func() bool { return s.do(find).(*kmsg.FindCoordinatorResponse).ErrorCode == 0 }, time.Minute))
+	create := kmsg.NewPtrCreateTopicsRequest()
+	rt := kmsg.NewCreateTopicsRequestTopic()
+	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = "t", 1, 1
+	create.Topics = append(create.Topics, rt)
+	require.Zero(t, s.do(create).(*kmsg.CreateTopicsResponse).Topics[0].ErrorCode)
+
+	// Groups on at least three different shards, in an order no shard's is.
+	names := []string{"g-a", "g-b", "g-c", "g-d", "g-e", "g-f"}
+	shards := map[int32]bool{}
+	for i, g := range names {
+		shards[groups.PartitionFor(g, 4)] = true
+		require.Zero(t, commitCode(s.doCoordinated(simpleCommit(g, "t", 1, int64(10+i)), commitCode)))
+	}
+	require.GreaterOrEqual(t, len(shards), 3)
+
+	of := kmsg.NewPtrOffsetFetchRequest()
+	of.Version = 8
+	for _, g := range append([]string{"unknown"}, names...) {
+		rg := kmsg.NewOffsetFetchRequestGroup()
+		rg.Group = g
+		of.Groups = append(of.Groups, rg)
+	}
+	fetched := s.do(of).(*kmsg.OffsetFetchResponse)
+	require.Len(t, fetched.Groups, len(names)+1)
+	require.Equal(t, "unknown", fetched.Groups[0].Group)
+	require.Empty(t, fetched.Groups[0].Topics)
+	for i, g := range names {
+		got := fetched.Groups[i+1]
+		require.Equal(t, g, got.Group)
+		require.Zero(t, got.ErrorCode)
+		require.Equal(t, int64(10+i), got.Topics[0].Partitions[0].Offset)
+	}
+
+	dg := kmsg.NewPtrDescribeGroupsRequest()
+	dg.Groups = []string{"g-f", "g-a", "g-c"}
+	described := s.do(dg).(*kmsg.DescribeGroupsResponse)
+	require.Len(t, described.Groups, 3)
+	for i, g := range dg.Groups {
+		require.Equal(t, g, described.Groups[i].Group)
+		require.Equal(t, "Empty", described.Groups[i].State)
+	}
+
+	listed := s.do(kmsg.NewPtrListGroupsRequest()).(*kmsg.ListGroupsResponse)
+	require.Zero(t, listed.ErrorCode)
+	var ids []string
+	for _, g := range listed.Groups {
+		ids = append(ids, g.Group)
+	}
+	require.ElementsMatch(t, names, ids, "every shard's groups")
+
+	del := kmsg.NewPtrDeleteGroupsRequest()
+	del.Groups = []string{"g-e", "nope", "g-b"}
+	deleted := s.do(del).(*kmsg.DeleteGroupsResponse)
+	require.Len(t, deleted.Groups, 3)
+	require.Equal(t, "g-e", deleted.Groups[0].Group)
+	require.Zero(t, deleted.Groups[0].ErrorCode)
+	require.Equal(t, kerr.GroupIDNotFound.Code, deleted.Groups[1].ErrorCode)
+	require.Zero(t, deleted.Groups[2].ErrorCode)
+	listed = s.do(kmsg.NewPtrListGroupsRequest()).(*kmsg.ListGroupsResponse)
+	require.Len(t, listed.Groups, len(names)-2)
+}
