@@ -461,6 +461,12 @@ func (b *Broker) armShardTimer(cs *coordShard, deadline time.Time) {
 			return
 		}
 		cs.timer, cs.timerAt = nil, time.Time{}
+		if !cs.p.serving() || cs.p.leaderEpoch != cs.epoch {
+			// Its lease ran out with no metadata to say so: what the
+			// timer would answer is for the next leader.
+			b.unloadShard(cs, "this broker no longer serves the partition")
+			return
+		}
 		cs.shard.Tick(b.env.Clock.Now())
 		b.shardReady(cs)
 	})

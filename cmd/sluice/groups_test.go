@@ -21,7 +21,7 @@ type groupMember struct {
 	cl   *kgo.Client
 
 	mu       sync.Mutex
-	consumed map[string]bool
+	consumed map[string]int
 	owned    map[int32]bool
 	done     chan struct{}
 }
@@ -30,7 +30,7 @@ type groupMember struct {
 // it consumed after each poll (autocommit off), until ctx ends or it is
 // closed.
 func startMember(ctx context.Context, t *testing.T, addrs []string, group, topic, name string) *groupMember {
-	m := &groupMember{name: name, consumed: map[string]bool{}, owned: map[int32]bool{}, done: make(chan struct{})}
+	m := &groupMember{name: name, consumed: map[string]int{}, owned: map[int32]bool{}, done: make(chan struct{})}
 	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic),
 		kgo.DisableAutoCommit(), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(200*time.Millisecond),
 		kgo.ClientID(name), kgo.RetryTimeout(30*time.Second),
@@ -69,7 +69,7 @@ func startMember(ctx context.Context, t *testing.T, addrs []string, group, topic
 			}
 			fs.EachRecord(func(r *kgo.Record) {
 				m.mu.Lock()
-				m.consumed[string(r.Value)] = true
+				m.consumed[string(r.Value)]++
 				m.mu.Unlock()
 			})
 			if err := cl.CommitUncommittedOffsets(ctx); err != nil && ctx.Err() == nil {
@@ -87,6 +87,13 @@ func (m *groupMember) ownedCount() int {
 }
 
 func (m *groupMember) has(value string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.consumed[value] > 0
+}
+
+// times is how often the member consumed value.
+func (m *groupMember) times(value string) int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.consumed[value]
@@ -177,22 +184,7 @@ func TestGroupConsumersShareATopicAndOneTakesOverWhenTheOtherLeaves(t *testing.T
 		return true
 	})
 
-	ends, err := adm.ListEndOffsets(ctx, "orders")
-	require.NoError(t, err)
-	waitFor(t, ctx, "the commits to reach the partitions' ends", func() bool {
-		offsets, err := adm.FetchOffsets(ctx, "shop")
-		if err != nil {
-			return false
-		}
-		for p := int32(0); p < 4; p++ {
-			end, _ := ends.Lookup("orders", p)
-			got, ok := offsets.Lookup("orders", p)
-			if !ok || got.At != end.Offset {
-				return false
-			}
-		}
-		return true
-	})
+	waitCommittedEnds(ctx, t, adm, "shop", "orders", 4)
 	groups, err := adm.DescribeGroups(ctx, "shop")
 	require.NoError(t, err)
 	g := groups["shop"]
@@ -228,4 +220,91 @@ func TestKcatGroupConsumerCommits(t *testing.T) {
 	got, ok := offsets.Lookup("kcat-group-topic", 0)
 	require.True(t, ok, "kcat committed nothing")
 	require.Equal(t, int64(5), got.At)
+}
+
+// waitCommittedEnds waits until group's committed offsets of topic are
+// its partitions' ends.
+func waitCommittedEnds(ctx context.Context, t *testing.T, adm *kadm.Client, group, topic string, partitions int32) {
+	t.Helper()
+	ends, err := adm.ListEndOffsets(ctx, topic)
+	require.NoError(t, err)
+	waitFor(t, ctx, "the commits to reach the partitions' ends", func() bool {
+		offsets, err := adm.FetchOffsets(ctx, group)
+		if err != nil {
+			return false
+		}
+		for p := int32(0); p < partitions; p++ {
+			end, _ := ends.Lookup(topic, p)
+			got, ok := offsets.Lookup(topic, p)
+			if !ok || got.At != end.Offset {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// TestGroupCarriesOnFromItsCommitsWhenTheCoordinatorIsKilled: a franz-go
+// group consumer commits everything it consumed; the group's coordinator
+// is kill -9'd; records produced afterwards are consumed, none of those
+// committed before is consumed again (the group resumed at its commits,
+// which the new coordinator replayed), and the commits reach the new ends.
+func TestGroupCarriesOnFromItsCommitsWhenTheCoordinatorIsKilled(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three sluice processes")
+	}
+	c := newCluster(t, 3, "offsets.topic.num.partitions=5", "group.initial.rebalance.delay.ms=0")
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	adm := c.adminClient()
+	resp, err := adm.CreateTopic(ctx, 3, 3, nil, "payments")
+	require.NoError(t, err)
+	require.NoError(t, resp.Err)
+	addrs := c.addrs()
+
+	before := produceTagged(ctx, t, addrs, "payments", "before", 150)
+	m := startMember(ctx, t, addrs, "ledger", "payments", "member")
+	defer m.close()
+	waitFor(t, ctx, "the first records consumed", func() bool {
+		for _, v := range before {
+			if !m.has(v) {
+				return false
+			}
+		}
+		return true
+	})
+	waitCommittedEnds(ctx, t, adm, "ledger", "payments", 3)
+
+	found := adm.FindGroupCoordinators(ctx, "ledger")
+	co, ok := found["ledger"]
+	require.True(t, ok)
+	require.NoError(t, co.Err)
+	coordinator := c.nodes[co.NodeID-1]
+	c.kill(coordinator)
+	var alive []string
+	for _, nd := range c.nodes {
+		if nd != coordinator {
+			alive = append(alive, nd.addr)
+		}
+	}
+
+	after := produceTagged(ctx, t, alive, "payments", "after", 150)
+	waitFor(t, ctx, "the records produced after the kill consumed", func() bool {
+		for _, v := range after {
+			if !m.has(v) {
+				return false
+			}
+		}
+		return true
+	})
+	for _, v := range before {
+		require.Equal(t, 1, m.times(v), "%s was consumed again: the group did not resume at its commits", v)
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(alive...), kgo.RetryTimeout(30*time.Second))
+	require.NoError(t, err)
+	defer cl.Close()
+	waitCommittedEnds(ctx, t, kadm.NewClient(cl), "ledger", "payments", 3)
+	moved := kadm.NewClient(cl).FindGroupCoordinators(ctx, "ledger")["ledger"]
+	require.NoError(t, moved.Err)
+	require.NotEqual(t, co.NodeID, moved.NodeID)
 }
