@@ -363,6 +363,7 @@ func (b *Broker) Shutdown(done func(error)) {
 func (b *Broker) stop(done func(error)) {
 	b.stopHeartbeats()
 	b.stopFetchers()
+	b.unloadShards("the broker is stopping")
 	b.closeListeners()
 	for _, id := range sortedKeys(b.conns) {
 		b.conns[id].close()

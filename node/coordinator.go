@@ -222,7 +222,7 @@ func (b *Broker) loadShard(index int32, p *partition) {
 		held: map[groups.RequestID]heldRequest{}}
 	cs.writeEnd = cs.loadEnd
 	b.coord.shards[index] = cs
-	b.env.Log.Info("loading group coordinator", "partition", index, "leader_epoch", cs.epoch,
+	b.env.Log.Debug("loading group coordinator", "partition", index, "leader_epoch", cs.epoch,
 		"log_start", cs.readAt, "log_end", cs.loadEnd)
 	b.replayStep(cs)
 }
@@ -246,7 +246,8 @@ func (b *Broker) replayStep(cs *coordShard) {
 	}
 	cs.shard.Loaded(b.env.Clock.Now())
 	cs.loading = false
-	b.env.Log.Info("group coordinator loaded", "partition", cs.index, "leader_epoch", cs.epoch, "log_end", cs.loadEnd)
+	b.env.Log.Info("group coordinator loaded", "partition", cs.index, "leader_epoch", cs.epoch,
+		"log_start", cs.p.log.LogStartOffset(), "log_end", cs.loadEnd)
 	// The replayed tail is like a Write: what the shard answers waits for
 	// the high watermark to reach it.
 	b.awaitShardWrite(cs, cs.loadEnd)
@@ -491,6 +492,15 @@ func (b *Broker) unloadShard(cs *coordShard, why string) {
 	for _, id := range sortedKeys(held) {
 		h := held[id]
 		h.done(coordErrorResponse(h.req, kerr.NotCoordinator))
+	}
+}
+
+// unloadShards drops every shard.
+func (b *Broker) unloadShards(why string) {
+	for _, index := range sortedKeys(b.coord.shards) {
+		if cs := b.coord.shards[index]; cs != nil {
+			b.unloadShard(cs, why)
+		}
 	}
 }
 
