@@ -26,21 +26,24 @@ import (
 //   - Key type 1 (transaction): there is no transaction coordinator yet,
 //     so COORDINATOR_NOT_AVAILABLE, the answer of a Kafka whose
 //     __transaction_state has no leader.
-//   - Any other key type (2, share, included: share groups are not
-//     served) is INVALID_REQUEST, as Kafka's CoordinatorType.forId throws
-//     for an unknown one: on every key of the batch, or at the top level
-//     before v4.
+//   - Key type 2 (share, KIP-932) in v6: share groups are not served, so
+//     COORDINATOR_NOT_AVAILABLE, as Kafka answers on a node whose
+//     group.coordinator.rebalance.protocols leaves share out; below v6 it
+//     is INVALID_REQUEST, as in Kafka.
+//   - Any other key type is INVALID_REQUEST, as Kafka's
+//     CoordinatorType.forId throws for an unknown one: on every key of the
+//     batch, or at the top level before v4.
 func (b *Broker) handleFindCoordinator(r *request) {
 	req := r.body.(*kmsg.FindCoordinatorRequest)
 	resp := req.ResponseKind().(*kmsg.FindCoordinatorResponse)
 	if req.Version < 4 {
-		c := b.findCoordinator(req.CoordinatorType, req.CoordinatorKey)
+		c := b.findCoordinator(req.Version, req.CoordinatorType, req.CoordinatorKey)
 		resp.ErrorCode, resp.ErrorMessage, resp.NodeID, resp.Host, resp.Port = c.ErrorCode, c.ErrorMessage, c.NodeID, c.Host, c.Port
 		r.respond(resp)
 		return
 	}
 	for _, key := range req.CoordinatorKeys {
-		resp.Coordinators = append(resp.Coordinators, b.findCoordinator(req.CoordinatorType, key))
+		resp.Coordinators = append(resp.Coordinators, b.findCoordinator(req.Version, req.CoordinatorType, key))
 	}
 	r.respond(resp)
 }
@@ -49,10 +52,11 @@ func (b *Broker) handleFindCoordinator(r *request) {
 const (
 	coordinatorGroup       int8 = 0
 	coordinatorTransaction int8 = 1
+	coordinatorShare       int8 = 2
 )
 
 // findCoordinator answers one key.
-func (b *Broker) findCoordinator(keyType int8, key string) kmsg.FindCoordinatorResponseCoordinator {
+func (b *Broker) findCoordinator(version int16, keyType int8, key string) kmsg.FindCoordinatorResponseCoordinator {
 	c := kmsg.NewFindCoordinatorResponseCoordinator()
 	c.Key, c.NodeID, c.Port = key, -1, -1
 	fail := func(code *kerr.Error) kmsg.FindCoordinatorResponseCoordinator {
@@ -62,6 +66,11 @@ func (b *Broker) findCoordinator(keyType int8, key string) kmsg.FindCoordinatorR
 	switch keyType {
 	case coordinatorGroup:
 	case coordinatorTransaction:
+		return fail(kerr.CoordinatorNotAvailable)
+	case coordinatorShare:
+		if version < 6 {
+			return fail(kerr.InvalidRequest)
+		}
 		return fail(kerr.CoordinatorNotAvailable)
 	default:
 		return fail(kerr.InvalidRequest)

@@ -387,6 +387,12 @@ func TestFindCoordinatorAnswersEachKeyType(t *testing.T) {
 	co := s.do(req).(*kmsg.FindCoordinatorResponse).Coordinators[0]
 	require.Equal(t, kerr.CoordinatorNotAvailable.Code, co.ErrorCode, "no transaction coordinator yet")
 	require.Equal(t, int32(-1), co.NodeID)
+	req.CoordinatorType = 2
+	co = s.do(req).(*kmsg.FindCoordinatorResponse).Coordinators[0]
+	require.Equal(t, kerr.CoordinatorNotAvailable.Code, co.ErrorCode, "no share coordinator")
+	req.Version = 5
+	co = s.do(req).(*kmsg.FindCoordinatorResponse).Coordinators[0]
+	require.Equal(t, kerr.InvalidRequest.Code, co.ErrorCode, "share keys before v6")
 	req.CoordinatorType = 7
 	co = s.do(req).(*kmsg.FindCoordinatorResponse).Coordinators[0]
 	require.Equal(t, kerr.InvalidRequest.Code, co.ErrorCode)
