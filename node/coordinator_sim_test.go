@@ -569,3 +569,35 @@ func TestBatchedGroupRequestsAreSplitByShardAndMergedInOrder(t *testing.T) {
 	listed = s.do(kmsg.NewPtrListGroupsRequest()).(*kmsg.ListGroupsResponse)
 	require.Len(t, listed.Groups, len(names)-2)
 }
+
+func TestAParkedJoinIsAnsweredNotCoordinatorWhenTheCoordinatorIsCutOff(t *testing.T) {
+	c := newSimCluster(t, 77, 3, func(_ int, cfg *Config) { cfg.OffsetsTopicNumPartitions = 1 })
+	const group = "cut"
+	co := c.findCoordinator(0, group)
+	a, b := c.dialMember(co), c.dialMember(co)
+	// a joins alone and is Stable (after the initial rebalance delay).
+	first := c.await(a.send(joinRequest(group, "")))[0].(*kmsg.JoinGroupResponse)
+	joined := c.await(a.send(joinRequest(group, first.MemberID)))[0].(*kmsg.JoinGroupResponse)
+	require.Zero(t, joined.ErrorCode)
+	// b's join starts a rebalance that parks it until a rejoins or a's
+	// rebalance timeout (10 s) runs out.
+	second := c.await(b.send(joinRequest(group, "")))[0].(*kmsg.JoinGroupResponse)
+	parked := b.send(joinRequest(group, second.MemberID))
+	c.world.Run(time.Second)
+	require.Nil(t, parked(), "b's join is parked")
+
+	// Cut the coordinator off from the other brokers: its lease runs out
+	// and another node leads the partition.
+	for i := range c.brokers {
+		if i != co {
+			c.world.Net().Partition(c.host(co), c.host(i))
+			c.world.Net().Partition(c.host(i), c.host(co))
+		}
+	}
+	got := c.await(parked)[0].(*kmsg.JoinGroupResponse)
+	require.Equal(t, kerr.NotCoordinator.Code, got.ErrorCode, "a broker that lost its lease answers nothing for the group")
+
+	next := c.findCoordinator((co+1)%3, group)
+	require.NotEqual(t, co, next)
+	require.Empty(t, c.fetchOffsets(next, group))
+}
