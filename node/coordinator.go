@@ -415,6 +415,9 @@ func (b *Broker) flushShard(cs *coordShard) {
 	ready := cs.responds[:n:n]
 	cs.responds = cs.responds[n:]
 	for _, pr := range ready {
+		if b.coord.shards[cs.index] != cs {
+			return // an answer's next request unloaded it: unloadShard answered the rest
+		}
 		h, ok := cs.held[pr.resp.ID]
 		if !ok {
 			panic(fmt.Sprintf("node: group coordinator %d answered request %d, which it does not hold", cs.index, pr.resp.ID))
