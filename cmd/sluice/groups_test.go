@@ -107,9 +107,9 @@ func (m *groupMember) close() {
 
 // produceTagged produces n records tagged tag, round-robin over the
 // topic's partitions, acks=all, and returns their values.
-func produceTagged(ctx context.Context, t *testing.T, addrs []string, topic, tag string, n int) []string {
-	pr, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.DefaultProduceTopic(topic),
-		kgo.RequiredAcks(kgo.AllISRAcks()), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
+func produceTagged(ctx context.Context, t *testing.T, addrs []string, topic, tag string, n int, opts ...kgo.Opt) []string {
+	pr, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addrs...), kgo.DefaultProduceTopic(topic),
+		kgo.RequiredAcks(kgo.AllISRAcks()), kgo.RecordPartitioner(kgo.RoundRobinPartitioner())}, opts...)...)
 	require.NoError(t, err)
 	defer pr.Close()
 	var recs []*kgo.Record
@@ -288,7 +288,10 @@ func TestGroupCarriesOnFromItsCommitsWhenTheCoordinatorIsKilled(t *testing.T) {
 		}
 	}
 
-	after := produceTagged(ctx, t, alive, "payments", "after", 150)
+	// Not idempotent: the killed node may have been the active controller,
+	// and InitProducerId fails (UNKNOWN_SERVER_ERROR, not retried) until
+	// its successor is known.
+	after := produceTagged(ctx, t, alive, "payments", "after", 150, kgo.DisableIdempotentWrite())
 	waitFor(t, ctx, "the records produced after the kill consumed", func() bool {
 		for _, v := range after {
 			if !m.has(v) {
