@@ -349,6 +349,10 @@ func TestSingleNodeCreatesTheOffsetsTopicWithOneReplicaAndSaysSo(t *testing.T) {
 		return cr.Topics[0].Partitions[0].ErrorCode != kerr.CoordinatorLoadInProgress.Code
 	}, time.Minute))
 	require.Zero(t, cr.Topics[0].Partitions[0].ErrorCode, "commit: %v", kerr.ErrorForCode(cr.Topics[0].Partitions[0].ErrorCode))
+
+	// Only the coordinator writes its topic.
+	pr := s.do(produceRequest(offsetsTopic, 0, -1, valueBatch(wire.NoProducer, 1, "garbage"))).(*kmsg.ProduceResponse)
+	require.Equal(t, kerr.InvalidTopicException.Code, pr.Topics[0].Partitions[0].ErrorCode)
 }
 
 func TestOffsetsTopicWaitsForEveryBrokerRatherThanFewerReplicas(t *testing.T) {
