@@ -23,6 +23,8 @@ import (
 //     idempotent producer's retry with the original offsets.
 //   - An unknown topic or partition is UNKNOWN_TOPIC_OR_PARTITION (an
 //     unknown id UNKNOWN_TOPIC_ID), an illegal name INVALID_TOPIC_EXCEPTION.
+//     So is __consumer_offsets, as Kafka refuses clients' appends to an
+//     internal topic: only its coordinator shards write it.
 //   - acks=1 answers once the batch is in the leader's log, as Kafka does;
 //     acks=-1 once the high watermark passes it (every ISR member has it on
 //     its disk, see replication.go), or REQUEST_TIMED_OUT after the
@@ -109,19 +111,23 @@ func (b *Broker) handleProduce(r *request) {
 
 // produceTopic resolves a produce request's topic by name or (v13+) id.
 func (b *Broker) produceTopic(version int16, rt kmsg.ProduceRequestTopic) (*raftmeta.Topic, *kerr.Error) {
+	var t *raftmeta.Topic
 	if version >= 13 {
-		if t := b.image.Topics[raftmeta.TopicID(rt.TopicID)]; t != nil {
-			return t, nil
+		if t = b.image.Topics[raftmeta.TopicID(rt.TopicID)]; t == nil {
+			return nil, kerr.UnknownTopicID
 		}
-		return nil, kerr.UnknownTopicID
+	} else {
+		if err := validateTopicName(rt.Topic); err != nil {
+			return nil, err
+		}
+		if t = b.image.TopicByName(rt.Topic); t == nil {
+			return nil, kerr.UnknownTopicOrPartition
+		}
 	}
-	if err := validateTopicName(rt.Topic); err != nil {
-		return nil, err
+	if t.Name == offsetsTopic {
+		return nil, kerr.InvalidTopicException
 	}
-	if t := b.image.TopicByName(rt.Topic); t != nil {
-		return t, nil
-	}
-	return nil, kerr.UnknownTopicOrPartition
+	return t, nil
 }
 
 // appendProduced appends one partition's records as leader and fills out.

@@ -192,6 +192,7 @@ func (b *Broker) describeTopic(req *kmsg.MetadataRequest, t *raftmeta.Topic) kms
 	name := t.Name
 	mt.Topic = &name
 	mt.TopicID = t.ID
+	mt.IsInternal = t.Name == offsetsTopic
 	if req.IncludeTopicAuthorizedOperations {
 		mt.AuthorizedOperations = topicOperationsAll
 	}

@@ -271,7 +271,7 @@ func (b *Broker) planAlterTopic(res alterResource) ([]raftmeta.Record, *kerr.Err
 	if err != nil {
 		return nil, err, msg
 	}
-	if why := topicConfigsProblem(next); why != "" {
+	if why := topicConfigsProblem(checkedConfigs(topicSpec{name: res.name, configs: next})); why != "" {
 		return nil, kerr.InvalidConfig, why
 	}
 	if t == nil {

@@ -113,6 +113,10 @@ type Broker struct {
 	// (20_delete_topics.go, alterconfigs.go).
 	deleting inFlight[raftmeta.TopicID]
 	altering inFlight[string]
+
+	// coord runs the group coordinator shards of the __consumer_offsets
+	// partitions this broker leads (coordinator.go).
+	coord coordinator
 }
 
 type brokerState int
@@ -147,6 +151,7 @@ func New(e env.Env, cfg Config) (*Broker, error) {
 		fetchers:      map[int32]*fetcher{},
 		fetchSessions: newFetchSessionCache(e.Rand),
 		warnings:      newWarnLimiter(e.Clock, e.Log),
+		coord:         coordinator{shards: map[int32]*coordShard{}},
 	}
 	b.handlers = map[int16]func(*request){}
 	var served []wire.APIRange
@@ -248,6 +253,7 @@ func (b *Broker) serve(ready func(error), fail func(error)) {
 			b.reconcilePartitions()
 			b.scheduleMaintenance()
 			b.tickReplicas()
+			b.syncShards()
 			b.env.Log.Info("broker started", "node", b.cfg.NodeID, "cluster", b.image.ClusterID,
 				"listeners", fmt.Sprint(b.cfg.Listeners), "topics", len(b.image.Topics), "partitions", b.image.PartitionCount(),
 				"metadata_records_applied", b.meta.recordsApplied, "metadata_apply_seconds", b.meta.applyTime.Seconds())
@@ -357,6 +363,7 @@ func (b *Broker) Shutdown(done func(error)) {
 func (b *Broker) stop(done func(error)) {
 	b.stopHeartbeats()
 	b.stopFetchers()
+	b.unloadShards("the broker is stopping")
 	b.closeListeners()
 	for _, id := range sortedKeys(b.conns) {
 		b.conns[id].close()

@@ -157,6 +157,24 @@ type Config struct {
 	DefaultReplicationFactor int16
 	// AutoCreateTopics is auto.create.topics.enable.
 	AutoCreateTopics bool
+	// OffsetsTopicNumPartitions is offsets.topic.num.partitions: the
+	// partitions of __consumer_offsets, one group coordinator shard each,
+	// fixed when the topic is first created (coordinator.go).
+	OffsetsTopicNumPartitions int32
+	// OffsetsTopicReplicationFactor is offsets.topic.replication.factor:
+	// the replicas of __consumer_offsets. Where Kafka refuses to create the
+	// topic with fewer brokers, Sluice caps it once at the brokers the
+	// cluster is configured to have (BrokersMax), so a single node works
+	// out of the box; a cluster with fewer brokers registered than it
+	// waits.
+	OffsetsTopicReplicationFactor int16
+	// GroupInitialRebalanceDelay is group.initial.rebalance.delay.ms
+	// (3 s): how long a new classic group waits for more members before
+	// its first generation. 0 is no delay.
+	GroupInitialRebalanceDelay time.Duration
+	// coordLoadStepBytes overrides loadStepBytesDefault, for tests of a
+	// load in many steps; 0 is the default.
+	coordLoadStepBytes int64
 
 	// LogRetentionMs is log.retention.ms (or .minutes, .hours) in
 	// milliseconds, as Kafka keeps it: Unlimited (-1) keeps data forever,
@@ -243,6 +261,9 @@ func DefaultConfig() Config {
 		NumPartitions:                    1,
 		DefaultReplicationFactor:         1,
 		AutoCreateTopics:                 true,
+		OffsetsTopicNumPartitions:        50,
+		OffsetsTopicReplicationFactor:    3,
+		GroupInitialRebalanceDelay:       3 * time.Second,
 		LogRetentionMs:                   7 * 24 * 3600 * 1000,
 		LogRetentionBytes:                Unlimited,
 		LogSegmentBytes:                  1 << 30,
@@ -356,6 +377,25 @@ func (c *Config) set(key, value string) (known bool, err error) {
 		return true, err
 	case "auto.create.topics.enable":
 		return true, parseBool(value, &c.AutoCreateTopics)
+	case "offsets.topic.num.partitions":
+		err := parseInt32(value, 1, &c.OffsetsTopicNumPartitions)
+		if err == nil && c.OffsetsTopicNumPartitions > maxPartitionsPerTopic {
+			err = fmt.Errorf("above the limit of %d partitions per topic", maxPartitionsPerTopic)
+		}
+		return true, err
+	case "group.initial.rebalance.delay.ms":
+		var v int32
+		err := parseInt32(value, 0, &v)
+		c.GroupInitialRebalanceDelay = time.Duration(v) * time.Millisecond
+		return true, err
+	case "offsets.topic.replication.factor":
+		var v int32
+		err := parseInt32(value, 1, &v)
+		c.OffsetsTopicReplicationFactor = int16(v)
+		if err == nil && v > 32767 {
+			err = fmt.Errorf("above 32767")
+		}
+		return true, err
 	case "log.retention.ms", "log.retention.minutes", "log.retention.hours":
 		return true, parseMs(key, value, true, &c.LogRetentionMs)
 	case "log.retention.bytes":

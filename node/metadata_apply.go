@@ -35,6 +35,9 @@ func (b *Broker) applyRecords(records []raftmeta.Record) error {
 			b.servePartitions(b.image.Topics[r.Topic.ID])
 		case raftmeta.DeleteTopicRecord:
 			b.dropTopic(deleted)
+			if deleted != nil {
+				b.shardsTopicDeleted(deleted.Name)
+			}
 		case raftmeta.CreatePartitionsRecord:
 			b.servePartitions(b.image.Topics[r.Topic])
 		case raftmeta.PartitionChangeRecord:
@@ -44,6 +47,9 @@ func (b *Broker) applyRecords(records []raftmeta.Record) error {
 				b.reconfigureTopic(r.Name)
 			}
 		}
+	}
+	if b.state == stateRunning {
+		b.syncShards()
 	}
 	return nil
 }

@@ -216,6 +216,9 @@ func (b *Broker) recover(p *partition, done func(error)) {
 		p.recovered, p.recoveryDone, p.recoveryErr = err == nil, true, err
 		if err == nil {
 			b.startReplica(p)
+			if p.topic == offsetsTopic && b.state == stateRunning {
+				b.syncShards()
+			}
 		}
 		done(err)
 		p.recoveryWaiters.wake(err)

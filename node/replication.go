@@ -172,6 +172,7 @@ func (b *Broker) failUnderMinISR(p *partition) {
 // answer NOT_LEADER_OR_FOLLOWER now, and produces waiting for replication
 // fail.
 func (b *Broker) leadershipLost(p *partition) {
+	b.shardPartitionLost(p)
 	for _, f := range slices.Clone(p.watchers) {
 		f.wake()
 	}
@@ -373,6 +374,7 @@ func (b *Broker) partitionFailed(p *partition, err error) {
 	}
 	p.fetching, p.query = false, nil
 	b.assignFetcher(p)
+	b.shardPartitionLost(p)
 	p.failWaiters(&log.Error{Code: kerr.KafkaStorageError, Msg: "the partition went offline", Err: err})
 	for _, f := range slices.Clone(p.watchers) {
 		f.wake()

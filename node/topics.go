@@ -237,7 +237,7 @@ func (b *Broker) planTopic(spec topicSpec) (*raftmeta.Topic, *kerr.Error, string
 	if err != nil {
 		return nil, err, why
 	}
-	if why := topicConfigsProblem(spec.configs); why != "" {
+	if why := topicConfigsProblem(checkedConfigs(spec)); why != "" {
 		return nil, kerr.InvalidConfig, why
 	}
 	t := &raftmeta.Topic{Name: spec.name, ID: b.newTopicID(), Configs: trimmedConfigs(spec.configs)}

@@ -50,16 +50,17 @@ func warnLines(logs *bytes.Buffer, msg string) []string {
 	return out
 }
 
-// findCoordinatorV0 is what kafka-python sends to find a group's
-// coordinator; Sluice does not serve FindCoordinator.
-func findCoordinatorV0() []byte {
-	req := kmsg.NewPtrFindCoordinatorRequest()
-	req.CoordinatorKey = "group"
+// unservedV0 is a request of an API Sluice does not serve (DescribeACLs
+// v0), sent as kafka-python retried FindCoordinator v0 before groups were
+// served.
+func unservedV0() []byte {
+	req := kmsg.NewPtrDescribeACLsRequest()
 	return wire.AppendRequest(nil, 1, "kafka-python", req)
 }
 
 // TestRepeatedWarningIsLoggedOnceAMinutePerHost replays kafka-python
-// retrying an unserved FindCoordinator v0 seven times a second for 30 s,
+// retrying an unserved request seven times a second for 30 s (as it
+// retried FindCoordinator v0 before groups were served),
 // on a new connection each time: one warning, then one line a minute later
 // counting the rest, while another host and another reason are logged at
 // once.
@@ -69,13 +70,13 @@ func TestRepeatedWarningIsLoggedOnceAMinutePerHost(t *testing.T) {
 	s.world.SetLog(&logs, slog.LevelWarn)
 	const unsupported = "closing connection: unsupported request"
 	start := s.world.Now()
-	s.sendFrom("c1", findCoordinatorV0(), 210, time.Second/7)
+	s.sendFrom("c1", unservedV0(), 210, time.Second/7)
 	s.world.Run(30 * time.Second)
 	require.Len(t, warnLines(&logs, unsupported), 1, "identical warnings from one host in 30 s")
-	require.Contains(t, warnLines(&logs, unsupported)[0], "FindCoordinator v0")
+	require.Contains(t, warnLines(&logs, unsupported)[0], "DescribeACLs v0")
 
 	// Another host, and another reason from the same host, are their own.
-	s.sendFrom("c2", findCoordinatorV0(), 1, 0)
+	s.sendFrom("c2", unservedV0(), 1, 0)
 	s.sendFrom("c1", []byte{0xff, 0xff, 0xff, 0xff}, 1, 0)
 	s.world.Run(time.Second)
 	require.Len(t, warnLines(&logs, unsupported), 2)
@@ -88,11 +89,11 @@ func TestRepeatedWarningIsLoggedOnceAMinutePerHost(t *testing.T) {
 	require.Len(t, lines, 3)
 	require.InDelta(t, float64(time.Minute), float64(s.world.Now()-start), float64(clockSlack))
 	require.Contains(t, lines[2], "host=c1 suppressed=209 window=1m0s last.conn=")
-	require.Contains(t, lines[2], "last.err=\"unsupported request: FindCoordinator v0")
+	require.Contains(t, lines[2], "last.err=\"unsupported request: DescribeACLs v0")
 
 	// A quiet minute ends the entry: the next one is logged at once.
 	s.world.Run(2 * time.Minute)
-	s.sendFrom("c1", findCoordinatorV0(), 1, 0)
+	s.sendFrom("c1", unservedV0(), 1, 0)
 	s.world.Run(time.Second)
 	lines = warnLines(&logs, unsupported)
 	require.Len(t, lines, 4)
