@@ -7,6 +7,7 @@ import (
 
 	"github.com/sluicemq/sluice/env"
 	"github.com/sluicemq/sluice/groups"
+	"github.com/sluicemq/sluice/groups/assign"
 	"github.com/sluicemq/sluice/raftmeta"
 	"github.com/sluicemq/sluice/wire"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -212,7 +213,19 @@ func (b *Broker) groupsConfig(index int32) groups.Config {
 			t := b.image.TopicByName(topic)
 			return t != nil && partition >= 0 && int(partition) < len(t.Partitions)
 		},
+		Topics: b.groupTopics,
 	}
+}
+
+// groupTopics lists the image's topics for KIP-848 subscriptions, by name.
+func (b *Broker) groupTopics() []groups.TopicInfo {
+	names := b.image.TopicNames()
+	out := make([]groups.TopicInfo, 0, len(names))
+	for _, name := range names {
+		t := b.image.TopicByName(name)
+		out = append(out, groups.TopicInfo{Name: name, ID: assign.TopicID(t.ID), Partitions: int32(len(t.Partitions))})
+	}
+	return out
 }
 
 // loadShard starts replaying p into a new shard.

@@ -58,6 +58,18 @@ func coordErrorResponse(req kmsg.Request, code *kerr.Error) kmsg.Response {
 		resp := req.ResponseKind().(*kmsg.ListGroupsResponse)
 		resp.ErrorCode = code.Code
 		return resp
+	case *kmsg.ConsumerGroupHeartbeatRequest:
+		resp := req.ResponseKind().(*kmsg.ConsumerGroupHeartbeatResponse)
+		resp.ErrorCode = code.Code
+		return resp
+	case *kmsg.ConsumerGroupDescribeRequest:
+		resp := req.ResponseKind().(*kmsg.ConsumerGroupDescribeResponse)
+		for _, g := range req.Groups {
+			rg := kmsg.NewConsumerGroupDescribeResponseGroup()
+			rg.Group, rg.ErrorCode = g, code.Code
+			resp.Groups = append(resp.Groups, rg)
+		}
+		return resp
 	}
 	panic(fmt.Sprintf("node: no group error response for %T", req))
 }

@@ -42,6 +42,8 @@ func (b *Broker) apiHandlers() []apiHandler {
 		{key: 62, min: 0, max: 4, handle: b.handleBrokerRegistration},
 		{key: 63, min: 0, max: 1, handle: b.handleBrokerHeartbeat},
 		{key: 67, min: 0, max: 0, handle: b.handleAllocateProducerIDs},
+		{key: 68, min: 0, max: 1, handle: b.handleConsumerGroupHeartbeat},
+		{key: 69, min: 0, max: 1, handle: b.handleConsumerGroupDescribe},
 		{key: 75, min: 0, max: 0, handle: b.handleDescribeTopicPartitions},
 		{key: 80, min: 0, max: 1, handle: b.forVoterChanges(b.handleAddRaftVoter)},
 		{key: 81, min: 0, max: 0, handle: b.forVoterChanges(b.handleRemoveRaftVoter)},

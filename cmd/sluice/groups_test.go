@@ -29,9 +29,9 @@ type groupMember struct {
 // startMember starts a group consumer of topic in group that commits what
 // it consumed after each poll (autocommit off), until ctx ends or it is
 // closed.
-func startMember(ctx context.Context, t *testing.T, addrs []string, group, topic, name string) *groupMember {
+func startMember(ctx context.Context, t *testing.T, addrs []string, group, topic, name string, opts ...kgo.Opt) *groupMember {
 	m := &groupMember{name: name, consumed: map[string]int{}, owned: map[int32]bool{}, done: make(chan struct{})}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic),
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addrs...), kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic),
 		kgo.DisableAutoCommit(), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(200*time.Millisecond),
 		kgo.ClientID(name), kgo.RetryTimeout(30*time.Second),
 		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, ps map[string][]int32) {
@@ -57,7 +57,7 @@ func startMember(ctx context.Context, t *testing.T, addrs []string, group, topic
 			for _, p := range ps[topic] {
 				delete(m.owned, p)
 			}
-		}))
+		})}, opts...)...)
 	require.NoError(t, err)
 	m.cl = cl
 	go func() {
@@ -190,6 +190,64 @@ func TestGroupConsumersShareATopicAndOneTakesOverWhenTheOtherLeaves(t *testing.T
 	g := groups["shop"]
 	require.NoError(t, g.Err)
 	require.Equal(t, "Stable", g.State)
+	require.Len(t, g.Members, 1)
+	require.Equal(t, "member-b", g.Members[0].ClientID)
+	b.close()
+}
+
+// TestKIP848ConsumersShareATopicAndOneTakesOverWhenTheOtherLeaves is the
+// test above with franz-go's KIP-848 consumer (kgo.ServerSideBalancer):
+// ConsumerGroupHeartbeat, the broker's assignor, revoke before assign;
+// ConsumerGroupDescribe shows a consumer group of one member at the end,
+// and its commits reached every partition's end.
+func TestKIP848ConsumersShareATopicAndOneTakesOverWhenTheOtherLeaves(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three sluice processes")
+	}
+	c := newCluster(t, 3, "offsets.topic.num.partitions=5")
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	adm := c.adminClient()
+	resp, err := adm.CreateTopic(ctx, 4, 3, nil, "orders")
+	require.NoError(t, err)
+	require.NoError(t, resp.Err)
+	addrs := c.addrs()
+
+	first := produceTagged(ctx, t, addrs, "orders", "first", 200)
+	a := startMember(ctx, t, addrs, "shop848", "orders", "member-a", kgo.ServerSideBalancer())
+	b := startMember(ctx, t, addrs, "shop848", "orders", "member-b", kgo.ServerSideBalancer())
+	waitFor(t, ctx, "both members to own partitions", func() bool { return a.ownedCount() == 2 && b.ownedCount() == 2 })
+	waitFor(t, ctx, "the first records consumed", func() bool {
+		for _, v := range first {
+			if !a.has(v) && !b.has(v) {
+				return false
+			}
+		}
+		return true
+	})
+	described, err := adm.DescribeConsumerGroups(ctx, "shop848")
+	require.NoError(t, err)
+	g := described["shop848"]
+	require.NoError(t, g.Err)
+	require.Len(t, g.Members, 2)
+	require.Equal(t, "uniform", g.AssignorName)
+
+	a.close()
+	waitFor(t, ctx, "member-b to own every partition", func() bool { return b.ownedCount() == 4 })
+	second := produceTagged(ctx, t, addrs, "orders", "second", 100)
+	waitFor(t, ctx, "member-b to consume every later record", func() bool {
+		for _, v := range second {
+			if !b.has(v) {
+				return false
+			}
+		}
+		return true
+	})
+	waitCommittedEnds(ctx, t, adm, "shop848", "orders", 4)
+	described, err = adm.DescribeConsumerGroups(ctx, "shop848")
+	require.NoError(t, err)
+	g = described["shop848"]
+	require.NoError(t, g.Err)
 	require.Len(t, g.Members, 1)
 	require.Equal(t, "member-b", g.Members[0].ClientID)
 	b.close()
