@@ -32,8 +32,8 @@ type groupMember struct {
 func startMember(ctx context.Context, t *testing.T, addrs []string, group, topic, name string, opts ...kgo.Opt) *groupMember {
 	m := &groupMember{name: name, consumed: map[string]int{}, owned: map[int32]bool{}, done: make(chan struct{})}
 	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addrs...), kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic),
-		kgo.DisableAutoCommit(), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(200*time.Millisecond),
-		kgo.ClientID(name), kgo.RetryTimeout(30*time.Second),
+		kgo.DisableAutoCommit(), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(200 * time.Millisecond),
+		kgo.ClientID(name), kgo.RetryTimeout(30 * time.Second),
 		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, ps map[string][]int32) {
 			m.mu.Lock()
 			defer m.mu.Unlock()
