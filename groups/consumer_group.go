@@ -122,15 +122,6 @@ func (cg *consumerGroup) state() string {
 	return "Stable"
 }
 
-// partitionEpoch is Kafka's currentPartitionEpoch: the epoch of the member
-// holding the partition (assigned or pending revocation), or -1.
-func (cg *consumerGroup) partitionEpoch(topic assign.TopicID, partition int32) int32 {
-	if id, ok := cg.owners[partitionRef{topic, partition}]; ok {
-		return cg.members[id].epoch
-	}
-	return -1
-}
-
 // setAssignment replaces a member's reconciliation state, keeping owners.
 // A partition claimed while another member holds it is a broken invariant
 // (Kafka throws IllegalStateException); it is reported, not applied over.

@@ -77,7 +77,7 @@ func TestConsumerGroupProtocolThroughTheCoordinator(t *testing.T) {
 	require.NotNil(t, a.Assignment, "a is told to revoke")
 	ownA = owned(a.Assignment)
 	require.Len(t, partitionsOf(ownA), 2)
-	a = beat("member-a", a.MemberEpoch, ownA) // a acknowledges giving two up
+	beat("member-a", a.MemberEpoch, ownA) // a acknowledges giving two up
 	var ownB []kmsg.ConsumerGroupHeartbeatRequestTopic
 	for range 3 {
 		b = beat("member-b", epochB, ownB)
