@@ -17,6 +17,9 @@ import (
 // before any id of the block is used, so an id never repeats, across
 // restarts included: a restart abandons the rest of its block.
 //
+// An id that cannot be reserved yet (no controller) gets
+// COORDINATOR_LOAD_IN_PROGRESS, which clients retry.
+//
 // Transactions are not served yet: a transactional id gets
 // UNSUPPORTED_VERSION, which clients treat as fatal rather than retrying. An
 // empty, non-null transactional id is INVALID_REQUEST, as in Kafka.
@@ -34,8 +37,13 @@ func (b *Broker) handleInitProducerID(r *request) {
 	}
 	b.producerIDs.next(b, func(id int64, err error) {
 		if err != nil {
-			b.env.Log.Error("allocate producer id", "err", err)
-			resp.ErrorCode = kerr.UnknownServerError.Code
+			// No block could be reserved (the controller is failing over,
+			// say): COORDINATOR_LOAD_IN_PROGRESS, which every client
+			// retries, as Kafka's RPCProducerIdManager answers while its
+			// next block is not there; UNKNOWN_SERVER_ERROR made franz-go
+			// give up on an idempotent producer after a controller's kill.
+			b.env.Log.Warn("allocate producer id", "err", err)
+			resp.ErrorCode = kerr.CoordinatorLoadInProgress.Code
 		} else {
 			resp.ProducerID, resp.ProducerEpoch = id, 0
 		}

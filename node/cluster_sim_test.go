@@ -598,3 +598,36 @@ func TestClusterPartitionReopenedAfterARestartKeepsItsHighWatermark(t *testing.T
 	}, time.Minute), "the partition never served again")
 	require.Equal(t, int64(5), hw, "the first fetch after the partition reopened")
 }
+
+// With no quorum to reserve a block of producer ids, InitProducerId is
+// answered COORDINATOR_LOAD_IN_PROGRESS, which clients retry (Kafka's
+// RPCProducerIdManager answers it while its next block is not there), and
+// once the quorum is back the retry gets an id.
+func TestInitProducerIDWithoutAQuorumIsRetriable(t *testing.T) {
+	c := newSimCluster(t, 31, 3, nil)
+	c.controller()
+	for _, i := range []int{1, 2} {
+		c.world.Node(c.host(i)).Kill()
+		c.brokers[i], c.clients[i] = nil, nil
+	}
+	resp, err := c.do(0, kmsg.NewPtrInitProducerIDRequest())
+	require.NoError(t, err)
+	require.Equal(t, kerr.CoordinatorLoadInProgress.Code, resp.(*kmsg.InitProducerIDResponse).ErrorCode)
+
+	for _, i := range []int{1, 2} {
+		c.world.Node(c.host(i)).Restart()
+	}
+	require.True(t, c.world.RunUntil(func() bool {
+		resp, err := c.do(0, kmsg.NewPtrInitProducerIDRequest())
+		if err != nil {
+			return false
+		}
+		got := resp.(*kmsg.InitProducerIDResponse)
+		if got.ErrorCode == kerr.CoordinatorLoadInProgress.Code {
+			c.world.Run(100 * time.Millisecond)
+			return false
+		}
+		require.Zero(t, got.ErrorCode)
+		return got.ProducerID >= 0
+	}, 2*time.Minute), "no producer id once the quorum is back")
+}
