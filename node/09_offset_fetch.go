@@ -1,10 +1,6 @@
 package node
 
-import (
-	"fmt"
-
-	"github.com/twmb/franz-go/pkg/kmsg"
-)
+import "github.com/twmb/franz-go/pkg/kmsg"
 
 // OffsetFetch, versions 0-9.
 //
@@ -27,27 +23,14 @@ func (b *Broker) handleOffsetFetch(r *request) {
 	for i, g := range req.Groups {
 		ids[i] = g.Group
 	}
-	split := b.splitGroups(ids)
-	sub := func(index int32) kmsg.Request {
-		s := *req
-		s.Groups = nil
-		for _, i := range split.positions[index] {
-			s.Groups = append(s.Groups, req.Groups[i])
-		}
-		return &s
-	}
-	b.fanOut(r, split.shards, sub, func(answers []kmsg.Response) {
-		resp := req.ResponseKind().(*kmsg.OffsetFetchResponse)
-		resp.Groups = make([]kmsg.OffsetFetchResponseGroup, len(req.Groups))
-		for j, index := range split.shards {
-			got := answers[j].(*kmsg.OffsetFetchResponse)
-			if len(got.Groups) != len(split.positions[index]) {
-				panic(fmt.Sprintf("node: shard %d answered %d groups of %d", index, len(got.Groups), len(split.positions[index])))
-			}
-			for k, i := range split.positions[index] {
-				resp.Groups[i] = got.Groups[k]
-			}
-		}
-		r.respond(resp)
-	})
+	fanOutGroups(b, r, ids, req.Groups,
+		func(part []kmsg.OffsetFetchRequestGroup) kmsg.Request { s := *req; s.Groups = part; return &s },
+		func(resp kmsg.Response) []kmsg.OffsetFetchResponseGroup {
+			return resp.(*kmsg.OffsetFetchResponse).Groups
+		},
+		func(merged []kmsg.OffsetFetchResponseGroup) {
+			resp := req.ResponseKind().(*kmsg.OffsetFetchResponse)
+			resp.Groups = merged
+			r.respond(resp)
+		})
 }

@@ -1,10 +1,6 @@
 package node
 
-import (
-	"fmt"
-
-	"github.com/twmb/franz-go/pkg/kmsg"
-)
+import "github.com/twmb/franz-go/pkg/kmsg"
 
 // DescribeGroups, versions 0-5.
 //
@@ -14,27 +10,14 @@ import (
 // shard's coordinator error (11_join_group.go) on its own entry.
 func (b *Broker) handleDescribeGroups(r *request) {
 	req := r.body.(*kmsg.DescribeGroupsRequest)
-	split := b.splitGroups(req.Groups)
-	sub := func(index int32) kmsg.Request {
-		s := *req
-		s.Groups = nil
-		for _, i := range split.positions[index] {
-			s.Groups = append(s.Groups, req.Groups[i])
-		}
-		return &s
-	}
-	b.fanOut(r, split.shards, sub, func(answers []kmsg.Response) {
-		resp := req.ResponseKind().(*kmsg.DescribeGroupsResponse)
-		resp.Groups = make([]kmsg.DescribeGroupsResponseGroup, len(req.Groups))
-		for j, index := range split.shards {
-			got := answers[j].(*kmsg.DescribeGroupsResponse)
-			if len(got.Groups) != len(split.positions[index]) {
-				panic(fmt.Sprintf("node: shard %d answered %d groups of %d", index, len(got.Groups), len(split.positions[index])))
-			}
-			for k, i := range split.positions[index] {
-				resp.Groups[i] = got.Groups[k]
-			}
-		}
-		r.respond(resp)
-	})
+	fanOutGroups(b, r, req.Groups, req.Groups,
+		func(part []string) kmsg.Request { s := *req; s.Groups = part; return &s },
+		func(resp kmsg.Response) []kmsg.DescribeGroupsResponseGroup {
+			return resp.(*kmsg.DescribeGroupsResponse).Groups
+		},
+		func(merged []kmsg.DescribeGroupsResponseGroup) {
+			resp := req.ResponseKind().(*kmsg.DescribeGroupsResponse)
+			resp.Groups = merged
+			r.respond(resp)
+		})
 }

@@ -1,10 +1,6 @@
 package node
 
-import (
-	"fmt"
-
-	"github.com/twmb/franz-go/pkg/kmsg"
-)
+import "github.com/twmb/franz-go/pkg/kmsg"
 
 // DeleteGroups, versions 0-2.
 //
@@ -14,27 +10,14 @@ import (
 // here gets the coordinator error (11_join_group.go) on its own entry.
 func (b *Broker) handleDeleteGroups(r *request) {
 	req := r.body.(*kmsg.DeleteGroupsRequest)
-	split := b.splitGroups(req.Groups)
-	sub := func(index int32) kmsg.Request {
-		s := *req
-		s.Groups = nil
-		for _, i := range split.positions[index] {
-			s.Groups = append(s.Groups, req.Groups[i])
-		}
-		return &s
-	}
-	b.fanOut(r, split.shards, sub, func(answers []kmsg.Response) {
-		resp := req.ResponseKind().(*kmsg.DeleteGroupsResponse)
-		resp.Groups = make([]kmsg.DeleteGroupsResponseGroup, len(req.Groups))
-		for j, index := range split.shards {
-			got := answers[j].(*kmsg.DeleteGroupsResponse)
-			if len(got.Groups) != len(split.positions[index]) {
-				panic(fmt.Sprintf("node: shard %d answered %d groups of %d", index, len(got.Groups), len(split.positions[index])))
-			}
-			for k, i := range split.positions[index] {
-				resp.Groups[i] = got.Groups[k]
-			}
-		}
-		r.respond(resp)
-	})
+	fanOutGroups(b, r, req.Groups, req.Groups,
+		func(part []string) kmsg.Request { s := *req; s.Groups = part; return &s },
+		func(resp kmsg.Response) []kmsg.DeleteGroupsResponseGroup {
+			return resp.(*kmsg.DeleteGroupsResponse).Groups
+		},
+		func(merged []kmsg.DeleteGroupsResponseGroup) {
+			resp := req.ResponseKind().(*kmsg.DeleteGroupsResponse)
+			resp.Groups = merged
+			r.respond(resp)
+		})
 }

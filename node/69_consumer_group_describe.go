@@ -1,10 +1,6 @@
 package node
 
-import (
-	"fmt"
-
-	"github.com/twmb/franz-go/pkg/kmsg"
-)
+import "github.com/twmb/franz-go/pkg/kmsg"
 
 // ConsumerGroupDescribe (KIP-848), versions 0-1.
 //
@@ -15,27 +11,14 @@ import (
 // not served here gets that shard's coordinator error on its own entry.
 func (b *Broker) handleConsumerGroupDescribe(r *request) {
 	req := r.body.(*kmsg.ConsumerGroupDescribeRequest)
-	split := b.splitGroups(req.Groups)
-	sub := func(index int32) kmsg.Request {
-		s := *req
-		s.Groups = nil
-		for _, i := range split.positions[index] {
-			s.Groups = append(s.Groups, req.Groups[i])
-		}
-		return &s
-	}
-	b.fanOut(r, split.shards, sub, func(answers []kmsg.Response) {
-		resp := req.ResponseKind().(*kmsg.ConsumerGroupDescribeResponse)
-		resp.Groups = make([]kmsg.ConsumerGroupDescribeResponseGroup, len(req.Groups))
-		for j, index := range split.shards {
-			got := answers[j].(*kmsg.ConsumerGroupDescribeResponse)
-			if len(got.Groups) != len(split.positions[index]) {
-				panic(fmt.Sprintf("node: shard %d described %d consumer groups of %d", index, len(got.Groups), len(split.positions[index])))
-			}
-			for k, i := range split.positions[index] {
-				resp.Groups[i] = got.Groups[k]
-			}
-		}
-		r.respond(resp)
-	})
+	fanOutGroups(b, r, req.Groups, req.Groups,
+		func(part []string) kmsg.Request { s := *req; s.Groups = part; return &s },
+		func(resp kmsg.Response) []kmsg.ConsumerGroupDescribeResponseGroup {
+			return resp.(*kmsg.ConsumerGroupDescribeResponse).Groups
+		},
+		func(merged []kmsg.ConsumerGroupDescribeResponseGroup) {
+			resp := req.ResponseKind().(*kmsg.ConsumerGroupDescribeResponse)
+			resp.Groups = merged
+			r.respond(resp)
+		})
 }

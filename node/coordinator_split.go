@@ -1,6 +1,7 @@
 package node
 
 import (
+	"fmt"
 	"slices"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -53,6 +54,37 @@ func (b *Broker) fanOut(r *request, shards []int32, sub func(index int32) kmsg.R
 			}
 		})
 	}
+}
+
+// fanOutGroups runs a batched request over its groups' shards: the
+// request names groups (one entry each, G), ids their group ids in order;
+// each shard gets a copy of req holding only its own entries (withGroups
+// makes it), answers them in order (answered reads them back), and done
+// gets every answer, in the request's order. A group of a shard not served
+// here gets that shard's coordinator error in its own entry.
+func fanOutGroups[E, G any](b *Broker, r *request, ids []string, entries []E,
+	withGroups func([]E) kmsg.Request, answered func(kmsg.Response) []G, done func([]G)) {
+	split := b.splitGroups(ids)
+	sub := func(index int32) kmsg.Request {
+		part := make([]E, 0, len(split.positions[index]))
+		for _, i := range split.positions[index] {
+			part = append(part, entries[i])
+		}
+		return withGroups(part)
+	}
+	b.fanOut(r, split.shards, sub, func(answers []kmsg.Response) {
+		merged := make([]G, len(ids))
+		for j, index := range split.shards {
+			got := answered(answers[j])
+			if len(got) != len(split.positions[index]) {
+				panic(fmt.Sprintf("node: shard %d answered %d groups of %d", index, len(got), len(split.positions[index])))
+			}
+			for k, i := range split.positions[index] {
+				merged[i] = got[k]
+			}
+		}
+		done(merged)
+	})
 }
 
 // emptyGroupID answers a request naming the empty group id
