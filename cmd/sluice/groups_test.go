@@ -131,126 +131,100 @@ func waitFor(t *testing.T, ctx context.Context, what string, cond func() bool) {
 	}
 }
 
-// TestGroupConsumersShareATopicAndOneTakesOverWhenTheOtherLeaves: three
-// real nodes, __consumer_offsets at rf 3; two franz-go group consumers
-// (cooperative-sticky, franz-go's default) split a topic's four
-// partitions, consume and commit; one leaves, the other takes its
-// partitions over and consumes what comes next on them. The committed
-// offsets (kadm.FetchOffsets) are the partitions' ends.
+// TestGroupConsumersShareATopicAndOneTakesOverWhenTheOtherLeaves: two
+// franz-go group members split a topic's four partitions, consume and
+// commit; one leaves, the other takes its partitions over and consumes
+// what comes next on them, and the committed offsets (kadm.FetchOffsets)
+// are the partitions' ends. Once with the classic protocol
+// (cooperative-sticky, franz-go's default; DescribeGroups shows one Stable
+// member at the end), once with franz-go's KIP-848 consumer
+// (kgo.ServerSideBalancer: ConsumerGroupHeartbeat, the broker's uniform
+// assignor, revoke before assign; DescribeConsumerGroups shows it).
 func TestGroupConsumersShareATopicAndOneTakesOverWhenTheOtherLeaves(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts three sluice processes")
 	}
 	c := newCluster(t, 3, "offsets.topic.num.partitions=5", "group.initial.rebalance.delay.ms=0")
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
 	adm := c.adminClient()
-	resp, err := adm.CreateTopic(ctx, 4, 3, nil, "orders")
-	require.NoError(t, err)
-	require.NoError(t, resp.Err)
 	addrs := c.addrs()
-
-	first := produceTagged(ctx, t, addrs, "orders", "first", 200)
-	a := startMember(ctx, t, addrs, "shop", "orders", "member-a")
-	b := startMember(ctx, t, addrs, "shop", "orders", "member-b")
-	waitFor(t, ctx, "both members to own partitions", func() bool { return a.ownedCount() == 2 && b.ownedCount() == 2 })
-	waitFor(t, ctx, "the first records consumed", func() bool {
-		for _, v := range first {
-			if !a.has(v) && !b.has(v) {
-				return false
+	for _, tc := range []struct {
+		protocol string
+		opts     []kgo.Opt
+		// members checks the group's description: how many members, and
+		// if one, that it is member-b.
+		members func(ctx context.Context, group string, want int)
+	}{
+		{"classic", nil, func(ctx context.Context, group string, want int) {
+			described, err := adm.DescribeGroups(ctx, group)
+			require.NoError(t, err)
+			g := described[group]
+			require.NoError(t, g.Err)
+			require.Equal(t, "Stable", g.State)
+			require.Len(t, g.Members, want)
+			if want == 1 {
+				require.Equal(t, "member-b", g.Members[0].ClientID)
 			}
-		}
-		return true
-	})
+		}},
+		{"consumer", []kgo.Opt{kgo.ServerSideBalancer()}, func(ctx context.Context, group string, want int) {
+			described, err := adm.DescribeConsumerGroups(ctx, group)
+			require.NoError(t, err)
+			g := described[group]
+			require.NoError(t, g.Err)
+			require.Equal(t, "uniform", g.AssignorName)
+			require.Len(t, g.Members, want)
+			if want == 1 {
+				require.Equal(t, "member-b", g.Members[0].ClientID)
+			}
+		}},
+	} {
+		t.Run(tc.protocol, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+			defer cancel()
+			topic, group := "orders-"+tc.protocol, "shop-"+tc.protocol
+			resp, err := adm.CreateTopic(ctx, 4, 3, nil, topic)
+			require.NoError(t, err)
+			require.NoError(t, resp.Err)
 
-	topics, err := adm.ListTopics(ctx, "__consumer_offsets")
-	require.NoError(t, err)
-	detail := topics["__consumer_offsets"]
-	require.True(t, detail.IsInternal)
-	require.Len(t, detail.Partitions, 5)
-	for _, p := range detail.Partitions {
-		require.Len(t, p.Replicas, 3)
+			first := produceTagged(ctx, t, addrs, topic, "first", 200)
+			a := startMember(ctx, t, addrs, group, topic, "member-a", tc.opts...)
+			b := startMember(ctx, t, addrs, group, topic, "member-b", tc.opts...)
+			waitFor(t, ctx, "both members to own partitions", func() bool { return a.ownedCount() == 2 && b.ownedCount() == 2 })
+			waitFor(t, ctx, "the first records consumed", func() bool {
+				for _, v := range first {
+					if !a.has(v) && !b.has(v) {
+						return false
+					}
+				}
+				return true
+			})
+			if tc.protocol == "classic" {
+				topics, err := adm.ListTopics(ctx, "__consumer_offsets")
+				require.NoError(t, err)
+				detail := topics["__consumer_offsets"]
+				require.True(t, detail.IsInternal)
+				require.Len(t, detail.Partitions, 5)
+				for _, p := range detail.Partitions {
+					require.Len(t, p.Replicas, 3)
+				}
+			}
+			tc.members(ctx, group, 2)
+
+			a.close()
+			waitFor(t, ctx, "member-b to own every partition", func() bool { return b.ownedCount() == 4 })
+			second := produceTagged(ctx, t, addrs, topic, "second", 100)
+			waitFor(t, ctx, "member-b to consume every later record", func() bool {
+				for _, v := range second {
+					if !b.has(v) {
+						return false
+					}
+				}
+				return true
+			})
+			waitCommittedEnds(ctx, t, adm, group, topic, 4)
+			tc.members(ctx, group, 1)
+			b.close()
+		})
 	}
-
-	a.close()
-	waitFor(t, ctx, "member-b to own every partition", func() bool { return b.ownedCount() == 4 })
-	second := produceTagged(ctx, t, addrs, "orders", "second", 100)
-	waitFor(t, ctx, "member-b to consume every later record", func() bool {
-		for _, v := range second {
-			if !b.has(v) {
-				return false
-			}
-		}
-		return true
-	})
-
-	waitCommittedEnds(ctx, t, adm, "shop", "orders", 4)
-	groups, err := adm.DescribeGroups(ctx, "shop")
-	require.NoError(t, err)
-	g := groups["shop"]
-	require.NoError(t, g.Err)
-	require.Equal(t, "Stable", g.State)
-	require.Len(t, g.Members, 1)
-	require.Equal(t, "member-b", g.Members[0].ClientID)
-	b.close()
-}
-
-// TestKIP848ConsumersShareATopicAndOneTakesOverWhenTheOtherLeaves is the
-// test above with franz-go's KIP-848 consumer (kgo.ServerSideBalancer):
-// ConsumerGroupHeartbeat, the broker's assignor, revoke before assign;
-// ConsumerGroupDescribe shows a consumer group of one member at the end,
-// and its commits reached every partition's end.
-func TestKIP848ConsumersShareATopicAndOneTakesOverWhenTheOtherLeaves(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts three sluice processes")
-	}
-	c := newCluster(t, 3, "offsets.topic.num.partitions=5")
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	adm := c.adminClient()
-	resp, err := adm.CreateTopic(ctx, 4, 3, nil, "orders")
-	require.NoError(t, err)
-	require.NoError(t, resp.Err)
-	addrs := c.addrs()
-
-	first := produceTagged(ctx, t, addrs, "orders", "first", 200)
-	a := startMember(ctx, t, addrs, "shop848", "orders", "member-a", kgo.ServerSideBalancer())
-	b := startMember(ctx, t, addrs, "shop848", "orders", "member-b", kgo.ServerSideBalancer())
-	waitFor(t, ctx, "both members to own partitions", func() bool { return a.ownedCount() == 2 && b.ownedCount() == 2 })
-	waitFor(t, ctx, "the first records consumed", func() bool {
-		for _, v := range first {
-			if !a.has(v) && !b.has(v) {
-				return false
-			}
-		}
-		return true
-	})
-	described, err := adm.DescribeConsumerGroups(ctx, "shop848")
-	require.NoError(t, err)
-	g := described["shop848"]
-	require.NoError(t, g.Err)
-	require.Len(t, g.Members, 2)
-	require.Equal(t, "uniform", g.AssignorName)
-
-	a.close()
-	waitFor(t, ctx, "member-b to own every partition", func() bool { return b.ownedCount() == 4 })
-	second := produceTagged(ctx, t, addrs, "orders", "second", 100)
-	waitFor(t, ctx, "member-b to consume every later record", func() bool {
-		for _, v := range second {
-			if !b.has(v) {
-				return false
-			}
-		}
-		return true
-	})
-	waitCommittedEnds(ctx, t, adm, "shop848", "orders", 4)
-	described, err = adm.DescribeConsumerGroups(ctx, "shop848")
-	require.NoError(t, err)
-	g = described["shop848"]
-	require.NoError(t, g.Err)
-	require.Len(t, g.Members, 1)
-	require.Equal(t, "member-b", g.Members[0].ClientID)
-	b.close()
 }
 
 // TestKcatGroupConsumerCommits: kcat -G (librdkafka's balanced consumer)
