@@ -213,7 +213,9 @@ func (b *Broker) groupsConfig(index int32) groups.Config {
 			t := b.image.TopicByName(topic)
 			return t != nil && partition >= 0 && int(partition) < len(t.Partitions)
 		},
-		Topics: b.groupTopics,
+		Topics:                    b.groupTopics,
+		ConsumerSessionTimeout:    b.cfg.GroupConsumerSessionTimeout,
+		ConsumerSessionTimeoutMin: b.cfg.GroupConsumerMinSessionTimeout,
 	}
 }
 
