@@ -179,6 +179,12 @@ type Config struct {
 	// be configured. 0 is Kafka's default (45 s each).
 	GroupConsumerSessionTimeout    time.Duration
 	GroupConsumerMinSessionTimeout time.Duration
+	// SabotageCoordinatorEarlyAck, for the simulator's sabotage tests
+	// alone (no property sets it), makes the group coordinator answer a
+	// request as soon as its shard does, before the high watermark passes
+	// the records it wrote: a broken broker whose acknowledged commits a
+	// failover or a power loss can lose.
+	SabotageCoordinatorEarlyAck bool
 	// coordLoadStepBytes overrides loadStepBytesDefault, for tests of a
 	// load in many steps; 0 is the default.
 	coordLoadStepBytes int64

@@ -314,7 +314,11 @@ func (b *Broker) shardReady(cs *coordShard) {
 			return // a Write failed: the shard is gone, its requests answered
 		}
 		if e.Respond != nil {
-			cs.responds = append(cs.responds, pendingRespond{after: cs.writeEnd, resp: *e.Respond})
+			after := cs.writeEnd
+			if b.cfg.SabotageCoordinatorEarlyAck {
+				after = cs.committed
+			}
+			cs.responds = append(cs.responds, pendingRespond{after: after, resp: *e.Respond})
 			continue
 		}
 		b.shardWrite(cs, e)
