@@ -365,6 +365,7 @@ func (m *groupMember) joinGroup() {
 			return
 		}
 		jr := resp.(*kmsg.JoinGroupResponse)
+		m.g.r.logf("%s JoinGroup %s as %q: error %d, generation %d", m.name, m.group, m.memberID, jr.ErrorCode, jr.Generation)
 		switch code := jr.ErrorCode; {
 		case code == kerr.MemberIDRequired.Code:
 			m.memberID = jr.MemberID
@@ -435,6 +436,7 @@ func (m *groupMember) syncGroup(jr *kmsg.JoinGroupResponse) {
 			return
 		}
 		sr := resp.(*kmsg.SyncGroupResponse)
+		m.g.r.logf("%s SyncGroup %s generation %d: error %d", m.name, m.group, m.generation, sr.ErrorCode)
 		switch code := sr.ErrorCode; {
 		case coordinatorError(code):
 			m.coordinatorLost(kerr.ErrorForCode(code))
@@ -506,7 +508,11 @@ func (m *groupMember) heartbeat() {
 			m.backoff()
 			return
 		}
-		switch code := resp.(*kmsg.HeartbeatResponse).ErrorCode; {
+		code := resp.(*kmsg.HeartbeatResponse).ErrorCode
+		if code != 0 {
+			m.g.r.logf("%s Heartbeat %s generation %d: error %d", m.name, m.group, m.generation, code)
+		}
+		switch {
 		case code == 0:
 			m.leaseFrom = sent
 			m.nextHeartbeat = m.now() + m.session/3
@@ -551,6 +557,8 @@ func (m *groupMember) consumerHeartbeat() {
 			return
 		}
 		hr := resp.(*kmsg.ConsumerGroupHeartbeatResponse)
+		m.g.r.logf("%s ConsumerGroupHeartbeat %s as %q epoch %d owning %v: error %d, epoch %d, assignment %v", m.name, m.group, m.memberID,
+			req.MemberEpoch, m.owned, hr.ErrorCode, hr.MemberEpoch, hr.Assignment != nil)
 		switch code := hr.ErrorCode; {
 		case code == 0:
 			m.consumerAnswer(hr, sent)
