@@ -512,13 +512,17 @@ func (r *clusterRun) liveness() {
 		r.fail("liveness: operations still pending %s after healing: %s", livenessLimit, r.describeBusy())
 		return
 	}
+	if r.groups != nil {
+		// Before convergence: the final images are taken once the
+		// nodes agree, and the world must not run on between.
+		r.groups.settle()
+	}
 	if !w.RunUntil(r.converged, livenessLimit) {
 		r.fail("liveness: the nodes did not converge in %s after healing: %s", livenessLimit, r.describeBusy())
 		return
 	}
 	r.sampleAll()
 	if r.groups != nil {
-		r.groups.settle()
 		r.noteOffsetsTopic()
 	}
 	for _, n := range r.nodes {
