@@ -172,6 +172,19 @@ type Config struct {
 	// (3 s): how long a new classic group waits for more members before
 	// its first generation. 0 is no delay.
 	GroupInitialRebalanceDelay time.Duration
+	// GroupConsumerSessionTimeout and GroupConsumerMinSessionTimeout are
+	// group.consumer.session.timeout.ms and
+	// group.consumer.min.session.timeout.ms: how long a KIP-848 member may
+	// go without a heartbeat before it is fenced, and the least that may
+	// be configured. 0 is Kafka's default (45 s each).
+	GroupConsumerSessionTimeout    time.Duration
+	GroupConsumerMinSessionTimeout time.Duration
+	// SabotageCoordinatorEarlyAck, for the simulator's sabotage tests
+	// alone (no property sets it), makes the group coordinator answer a
+	// request as soon as its shard does, before the high watermark passes
+	// the records it wrote: a broken broker whose acknowledged commits a
+	// failover or a power loss can lose.
+	SabotageCoordinatorEarlyAck bool
 	// coordLoadStepBytes overrides loadStepBytesDefault, for tests of a
 	// load in many steps; 0 is the default.
 	coordLoadStepBytes int64
@@ -387,6 +400,16 @@ func (c *Config) set(key, value string) (known bool, err error) {
 		var v int32
 		err := parseInt32(value, 0, &v)
 		c.GroupInitialRebalanceDelay = time.Duration(v) * time.Millisecond
+		return true, err
+	case "group.consumer.session.timeout.ms", "group.consumer.min.session.timeout.ms":
+		var v int32
+		err := parseInt32(value, 1, &v)
+		d := time.Duration(v) * time.Millisecond
+		if key == "group.consumer.session.timeout.ms" {
+			c.GroupConsumerSessionTimeout = d
+		} else {
+			c.GroupConsumerMinSessionTimeout = d
+		}
 		return true, err
 	case "offsets.topic.replication.factor":
 		var v int32

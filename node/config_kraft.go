@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/sluicemq/sluice/groups"
 )
 
 // The configuration of a node in a KRaft cluster, read as Kafka reads it
@@ -278,6 +280,13 @@ func listenerNames(ls []Listener) string {
 // work is refused at start rather than failing every request that uses it.
 // Each key's own value was checked when it was read (ApplyProperties); the
 // lists are checked again here, for configurations built in code.
+// validateGroups checks the group coordinator's settings as the shards
+// will take them.
+func (c Config) validateGroups() error {
+	return groups.Config{ConsumerSessionTimeout: c.GroupConsumerSessionTimeout,
+		ConsumerSessionTimeoutMin: c.GroupConsumerMinSessionTimeout}.Validate()
+}
+
 func (c Config) Validate() error {
 	for _, check := range []func() error{
 		c.validateListenerLists,
@@ -291,6 +300,7 @@ func (c Config) Validate() error {
 		c.validateTimeouts,
 		c.validateReplicationFactor,
 		c.validateReplicaSelector,
+		c.validateGroups,
 	} {
 		if err := check(); err != nil {
 			return err

@@ -162,3 +162,17 @@ func TestConnectionTimeoutDefaults(t *testing.T) {
 		require.ErrorContains(t, err, "must be positive, or -1 for no timeout", text)
 	}
 }
+
+// The KIP-848 session timeout is Kafka's pair of keys, and a session
+// below the configured minimum is refused as Kafka's
+// GroupCoordinatorConfig refuses it.
+func TestConsumerGroupSessionTimeoutKeys(t *testing.T) {
+	cfg, _, err := ParseProperties("group.consumer.session.timeout.ms=8000\ngroup.consumer.min.session.timeout.ms=6000\n", DefaultConfig())
+	require.NoError(t, err)
+	require.Equal(t, 8*time.Second, cfg.GroupConsumerSessionTimeout)
+	require.Equal(t, 6*time.Second, cfg.GroupConsumerMinSessionTimeout)
+	require.NoError(t, cfg.Validate())
+	cfg, _, err = ParseProperties("group.consumer.session.timeout.ms=8000\n", DefaultConfig())
+	require.NoError(t, err)
+	require.Error(t, cfg.Validate(), "8 s is below the default minimum of 45 s")
+}

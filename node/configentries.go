@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluicemq/sluice/groups"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -89,6 +90,16 @@ func brokerConfigDefs() []brokerConfigDef {
 		{name: "group.initial.rebalance.delay.ms", kind: kindInt, kafkaDefault: def("3000"),
 			value: func(c Config) string { return durationMsString(c.GroupInitialRebalanceDelay) },
 			doc:   "How long a new classic group waits for more members before its first rebalance."},
+		{name: "group.consumer.session.timeout.ms", kind: kindInt, kafkaDefault: def("45000"),
+			value: func(c Config) string {
+				return durationMsString(orDefault(c.GroupConsumerSessionTimeout, groups.DefaultConsumerSessionTimeout))
+			},
+			doc: "How long a consumer-protocol member may go without a heartbeat before it is fenced."},
+		{name: "group.consumer.min.session.timeout.ms", kind: kindInt, kafkaDefault: def("45000"),
+			value: func(c Config) string {
+				return durationMsString(orDefault(c.GroupConsumerMinSessionTimeout, groups.DefaultConsumerSessionTimeoutMin))
+			},
+			doc: "The least group.consumer.session.timeout.ms may be."},
 		{name: "offsets.topic.replication.factor", kind: kindShort, kafkaDefault: def("3"),
 			value: func(c Config) string { return strconv.Itoa(int(c.OffsetsTopicReplicationFactor)) },
 			doc:   "The replication factor of __consumer_offsets, capped at the brokers the cluster is configured to have."},
@@ -312,6 +323,14 @@ func (b *Broker) topicConfigEntries(set map[string]string) []configEntry {
 
 // durationMsString writes a duration in milliseconds, a negative one (no
 // timeout) as Kafka's -1.
+// orDefault is d, or def when d is 0.
+func orDefault(d, def time.Duration) time.Duration {
+	if d == 0 {
+		return def
+	}
+	return d
+}
+
 func durationMsString(d time.Duration) string {
 	if d < 0 {
 		return "-1"

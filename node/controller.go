@@ -25,6 +25,9 @@ import (
 type monoClock struct {
 	now   time.Time
 	timer env.Timer
+	// last is Clock.Now at the last tick, from which fine reads
+	// (Broker.monoNow) count.
+	last time.Time
 }
 
 // monoTick is monoClock's resolution; sessions are seconds long.
@@ -32,7 +35,7 @@ const monoTick = 100 * time.Millisecond
 
 func (b *Broker) startMonoClock() {
 	b.mono.now = b.env.Clock.Now()
-	last := b.mono.now
+	b.mono.last = b.mono.now
 	var tick func()
 	tick = func() {
 		// A tick that fires late (a busy loop) counts the time that
@@ -41,7 +44,7 @@ func (b *Broker) startMonoClock() {
 		// one tick per firing lost the time of late ticks, and under load
 		// a 9 s session lasted 18 s.
 		now := b.env.Clock.Now()
-		elapsed := now.Sub(last)
+		elapsed := now.Sub(b.mono.last)
 		if elapsed > monoJumpMax {
 			// A jump forward, or the process was stopped that long: how
 			// much time passed is unknown, so the leader lease (which
@@ -52,11 +55,21 @@ func (b *Broker) startMonoClock() {
 		if elapsed < 0 || elapsed > monoJumpMax {
 			elapsed = monoTick
 		}
-		last = now
+		b.mono.last = now
 		b.mono.now = b.mono.now.Add(elapsed)
 		b.mono.timer = b.env.Clock.AfterFunc(monoTick, tick)
 	}
 	b.mono.timer = b.env.Clock.AfterFunc(monoTick, tick)
+}
+
+// monoNow is monoClock's time read finer than its ticks: mono.now plus
+// what Now says passed since the last tick, unless Now jumped.
+func (b *Broker) monoNow() time.Time {
+	d := b.env.Clock.Now().Sub(b.mono.last)
+	if d < 0 || d > monoJumpMax {
+		d = 0
+	}
+	return b.mono.now.Add(d)
 }
 
 // monoJumpMax is the longest a tick may be late before the clock is taken

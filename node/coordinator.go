@@ -51,6 +51,8 @@ const writeBatchBytesMax = 512 << 10
 // coordinator is the node's set of coordinator shards.
 type coordinator struct {
 	shards map[int32]*coordShard
+	// now is the last time coordNow gave the shards.
+	now    time.Time
 	nextID groups.RequestID
 	// loadSteps counts the replay steps of every load, for tests.
 	loadSteps int
@@ -133,7 +135,7 @@ func (b *Broker) toShard(index int32, client groups.Client, req kmsg.Request, do
 	b.coord.nextID++
 	id := b.coord.nextID
 	cs.held[id] = heldRequest{req: req, done: done}
-	cs.shard.HandleFrom(b.env.Clock.Now(), id, client, req)
+	cs.shard.HandleFrom(b.coordNow(), id, client, req)
 	b.shardReady(cs)
 }
 
@@ -199,6 +201,21 @@ func (b *Broker) shardPartitionLost(p *partition) {
 	}
 }
 
+// coordNow is the shards' now: the monotonic clock the controller's
+// sessions use (controller.go), read finely and never backwards, so that
+// a wall clock stepped back does not stall group timers (initial delays,
+// rebalance and session timeouts) for the length of the step, nor one
+// stepped forward expire every session at once. Kafka's coordinator times
+// them by delays on a monotonic timer too.
+func (b *Broker) coordNow() time.Time {
+	now := b.monoNow()
+	if now.Before(b.coord.now) {
+		return b.coord.now
+	}
+	b.coord.now = now
+	return now
+}
+
 // groupsConfig is the configuration of the shard of partition index.
 func (b *Broker) groupsConfig(index int32) groups.Config {
 	delay := b.cfg.GroupInitialRebalanceDelay
@@ -213,7 +230,9 @@ func (b *Broker) groupsConfig(index int32) groups.Config {
 			t := b.image.TopicByName(topic)
 			return t != nil && partition >= 0 && int(partition) < len(t.Partitions)
 		},
-		Topics: b.groupTopics,
+		Topics:                    b.groupTopics,
+		ConsumerSessionTimeout:    b.cfg.GroupConsumerSessionTimeout,
+		ConsumerSessionTimeoutMin: b.cfg.GroupConsumerMinSessionTimeout,
 	}
 }
 
@@ -257,7 +276,7 @@ func (b *Broker) replayStep(cs *coordShard) {
 			return
 		}
 	}
-	cs.shard.Loaded(b.env.Clock.Now())
+	cs.shard.Loaded(b.coordNow())
 	cs.loading = false
 	b.env.Log.Info("group coordinator loaded", "partition", cs.index, "leader_epoch", cs.epoch,
 		"log_start", cs.p.log.LogStartOffset(), "log_end", cs.loadEnd)
@@ -312,7 +331,11 @@ func (b *Broker) shardReady(cs *coordShard) {
 			return // a Write failed: the shard is gone, its requests answered
 		}
 		if e.Respond != nil {
-			cs.responds = append(cs.responds, pendingRespond{after: cs.writeEnd, resp: *e.Respond})
+			after := cs.writeEnd
+			if b.cfg.SabotageCoordinatorEarlyAck {
+				after = cs.committed
+			}
+			cs.responds = append(cs.responds, pendingRespond{after: after, resp: *e.Respond})
 			continue
 		}
 		b.shardWrite(cs, e)
@@ -473,7 +496,7 @@ func (b *Broker) armShardTimer(cs *coordShard, deadline time.Time) {
 	if deadline.IsZero() {
 		return
 	}
-	cs.timer = b.env.Clock.AfterFunc(deadline.Sub(b.env.Clock.Now()), func() {
+	cs.timer = b.env.Clock.AfterFunc(max(deadline.Sub(b.coordNow()), 0), func() {
 		if b.coord.shards[cs.index] != cs {
 			return
 		}
@@ -484,7 +507,7 @@ func (b *Broker) armShardTimer(cs *coordShard, deadline time.Time) {
 			b.unloadShard(cs, "this broker no longer serves the partition")
 			return
 		}
-		cs.shard.Tick(b.env.Clock.Now())
+		cs.shard.Tick(b.coordNow())
 		b.shardReady(cs)
 	})
 }

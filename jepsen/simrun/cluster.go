@@ -83,6 +83,9 @@ type ClusterOptions struct {
 	// default mode's, through kills, restarts, pauses, partitions, clock
 	// jumps and disk errors.
 	PageCache bool
+	// Groups is the seed's group workload (cluster_groups.go), none in
+	// about half the seeds.
+	Groups []GroupOptions
 }
 
 func (o ClusterOptions) String() string {
@@ -97,6 +100,9 @@ func (o ClusterOptions) String() string {
 	flush := "sync"
 	if o.PageCache {
 		flush = "pagecache"
+	}
+	if len(o.Groups) > 0 {
+		flush += " groups=" + groupsString(o.Groups)
 	}
 	return fmt.Sprintf("%s clients=%d partitions=%d rf=%d min_isr=%d acks1=%.2f flush=%s lag=%s racks=%d rebalance=%s moves=%t producers=%d consumers=%d snapshots=%dB/%s faults=%s every=%s",
 		shape, o.Clients, o.Partitions, o.ReplicationFactor, o.MinInSync, o.LeaderAcks, flush, o.ReplicaLagTime, o.Racks, o.RebalanceEvery, o.Moves, o.Producers, o.Consumers,
@@ -151,6 +157,8 @@ func ChooseClusterOptions(seed uint64, nodes int) ClusterOptions {
 		o.PageCache = true
 		o.Faults = slices.DeleteFunc(o.Faults, func(f Fault) bool { return f == FaultCrash || f == FaultPowerLoss })
 	}
+	// Drawn after everything else, for the same reason.
+	o.Groups = chooseGroups(r)
 	return o
 }
 
@@ -171,6 +179,8 @@ type clusterRun struct {
 	partitions int
 	topicID    [16]byte
 	nemesis    *clusterNemesis
+	// groups is the group workload, nil in a seed without one.
+	groups *groupRun
 
 	raftSamples    []jepsen.RaftSample
 	appliedSamples []jepsen.AppliedSample
@@ -308,6 +318,14 @@ func (r *clusterRun) setup() {
 		cfg.MetadataLogMaxSnapshotInterval = r.opts.SnapshotInterval
 		cfg.ReplicaLagTimeMax = r.opts.ReplicaLagTime
 		cfg.LeaderImbalanceCheckInterval = r.opts.RebalanceEvery
+		if len(r.opts.Groups) > 0 && !r.cfg.MetaOnly {
+			cfg.OffsetsTopicNumPartitions = 3
+			cfg.OffsetsTopicReplicationFactor = int16(r.opts.ReplicationFactor)
+			cfg.GroupInitialRebalanceDelay = groupRebalanceDelay
+			cfg.GroupConsumerSessionTimeout = r.opts.Groups[0].Session
+			cfg.GroupConsumerMinSessionTimeout = 6 * time.Second
+			cfg.SabotageCoordinatorEarlyAck = r.cfg.Sabotage == SabotageGroupEarlyAck
+		}
 		if r.opts.Racks > 0 {
 			cfg.BrokerRack = rackOf(i, r.opts.Racks)
 			cfg.ReplicaSelectorClass = node.RackAwareSelectorClass
@@ -341,6 +359,7 @@ func (r *clusterRun) addClients() {
 		r.data = append(r.data, d)
 		d.node = w.AddNode(d.name, d.boot)
 	}
+	r.addGroups()
 }
 
 func nodeName(i int) string { return fmt.Sprintf("n%d", i+1) }
@@ -486,15 +505,26 @@ func (r *clusterRun) liveness() {
 	for _, d := range r.data {
 		d.startLiveness()
 	}
+	if r.groups != nil {
+		r.groups.startLiveness()
+	}
 	if !w.RunUntil(r.clientsDone, livenessLimit) {
 		r.fail("liveness: operations still pending %s after healing: %s", livenessLimit, r.describeBusy())
 		return
+	}
+	if r.groups != nil {
+		// Before convergence: the final images are taken once the
+		// nodes agree, and the world must not run on between.
+		r.groups.settle()
 	}
 	if !w.RunUntil(r.converged, livenessLimit) {
 		r.fail("liveness: the nodes did not converge in %s after healing: %s", livenessLimit, r.describeBusy())
 		return
 	}
 	r.sampleAll()
+	if r.groups != nil {
+		r.noteOffsetsTopic()
+	}
 	for _, n := range r.nodes {
 		f := jepsen.SummarizeImage(n.id, n.broker().MetadataImage())
 		r.finals = append(r.finals, f)
@@ -663,6 +693,9 @@ func (r *clusterRun) summarize() Summary {
 		r.probes.addN("disk.eio", st.InjectedIO)
 		r.probes.addN("disk.sync_failed", st.SyncsFailed)
 	}
+	if r.groups != nil {
+		r.groups.judge()
+	}
 	check := jepsen.Check(r.h, jepsen.Config{Timeout: r.cfg.CheckTimeout})
 	ops := 0
 	for _, e := range r.mh.Events() {
@@ -680,6 +713,9 @@ func (r *clusterRun) summarize() Summary {
 		Time: w.Now(), Events: w.Events(), Ops: ops,
 		Check: check, Meta: meta, Failures: r.failures, Probes: r.probes.sorted(),
 		History: r.h.Events(), MetaHistory: r.mh.Events(),
+	}
+	if r.groups != nil {
+		s.GroupHistory = r.groups.h.Events()
 	}
 	w.Scheduler().Fold("check.verdict", hashString(s.Result()+string(meta.Verdict)+string(check.Verdict)))
 	w.Scheduler().Fold("check.ops", uint64(ops))

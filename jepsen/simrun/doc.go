@@ -83,7 +83,9 @@
 // durability oracle holds every acknowledged produce and every fetch
 // answer against the disk of the node that gave it (with one replica per
 // partition, the leader's disk is the partition's). Config.MetaOnly leaves the
-// data workload out.
+// data workload out. About half the data seeds add consumer groups
+// (cluster_groups.go): classic and KIP-848 members that join, leave,
+// crash and stall, judged by jepsen.CheckGroups.
 //
 // # What a run reports
 //

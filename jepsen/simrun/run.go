@@ -67,6 +67,11 @@ const (
 	// found its topic as having found it absent, as if the node had
 	// answered from an image that lost the topic.
 	SabotageDescribeAbsent
+	// SabotageGroupEarlyAck (cluster runs with groups) makes every node's
+	// group coordinator answer before the high watermark passes what it
+	// wrote (node.Config.SabotageCoordinatorEarlyAck): acknowledged
+	// commits a failover or a power loss then loses.
+	SabotageGroupEarlyAck
 )
 
 // Config says what to run.
@@ -131,10 +136,13 @@ type Summary struct {
 	// Nodes is the run's node count (0 for one broker); a cluster run
 	// fills Cluster, Meta (the metadata history's judgement, the quorum
 	// checks' violations among it) and MetaHistory.
-	Nodes       int
-	Cluster     ClusterOptions
-	Meta        jepsen.MetaResult
-	MetaHistory []jepsen.MetaEvent
+	Nodes   int
+	Cluster ClusterOptions
+	Meta    jepsen.MetaResult
+	// GroupHistory is what a cluster run's group members saw, judged by
+	// jepsen.CheckGroups into Failures (nil without a group workload).
+	GroupHistory []jepsen.GroupEvent
+	MetaHistory  []jepsen.MetaEvent
 }
 
 // OK reports whether the run passed: the history checks out and the

@@ -1,0 +1,376 @@
+package jepsen
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+)
+
+// A GroupHistory is what consumer-group members saw: the assignments the
+// coordinator gave them, the partitions they stopped owning, the commits
+// they sent and how they ended, the committed offsets they fetched, and,
+// once the faults have healed and the members are stable, what each owns.
+// Events are recorded in the order they happened, each with a counter
+// stamp (no ties) and the virtual time at which it happened, which the
+// KIP-848 ownership check needs for session leases.
+type GroupHistory struct {
+	events []GroupEvent
+	clock  int64
+}
+
+// GroupProtocol is the protocol a group's members speak.
+type GroupProtocol string
+
+const (
+	GroupClassic  GroupProtocol = "classic"
+	GroupConsumer GroupProtocol = "consumer" // KIP-848
+)
+
+// GroupEventKind says what a GroupEvent records.
+type GroupEventKind string
+
+const (
+	// GroupAssigned: the member received Partitions as its whole
+	// assignment in Generation (classic: a SyncGroup answer; KIP-848: a
+	// heartbeat answer carrying an assignment, Generation the member
+	// epoch). It owns them from now.
+	GroupAssigned GroupEventKind = "assigned"
+	// GroupHeartbeat (KIP-848): a heartbeat sent at Time was answered
+	// without error; the member's session lasts at least Lease from the
+	// send, so what it owns is its own until then even if it hears
+	// nothing more.
+	GroupHeartbeat GroupEventKind = "heartbeat"
+	// GroupReleased: the member stopped owning Partitions (it sent the
+	// heartbeat that no longer lists them, it left, rejoined, was fenced,
+	// or its node crashed).
+	GroupReleased GroupEventKind = "released"
+	// GroupCommitInvoke, GroupCommitOk, GroupCommitFail, GroupCommitInfo:
+	// an OffsetCommit of Offsets in Generation, and its end (Op links
+	// them): acknowledged, refused, or unknown.
+	GroupCommitInvoke GroupEventKind = "commit"
+	GroupCommitOk     GroupEventKind = "commit_ok"
+	GroupCommitFail   GroupEventKind = "commit_fail"
+	GroupCommitInfo   GroupEventKind = "commit_info"
+	// GroupFetchInvoke and GroupFetchOk: an OffsetFetch of Partitions
+	// and its answer, Offsets (-1: none committed).
+	GroupFetchInvoke GroupEventKind = "fetch"
+	GroupFetchOk     GroupEventKind = "fetch_ok"
+	// GroupReset: an explicit reset of the group's offsets of Partitions
+	// (nothing may be held against the offsets committed before it).
+	GroupReset GroupEventKind = "reset"
+	// GroupFinal: the members are stable after the heal; Partitions is
+	// what Member owns then. One per member, and a final with no member
+	// and Total partitions per group.
+	GroupFinal GroupEventKind = "final"
+)
+
+// PartitionOffset is one partition's offset.
+type PartitionOffset struct {
+	Partition int32
+	Offset    int64
+}
+
+// GroupEvent is one event of a GroupHistory.
+type GroupEvent struct {
+	Time     int64 // the history's counter
+	Virtual  int64 // virtual time, nanoseconds
+	Kind     GroupEventKind
+	Group    string
+	Protocol GroupProtocol
+	Member   string
+	// Generation is the classic generation or the KIP-848 member epoch.
+	Generation int32
+	Partitions []int32
+	Offsets    []PartitionOffset
+	// Op links a commit's or fetch's end to its invocation.
+	Op int64
+	// Lease is a GroupHeartbeat's session timeout, nanoseconds; Total a
+	// group's GroupFinal partition count.
+	Lease int64
+	Total int32
+}
+
+// NewGroupHistory returns an empty history.
+func NewGroupHistory() *GroupHistory { return &GroupHistory{} }
+
+// Events returns the events in order.
+func (h *GroupHistory) Events() []GroupEvent { return h.events }
+
+// Add records e, stamping its Time, and returns that stamp (the Op of a
+// commit or fetch invocation).
+func (h *GroupHistory) Add(e GroupEvent) int64 {
+	h.clock++
+	e.Time = h.clock
+	e.Partitions = slices.Clone(e.Partitions)
+	slices.Sort(e.Partitions)
+	e.Offsets = slices.Clone(e.Offsets)
+	slices.SortFunc(e.Offsets, func(a, b PartitionOffset) int { return int(a.Partition - b.Partition) })
+	h.events = append(h.events, e)
+	return e.Time
+}
+
+// CheckGroups judges a group history; each violation reads
+// "groups: ...".
+func CheckGroups(events []GroupEvent) []string {
+	var out []string
+	out = append(out, checkClassicOwners(events)...)
+	out = append(out, checkConsumerOwners(events)...)
+	out = append(out, checkCommits(events)...)
+	out = append(out, checkFinalOwned(events)...)
+	return out
+}
+
+// checkClassicOwners: in each classic generation no partition is assigned
+// to two members.
+func checkClassicOwners(events []GroupEvent) []string {
+	type key struct {
+		group string
+		gen   int32
+		p     int32
+	}
+	owner := map[key]string{}
+	var out []string
+	for _, e := range events {
+		if e.Kind != GroupAssigned || e.Protocol != GroupClassic {
+			continue
+		}
+		for _, p := range e.Partitions {
+			k := key{e.Group, e.Generation, p}
+			if m, ok := owner[k]; ok && m != e.Member {
+				out = append(out, fmt.Sprintf("groups: %s generation %d assigns partition %d to both %s and %s", e.Group, e.Generation, p, m, e.Member))
+				continue
+			}
+			owner[k] = e.Member
+		}
+	}
+	return out
+}
+
+// checkConsumerOwners: with KIP-848, no partition is owned by two members
+// at once. A member owns a partition from the heartbeat answer assigning
+// it until it releases it, or until its lease runs out: the coordinator
+// may fence a member only a session timeout after the last heartbeat it
+// received, which was sent no earlier than the last one answered.
+func checkConsumerOwners(events []GroupEvent) []string {
+	type key = ownKey
+	type span struct {
+		member     string
+		start, end int64
+	}
+	open := map[key]int64{}        // owned since (virtual)
+	lease := map[[2]string]int64{} // member's lease end (virtual)
+	spans := map[string]map[int32][]span{}
+	closeSpan := func(k key, at int64) {
+		start, ok := open[k]
+		if !ok {
+			return
+		}
+		delete(open, k)
+		if l, ok := lease[[2]string{k.group, k.member}]; ok && l < at {
+			at = max(l, start)
+		}
+		if spans[k.group] == nil {
+			spans[k.group] = map[int32][]span{}
+		}
+		spans[k.group][k.p] = append(spans[k.group][k.p], span{k.member, start, at})
+	}
+	var last int64
+	for _, e := range events {
+		last = max(last, e.Virtual)
+		if e.Protocol != GroupConsumer {
+			continue
+		}
+		m := [2]string{e.Group, e.Member}
+		switch e.Kind {
+		case GroupHeartbeat:
+			lease[m] = max(lease[m], e.Virtual+e.Lease)
+		case GroupAssigned:
+			now := map[int32]bool{}
+			for _, p := range e.Partitions {
+				now[p] = true
+				k := key{e.Group, e.Member, p}
+				if _, ok := open[k]; !ok {
+					open[k] = e.Virtual
+				}
+			}
+			for _, k := range sortedOpen(open, e.Group, e.Member) {
+				if !now[k.p] {
+					closeSpan(k, e.Virtual)
+				}
+			}
+		case GroupReleased:
+			for _, p := range e.Partitions {
+				closeSpan(key{e.Group, e.Member, p}, e.Virtual)
+			}
+		}
+	}
+	for _, k := range sortedOpen(open, "", "") {
+		closeSpan(k, last)
+	}
+	var out []string
+	for _, g := range slices.Sorted(maps.Keys(spans)) {
+		for _, p := range slices.Sorted(maps.Keys(spans[g])) {
+			ss := spans[g][p]
+			slices.SortFunc(ss, func(a, b span) int { return cmpInt64(a.start, b.start) })
+			for i := 1; i < len(ss); i++ {
+				for j := range i {
+					a, b := ss[j], ss[i]
+					if a.member != b.member && b.start < a.end && a.start < b.end {
+						out = append(out, fmt.Sprintf("groups: %s partition %d owned by %s (from %dns to %dns) and %s (from %dns) at once", g, p, a.member, a.start, a.end, b.member, b.start))
+					}
+				}
+			}
+		}
+	}
+	return out
+}
+
+// checkCommits: every acknowledged commit survives (an OffsetFetch
+// invoked after it was acknowledged returns its offset or a later one),
+// and committed offsets never go backwards except by a reset: neither
+// from one acknowledged commit or fetched offset to a later fetched one,
+// nor to a later acknowledged commit invoked after it.
+func checkCommits(events []GroupEvent) []string {
+	type key struct {
+		group string
+		p     int32
+	}
+	type seen struct {
+		offset int64
+		what   string
+	}
+	invokes := map[int64]GroupEvent{}
+	floor := map[key]seen{} // the highest offset known committed
+	var out []string
+	raise := func(k key, o int64, what string) {
+		if f, ok := floor[k]; !ok || o > f.offset {
+			floor[k] = seen{o, what}
+		}
+	}
+	// Known commits count for requests invoked after they were known:
+	// the floor as of each invocation.
+	at := map[int64]map[key]seen{}
+	for _, e := range events {
+		switch e.Kind {
+		case GroupCommitInvoke, GroupFetchInvoke:
+			invokes[e.Time] = e
+			snap := map[key]seen{}
+			for _, po := range e.Offsets {
+				k := key{e.Group, po.Partition}
+				if f, ok := floor[k]; ok {
+					snap[k] = f
+				}
+			}
+			for _, p := range e.Partitions {
+				k := key{e.Group, p}
+				if f, ok := floor[k]; ok {
+					snap[k] = f
+				}
+			}
+			at[e.Time] = snap
+		case GroupReset:
+			for _, p := range e.Partitions {
+				delete(floor, key{e.Group, p})
+			}
+		case GroupCommitOk:
+			inv := invokes[e.Op]
+			for _, po := range inv.Offsets {
+				k := key{inv.Group, po.Partition}
+				if f, ok := at[e.Op][k]; ok && po.Offset < f.offset {
+					out = append(out, fmt.Sprintf("groups: %s partition %d: %s's commit of %d (generation %d) acknowledged after %s had made %d committed: the offset went backwards",
+						inv.Group, po.Partition, inv.Member, po.Offset, inv.Generation, f.what, f.offset))
+				}
+				raise(k, po.Offset, fmt.Sprintf("%s's acknowledged commit", inv.Member))
+			}
+		case GroupFetchOk:
+			inv := invokes[e.Op]
+			for _, po := range e.Offsets {
+				k := key{inv.Group, po.Partition}
+				if f, ok := at[e.Op][k]; ok && po.Offset < f.offset {
+					out = append(out, fmt.Sprintf("groups: %s partition %d: %s's offset fetch answered %d after %s had made %d committed: an acknowledged commit was lost or the offset went backwards",
+						inv.Group, po.Partition, inv.Member, po.Offset, f.what, f.offset))
+				}
+				if po.Offset >= 0 {
+					raise(k, po.Offset, fmt.Sprintf("a fetch by %s", inv.Member))
+				}
+			}
+		}
+	}
+	return out
+}
+
+// checkFinalOwned: when the members are stable at the end, every
+// partition of the subscribed topic is owned, and by one member.
+func checkFinalOwned(events []GroupEvent) []string {
+	total := map[string]int32{}
+	owners := map[string]map[int32][]string{}
+	for _, e := range events {
+		if e.Kind != GroupFinal {
+			continue
+		}
+		if e.Member == "" {
+			total[e.Group] = e.Total
+			continue
+		}
+		if owners[e.Group] == nil {
+			owners[e.Group] = map[int32][]string{}
+		}
+		for _, p := range e.Partitions {
+			owners[e.Group][p] = append(owners[e.Group][p], e.Member)
+		}
+	}
+	var out []string
+	for _, g := range slices.Sorted(maps.Keys(total)) {
+		var unowned []string
+		for p := range total[g] {
+			switch o := owners[g][p]; {
+			case len(o) == 0:
+				unowned = append(unowned, fmt.Sprint(p))
+			case len(o) > 1:
+				out = append(out, fmt.Sprintf("groups: %s partition %d owned by %s at the end", g, p, strings.Join(o, " and ")))
+			}
+		}
+		if len(unowned) > 0 {
+			out = append(out, fmt.Sprintf("groups: %s partitions %s owned by no member once the members were stable", g, strings.Join(unowned, ",")))
+		}
+	}
+	return out
+}
+
+// ownKey is one member's ownership of one partition of a group.
+type ownKey struct {
+	group, member string
+	p             int32
+}
+
+// sortedOpen lists open's keys of member in group (every key when group
+// is ""), in order.
+func sortedOpen(open map[ownKey]int64, group, member string) []ownKey {
+	var ks []ownKey
+	for k := range open {
+		if group == "" || (k.group == group && k.member == member) {
+			ks = append(ks, k)
+		}
+	}
+	slices.SortFunc(ks, func(a, b ownKey) int {
+		if c := strings.Compare(a.group, b.group); c != 0 {
+			return c
+		}
+		if c := strings.Compare(a.member, b.member); c != 0 {
+			return c
+		}
+		return int(a.p - b.p)
+	})
+	return ks
+}
+
+func cmpInt64(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
