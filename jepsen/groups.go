@@ -170,6 +170,12 @@ func checkConsumerOwners(events []GroupEvent) []string {
 		if l, ok := lease[[2]string{k.group, k.member}]; ok && l < at {
 			at = max(l, start)
 		}
+		if at <= start {
+			// Owned for no time: an answer that came after the lease
+			// its heartbeat began had run out (delayed in the network),
+			// and was given up at once.
+			return
+		}
 		if spans[k.group] == nil {
 			spans[k.group] = map[int32][]span{}
 		}
@@ -217,7 +223,7 @@ func checkConsumerOwners(events []GroupEvent) []string {
 				for j := range i {
 					a, b := ss[j], ss[i]
 					if a.member != b.member && b.start < a.end && a.start < b.end {
-						out = append(out, fmt.Sprintf("groups: %s partition %d owned by %s (from %dns to %dns) and %s (from %dns) at once", g, p, a.member, a.start, a.end, b.member, b.start))
+						out = append(out, fmt.Sprintf("groups: %s partition %d owned by %s (from %dns to %dns) and %s (from %dns to %dns) at once", g, p, a.member, a.start, a.end, b.member, b.start, b.end))
 					}
 				}
 			}
