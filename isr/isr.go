@@ -213,8 +213,10 @@ type Replica struct {
 	proposed bool
 	// refusedEpoch is the partition epoch at which the controller called
 	// a change stale (-1 none): nothing more is proposed until the
-	// metadata moves past it.
+	// metadata moves past it. staleTicks counts the ticks the refused
+	// change has waited for that metadata (retryStale).
 	refusedEpoch int32
+	staleTicks   int
 
 	// Follower state.
 	phase      followerPhase

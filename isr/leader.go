@@ -69,6 +69,7 @@ func stepLeader(r *Replica, m Message) {
 	case MsgFetch:
 		r.followerFetched(m.Replica, m.Offset, m.BrokerEpoch, m.Now)
 	case MsgTick:
+		r.retryStale()
 		r.maybeShrink(m.Now)
 	case MsgAlterDone:
 		r.alterDone(m)
@@ -224,6 +225,29 @@ func (r *Replica) propose(isr []int32) {
 	r.maybeAdvance()
 }
 
+// staleRetryTicks is how many ticks (replica.lag.time.max.ms/2 apart) a
+// change refused as stale waits for the metadata that would show why
+// before it is proposed again.
+const staleRetryTicks = 2
+
+// retryStale proposes again a change refused as stale whose newer metadata
+// has not come in staleRetryTicks ticks: the refusal may have come from a
+// controller that had just lost its quorum, deciding against records it
+// had proposed and that were then dropped (the sweep found a leader left
+// with an ISR under min.insync.replicas for good, seed 1173). A genuine
+// refusal is refused again, no more often than this; the right controller
+// commits the change.
+func (r *Replica) retryStale() {
+	if r.pending == nil || !r.proposed || r.refusedEpoch != r.meta.PartitionEpoch {
+		r.staleTicks = 0
+		return
+	}
+	r.staleTicks++
+	if r.staleTicks >= staleRetryTicks {
+		r.proposed, r.staleTicks = false, 0
+	}
+}
+
 // alterDone takes the controller's answer to the change in flight.
 //
 // An answer that does not say the change was refused leaves its outcome
@@ -251,7 +275,7 @@ func (r *Replica) alterDone(m Message) {
 	case errors.Is(m.Err, ErrStaleEpoch):
 		// Newer metadata is coming; until it does, nothing is proposed
 		// against these epochs again, and the change stays pending.
-		r.refusedEpoch = r.meta.PartitionEpoch
+		r.refusedEpoch, r.staleTicks = r.meta.PartitionEpoch, 0
 	case errors.Is(m.Err, ErrOutcomeUnknown):
 		r.proposed = false // proposed again by the next Ready
 	default:
