@@ -56,6 +56,8 @@ type coordinator struct {
 	nextID groups.RequestID
 	// loadSteps counts the replay steps of every load, for tests.
 	loadSteps int
+	// topics is the image's topic list the shards subscribe from.
+	topics groupTopicsCache
 	// creating says a creation of __consumer_offsets is in flight;
 	// cappedLogged that the replication factor's cap was logged.
 	creating, cappedLogged bool
@@ -237,14 +239,27 @@ func (b *Broker) groupsConfig(index int32) groups.Config {
 }
 
 // groupTopics lists the image's topics for KIP-848 subscriptions, by name.
+// Every consumer-group heartbeat asks, so the list is made once per image
+// (the shards only read it).
 func (b *Broker) groupTopics() []groups.TopicInfo {
+	if c := &b.coord.topics; c.image == b.image && c.applied == b.image.Applied {
+		return c.list
+	}
 	names := b.image.TopicNames()
 	out := make([]groups.TopicInfo, 0, len(names))
 	for _, name := range names {
 		t := b.image.TopicByName(name)
 		out = append(out, groups.TopicInfo{Name: name, ID: assign.TopicID(t.ID), Partitions: int32(len(t.Partitions))})
 	}
+	b.coord.topics = groupTopicsCache{image: b.image, applied: b.image.Applied, list: out}
 	return out
+}
+
+// groupTopicsCache is groupTopics' list and the image it was made from.
+type groupTopicsCache struct {
+	image   *raftmeta.Image
+	applied uint64
+	list    []groups.TopicInfo
 }
 
 // loadShard starts replaying p into a new shard.
