@@ -56,9 +56,20 @@ const (
 	// and its answer, Offsets (-1: none committed).
 	GroupFetchInvoke GroupEventKind = "fetch"
 	GroupFetchOk     GroupEventKind = "fetch_ok"
-	// GroupReset: an explicit reset of the group's offsets of Partitions
-	// (nothing may be held against the offsets committed before it).
-	GroupReset GroupEventKind = "reset"
+	// GroupProcessed: the member processed the records of Ranges (before
+	// the commit that follows them), for the check that no record below
+	// a committed offset was skipped.
+	GroupProcessed GroupEventKind = "processed"
+	// GroupReset: an operator's reset of the group's offsets of
+	// Partitions to Offsets (an OffsetCommit of an empty group), or their
+	// deletion where Offsets names no offset for a partition (a
+	// DeleteGroups): nothing may be held against the offsets committed
+	// before it. GroupResetOk, GroupResetFail and GroupResetInfo end it
+	// (Op links them): acknowledged, refused, or unknown.
+	GroupReset     GroupEventKind = "reset"
+	GroupResetOk   GroupEventKind = "reset_ok"
+	GroupResetFail GroupEventKind = "reset_fail"
+	GroupResetInfo GroupEventKind = "reset_info"
 	// GroupFinal: the members are stable after the heal; Partitions is
 	// what Member owns then. One per member, and a final with no member
 	// and Total partitions per group.
@@ -71,6 +82,12 @@ type PartitionOffset struct {
 	Offset    int64
 }
 
+// PartitionRange is the offsets [From, To) of one partition.
+type PartitionRange struct {
+	Partition int32
+	From, To  int64
+}
+
 // GroupEvent is one event of a GroupHistory.
 type GroupEvent struct {
 	Time     int64 // the history's counter
@@ -81,8 +98,13 @@ type GroupEvent struct {
 	Member   string
 	// Generation is the classic generation or the KIP-848 member epoch.
 	Generation int32
+	// Leader is the classic generation's leader (a GroupAssigned's), which
+	// tells a generation from the one of the same number after the group
+	// was deleted and made again.
+	Leader     string
 	Partitions []int32
 	Offsets    []PartitionOffset
+	Ranges     []PartitionRange
 	// Op links a commit's or fetch's end to its invocation.
 	Op int64
 	// Lease is a GroupHeartbeat's session timeout, nanoseconds; Total a
@@ -106,6 +128,7 @@ func (h *GroupHistory) Add(e GroupEvent) int64 {
 	slices.Sort(e.Partitions)
 	e.Offsets = slices.Clone(e.Offsets)
 	slices.SortFunc(e.Offsets, func(a, b PartitionOffset) int { return int(a.Partition - b.Partition) })
+	e.Ranges = slices.Clone(e.Ranges)
 	h.events = append(h.events, e)
 	return e.Time
 }
@@ -117,17 +140,19 @@ func CheckGroups(events []GroupEvent) []string {
 	out = append(out, checkClassicOwners(events)...)
 	out = append(out, checkConsumerOwners(events)...)
 	out = append(out, checkCommits(events)...)
+	out = append(out, checkNoSkips(events)...)
 	out = append(out, checkFinalOwned(events)...)
 	return out
 }
 
 // checkClassicOwners: in each classic generation no partition is assigned
-// to two members.
+// to two members. A generation is known by its number and its leader's
+// member id: a deleted group starts its generations again.
 func checkClassicOwners(events []GroupEvent) []string {
 	type key struct {
-		group string
-		gen   int32
-		p     int32
+		group, leader string
+		gen           int32
+		p             int32
 	}
 	owner := map[key]string{}
 	var out []string
@@ -136,7 +161,7 @@ func checkClassicOwners(events []GroupEvent) []string {
 			continue
 		}
 		for _, p := range e.Partitions {
-			k := key{e.Group, e.Generation, p}
+			k := key{e.Group, e.Leader, e.Generation, p}
 			if m, ok := owner[k]; ok && m != e.Member {
 				out = append(out, fmt.Sprintf("groups: %s generation %d assigns partition %d to both %s and %s", e.Group, e.Generation, p, m, e.Member))
 				continue
@@ -236,53 +261,127 @@ func checkConsumerOwners(events []GroupEvent) []string {
 // invoked after it was acknowledged returns its offset or a later one),
 // and committed offsets never go backwards except by a reset: neither
 // from one acknowledged commit or fetched offset to a later fetched one,
-// nor to a later acknowledged commit invoked after it.
+// nor to a later acknowledged commit invoked after it. An acknowledged
+// reset survives too: a fetch invoked after it answers the reset's
+// offset, or that of a commit that may have been applied after it.
 func checkCommits(events []GroupEvent) []string {
-	type key struct {
-		group string
-		p     int32
-	}
 	type seen struct {
 		offset int64
 		what   string
 	}
 	invokes := map[int64]GroupEvent{}
-	floor := map[key]seen{} // the highest offset known committed
+	floor := map[groupPartition]seen{} // the highest offset known committed
 	var out []string
-	raise := func(k key, o int64, what string) {
+	raise := func(k groupPartition, o int64, what string) {
 		if f, ok := floor[k]; !ok || o > f.offset {
 			floor[k] = seen{o, what}
 		}
 	}
 	// Known commits count for requests invoked after they were known:
-	// the floor as of each invocation.
-	at := map[int64]map[key]seen{}
+	// the floor as of each invocation. A reset drops what fetches in
+	// flight knew, since it may be applied before they are answered.
+	at := map[int64]map[groupPartition]seen{}
+	fetching := map[int64]bool{}
+	// The reset each partition had last, while it holds, and the commits
+	// since that may have been applied after it.
+	type reset struct {
+		offset  int64
+		invoked int64
+		allowed map[int64]bool
+	}
+	resets := map[groupPartition]*reset{}
+	ended := map[int64]GroupEventKind{}
+	ackedAt := map[int64]int64{}
+	var commits []int64 // commit invocations, in order
 	for _, e := range events {
 		switch e.Kind {
 		case GroupCommitInvoke, GroupFetchInvoke:
 			invokes[e.Time] = e
-			snap := map[key]seen{}
+			snap := map[groupPartition]seen{}
 			for _, po := range e.Offsets {
-				k := key{e.Group, po.Partition}
+				k := groupPartition{e.Group, po.Partition}
 				if f, ok := floor[k]; ok {
 					snap[k] = f
 				}
 			}
 			for _, p := range e.Partitions {
-				k := key{e.Group, p}
+				k := groupPartition{e.Group, p}
 				if f, ok := floor[k]; ok {
 					snap[k] = f
 				}
 			}
 			at[e.Time] = snap
+			if e.Kind == GroupFetchInvoke {
+				fetching[e.Time] = true
+			} else {
+				commits = append(commits, e.Time)
+			}
+		case GroupCommitOk, GroupCommitFail, GroupCommitInfo:
+			ended[e.Op] = e.Kind
+			ackedAt[e.Op] = e.Time
+		}
+		switch e.Kind {
 		case GroupReset:
+			invokes[e.Time] = e
+			saved := map[groupPartition]seen{}
 			for _, p := range e.Partitions {
-				delete(floor, key{e.Group, p})
+				k := groupPartition{e.Group, p}
+				if f, ok := floor[k]; ok {
+					saved[k] = f
+				}
+				delete(floor, k)
+				for op := range fetching {
+					delete(at[op], k)
+				}
+			}
+			at[e.Time] = saved
+		case GroupResetFail:
+			// Not applied: what was known committed still is.
+			inv := invokes[e.Op]
+			for k, f := range at[e.Op] {
+				raise(k, f.offset, f.what)
+			}
+			for _, p := range inv.Partitions {
+				delete(resets, groupPartition{inv.Group, p})
+			}
+		case GroupResetInfo:
+			inv := invokes[e.Op]
+			for _, p := range inv.Partitions {
+				delete(resets, groupPartition{inv.Group, p})
+			}
+		case GroupResetOk:
+			inv := invokes[e.Op]
+			for _, p := range inv.Partitions {
+				k := groupPartition{inv.Group, p}
+				x := resetOffset(inv, p)
+				raise(k, x, "an acknowledged reset")
+				rs := &reset{offset: x, invoked: inv.Time, allowed: map[int64]bool{}}
+				// A commit of k not refused and not acknowledged before
+				// the reset was invoked may have been applied after it.
+				for _, c := range commits {
+					ci := invokes[c]
+					end := ended[c]
+					if end == GroupCommitFail {
+						continue
+					}
+					for _, po := range ci.Offsets {
+						if ci.Group == inv.Group && po.Partition == p && !(end == GroupCommitOk && ackedAt[c] < inv.Time) {
+							rs.allowed[po.Offset] = true
+						}
+					}
+				}
+				resets[k] = rs
+			}
+		case GroupCommitInvoke:
+			for _, po := range e.Offsets {
+				if rs := resets[groupPartition{e.Group, po.Partition}]; rs != nil {
+					rs.allowed[po.Offset] = true
+				}
 			}
 		case GroupCommitOk:
 			inv := invokes[e.Op]
 			for _, po := range inv.Offsets {
-				k := key{inv.Group, po.Partition}
+				k := groupPartition{inv.Group, po.Partition}
 				if f, ok := at[e.Op][k]; ok && po.Offset < f.offset {
 					out = append(out, fmt.Sprintf("groups: %s partition %d: %s's commit of %d (generation %d) acknowledged after %s had made %d committed: the offset went backwards",
 						inv.Group, po.Partition, inv.Member, po.Offset, inv.Generation, f.what, f.offset))
@@ -290,12 +389,17 @@ func checkCommits(events []GroupEvent) []string {
 				raise(k, po.Offset, fmt.Sprintf("%s's acknowledged commit", inv.Member))
 			}
 		case GroupFetchOk:
+			delete(fetching, e.Op)
 			inv := invokes[e.Op]
 			for _, po := range e.Offsets {
-				k := key{inv.Group, po.Partition}
+				k := groupPartition{inv.Group, po.Partition}
 				if f, ok := at[e.Op][k]; ok && po.Offset < f.offset {
 					out = append(out, fmt.Sprintf("groups: %s partition %d: %s's offset fetch answered %d after %s had made %d committed: an acknowledged commit was lost or the offset went backwards",
 						inv.Group, po.Partition, inv.Member, po.Offset, f.what, f.offset))
+				}
+				if rs := resets[k]; rs != nil && inv.Time > rs.invoked && po.Offset != rs.offset && !rs.allowed[po.Offset] {
+					out = append(out, fmt.Sprintf("groups: %s partition %d: %s's offset fetch answered %d after a reset to %d was acknowledged: the reset was lost",
+						inv.Group, po.Partition, inv.Member, po.Offset, rs.offset))
 				}
 				if po.Offset >= 0 {
 					raise(k, po.Offset, fmt.Sprintf("a fetch by %s", inv.Member))
@@ -304,6 +408,114 @@ func checkCommits(events []GroupEvent) []string {
 		}
 	}
 	return out
+}
+
+// groupPartition is one partition's offsets in one group.
+type groupPartition struct {
+	group string
+	p     int32
+}
+
+// resetOffset is the offset a reset sets partition p to: -1 (none) for a
+// deletion.
+func resetOffset(reset GroupEvent, p int32) int64 {
+	for _, po := range reset.Offsets {
+		if po.Partition == p {
+			return po.Offset
+		}
+	}
+	return -1
+}
+
+// checkNoSkips: with commits after processing, no record is skipped:
+// every offset below a committed one (acknowledged, or answered by a
+// fetch) was processed by some member, from the group's start (offset 0,
+// the members' reset policy being the earliest) or from the last reset.
+// A reset of unknown outcome may or may not have moved the start, so the
+// check asks only what both cases ask.
+func checkNoSkips(events []GroupEvent) []string {
+	type need struct {
+		from, to int64
+		what     string
+	}
+	needs := map[groupPartition]*need{}
+	get := func(k groupPartition) *need {
+		if needs[k] == nil {
+			needs[k] = &need{}
+		}
+		return needs[k]
+	}
+	processed := map[groupPartition][]PartitionRange{}
+	invokes := map[int64]GroupEvent{}
+	var out []string
+	for _, e := range events {
+		switch e.Kind {
+		case GroupCommitInvoke, GroupFetchInvoke, GroupReset:
+			invokes[e.Time] = e
+		case GroupProcessed:
+			for _, r := range e.Ranges {
+				k := groupPartition{e.Group, r.Partition}
+				processed[k] = append(processed[k], r)
+			}
+		case GroupCommitOk:
+			inv := invokes[e.Op]
+			for _, po := range inv.Offsets {
+				if n := get(groupPartition{inv.Group, po.Partition}); po.Offset > n.to {
+					n.to, n.what = po.Offset, fmt.Sprintf("%s's acknowledged commit", inv.Member)
+				}
+			}
+		case GroupFetchOk:
+			inv := invokes[e.Op]
+			for _, po := range e.Offsets {
+				if n := get(groupPartition{inv.Group, po.Partition}); po.Offset > n.to {
+					n.to, n.what = po.Offset, fmt.Sprintf("a fetch by %s", inv.Member)
+				}
+			}
+		case GroupResetOk, GroupResetInfo:
+			inv := invokes[e.Op]
+			for _, p := range inv.Partitions {
+				n, x := get(groupPartition{inv.Group, p}), max(resetOffset(inv, p), 0)
+				if e.Kind == GroupResetOk {
+					n.from, n.to = x, x
+				} else {
+					n.from = max(n.from, x)
+				}
+			}
+		}
+	}
+	for _, k := range slices.SortedFunc(maps.Keys(needs), func(a, b groupPartition) int {
+		if c := strings.Compare(a.group, b.group); c != 0 {
+			return c
+		}
+		return int(a.p - b.p)
+	}) {
+		n := needs[k]
+		if gap, ok := firstGap(processed[k], n.from, n.to); ok {
+			out = append(out, fmt.Sprintf("groups: %s partition %d: offset %d, below %d that %s made committed, was processed by no member: a record was skipped",
+				k.group, k.p, gap, n.to, n.what))
+		}
+	}
+	return out
+}
+
+// firstGap returns the first offset of [from, to) that no range covers.
+func firstGap(ranges []PartitionRange, from, to int64) (int64, bool) {
+	rs := slices.Clone(ranges)
+	slices.SortFunc(rs, func(a, b PartitionRange) int { return cmpInt64(a.From, b.From) })
+	next := from
+	for _, r := range rs {
+		if next >= to {
+			break
+		}
+		if r.From > next {
+			return next, true
+		}
+		next = max(next, r.To)
+	}
+	if next < to {
+		return next, true
+	}
+	return 0, false
 }
 
 // checkFinalOwned: when the members are stable at the end, every

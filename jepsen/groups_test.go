@@ -86,8 +86,13 @@ func commit(member string, offsets ...PartitionOffset) GroupEvent {
 	return GroupEvent{Kind: GroupCommitInvoke, Group: "g", Protocol: GroupClassic, Member: member, Offsets: offsets}
 }
 
+// processedAll says every record of partition 0 that the commit tests
+// name was processed, so that only what they test is judged.
+var processedAll = GroupEvent{Kind: GroupProcessed, Group: "g", Ranges: []PartitionRange{{0, 0, 1000}}}
+
 func TestGroupsAcknowledgedCommitMustSurvive(t *testing.T) {
 	h := NewGroupHistory()
+	h.Add(processedAll)
 	c := h.Add(commit("a", PartitionOffset{0, 10}))
 	h.Add(GroupEvent{Kind: GroupCommitOk, Op: c})
 	f := h.Add(GroupEvent{Kind: GroupFetchInvoke, Group: "g", Member: "b", Partitions: []int32{0}})
@@ -96,6 +101,7 @@ func TestGroupsAcknowledgedCommitMustSurvive(t *testing.T) {
 
 	// A fetch invoked before the acknowledgement may see the older offset.
 	h = NewGroupHistory()
+	h.Add(processedAll)
 	c = h.Add(commit("a", PartitionOffset{0, 10}))
 	f = h.Add(GroupEvent{Kind: GroupFetchInvoke, Group: "g", Member: "b", Partitions: []int32{0}})
 	h.Add(GroupEvent{Kind: GroupCommitOk, Op: c})
@@ -105,6 +111,7 @@ func TestGroupsAcknowledgedCommitMustSurvive(t *testing.T) {
 
 func TestGroupsCommittedOffsetNeverGoesBackwardsButByAReset(t *testing.T) {
 	h := NewGroupHistory()
+	h.Add(processedAll)
 	c := h.Add(commit("a", PartitionOffset{0, 10}))
 	h.Add(GroupEvent{Kind: GroupCommitOk, Op: c})
 	c = h.Add(commit("b", PartitionOffset{0, 4}))
@@ -112,6 +119,7 @@ func TestGroupsCommittedOffsetNeverGoesBackwardsButByAReset(t *testing.T) {
 	requireOneViolation(t, CheckGroups(h.Events()), "b's commit of 4")
 
 	h = NewGroupHistory()
+	h.Add(processedAll)
 	c = h.Add(commit("a", PartitionOffset{0, 10}))
 	h.Add(GroupEvent{Kind: GroupCommitOk, Op: c})
 	h.Add(GroupEvent{Kind: GroupReset, Group: "g", Partitions: []int32{0}})
@@ -120,6 +128,96 @@ func TestGroupsCommittedOffsetNeverGoesBackwardsButByAReset(t *testing.T) {
 	f := h.Add(GroupEvent{Kind: GroupFetchInvoke, Group: "g", Member: "b", Partitions: []int32{0}})
 	h.Add(GroupEvent{Kind: GroupFetchOk, Op: f, Offsets: []PartitionOffset{{0, 4}}})
 	require.Empty(t, CheckGroups(h.Events()))
+}
+
+// reset is an operator's reset of partition 0 to offset (a deletion if
+// offset is -1), and how it ended.
+func reset(h *GroupHistory, offset int64, end GroupEventKind) {
+	e := GroupEvent{Kind: GroupReset, Group: "g", Partitions: []int32{0}}
+	if offset >= 0 {
+		e.Offsets = []PartitionOffset{{0, offset}}
+	}
+	op := h.Add(e)
+	h.Add(GroupEvent{Kind: end, Op: op})
+}
+
+func offsetFetched(h *GroupHistory, offset int64) {
+	f := h.Add(GroupEvent{Kind: GroupFetchInvoke, Group: "g", Member: "b", Partitions: []int32{0}})
+	h.Add(GroupEvent{Kind: GroupFetchOk, Op: f, Offsets: []PartitionOffset{{0, offset}}})
+}
+
+func committed(h *GroupHistory, member string, offset int64, end GroupEventKind) {
+	c := h.Add(commit(member, PartitionOffset{0, offset}))
+	h.Add(GroupEvent{Kind: end, Op: c})
+}
+
+func TestGroupsAcknowledgedResetMustSurvive(t *testing.T) {
+	h := NewGroupHistory()
+	h.Add(processedAll)
+	committed(h, "a", 10, GroupCommitOk)
+	reset(h, 3, GroupResetOk)
+	offsetFetched(h, 10)
+	requireOneViolation(t, CheckGroups(h.Events()), "answered 10 after a reset to 3 was acknowledged: the reset was lost")
+
+	// A deletion is a reset to none.
+	h = NewGroupHistory()
+	h.Add(processedAll)
+	committed(h, "a", 10, GroupCommitOk)
+	reset(h, -1, GroupResetOk)
+	offsetFetched(h, -1)
+	committed(h, "a", 2, GroupCommitOk)
+	offsetFetched(h, 2)
+	require.Empty(t, CheckGroups(h.Events()))
+
+	// A commit whose end is unknown may land after the reset.
+	h = NewGroupHistory()
+	h.Add(processedAll)
+	committed(h, "a", 10, GroupCommitInfo)
+	reset(h, 3, GroupResetOk)
+	offsetFetched(h, 10)
+	require.Empty(t, CheckGroups(h.Events()))
+
+	// A refused reset leaves what was committed, which must still be there.
+	h = NewGroupHistory()
+	h.Add(processedAll)
+	committed(h, "a", 10, GroupCommitOk)
+	reset(h, 3, GroupResetFail)
+	offsetFetched(h, 3)
+	requireOneViolation(t, CheckGroups(h.Events()), "answered 3 after a's acknowledged commit had made 10 committed")
+}
+
+func TestGroupsNoRecordSkipped(t *testing.T) {
+	processed := func(h *GroupHistory, from, to int64) {
+		h.Add(GroupEvent{Kind: GroupProcessed, Group: "g", Member: "a", Ranges: []PartitionRange{{0, from, to}}})
+	}
+	h := NewGroupHistory()
+	processed(h, 0, 5)
+	committed(h, "a", 5, GroupCommitOk)
+	processed(h, 5, 9)
+	committed(h, "a", 9, GroupCommitInfo)
+	processed(h, 5, 7) // another member from the older commit
+	committed(h, "b", 7, GroupCommitOk)
+	require.Empty(t, CheckGroups(h.Events()))
+
+	// A fetch answering an offset nobody processed up to is a skip.
+	offsetFetched(h, 12)
+	requireOneViolation(t, CheckGroups(h.Events()), "offset 9, below 12 that a fetch by b made committed, was processed by no member")
+
+	// From a reset on, only what follows it must have been processed.
+	h = NewGroupHistory()
+	processed(h, 0, 5)
+	committed(h, "a", 5, GroupCommitOk)
+	reset(h, 20, GroupResetOk)
+	processed(h, 20, 30)
+	committed(h, "a", 30, GroupCommitOk)
+	require.Empty(t, CheckGroups(h.Events()))
+	// A reset of unknown outcome asks what both outcomes ask.
+	reset(h, 10, GroupResetInfo)
+	processed(h, 10, 12)
+	committed(h, "a", 12, GroupCommitOk)
+	require.Empty(t, CheckGroups(h.Events()))
+	offsetFetched(h, 40)
+	requireOneViolation(t, CheckGroups(h.Events()), "offset 30, below 40")
 }
 
 func TestGroupsEveryPartitionOwnedAtTheEnd(t *testing.T) {

@@ -29,8 +29,25 @@ func (b *Broker) handleOffsetFetch(r *request) {
 			return resp.(*kmsg.OffsetFetchResponse).Groups
 		},
 		func(merged []kmsg.OffsetFetchResponseGroup) {
+			if b.cfg.SabotageCoordinatorFetchAhead {
+				sabotageFetchAhead(merged)
+			}
 			resp := req.ResponseKind().(*kmsg.OffsetFetchResponse)
 			resp.Groups = merged
 			r.respond(resp)
 		})
+}
+
+// sabotageFetchAhead moves every committed offset of gs one on
+// (Config.SabotageCoordinatorFetchAhead).
+func sabotageFetchAhead(gs []kmsg.OffsetFetchResponseGroup) {
+	for gi := range gs {
+		for ti := range gs[gi].Topics {
+			for pi := range gs[gi].Topics[ti].Partitions {
+				if p := &gs[gi].Topics[ti].Partitions[pi]; p.Offset >= 0 {
+					p.Offset++
+				}
+			}
+		}
+	}
 }

@@ -185,6 +185,11 @@ type Config struct {
 	// the records it wrote: a broken broker whose acknowledged commits a
 	// failover or a power loss can lose.
 	SabotageCoordinatorEarlyAck bool
+	// SabotageCoordinatorFetchAhead, for the simulator's sabotage tests
+	// alone, makes OffsetFetch v8+ answer one past each committed offset:
+	// a broken broker whose group consumers skip a record at each
+	// handover.
+	SabotageCoordinatorFetchAhead bool
 	// coordLoadStepBytes overrides loadStepBytesDefault, for tests of a
 	// load in many steps; 0 is the default.
 	coordLoadStepBytes int64

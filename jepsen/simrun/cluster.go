@@ -325,6 +325,7 @@ func (r *clusterRun) setup() {
 			cfg.GroupConsumerSessionTimeout = r.opts.Groups[0].Session
 			cfg.GroupConsumerMinSessionTimeout = 6 * time.Second
 			cfg.SabotageCoordinatorEarlyAck = r.cfg.Sabotage == SabotageGroupEarlyAck
+			cfg.SabotageCoordinatorFetchAhead = r.cfg.Sabotage == SabotageGroupFetchAhead
 		}
 		if r.opts.Racks > 0 {
 			cfg.BrokerRack = rackOf(i, r.opts.Racks)

@@ -42,7 +42,26 @@ import (
 // timeout); some members join late. What the members saw goes into a
 // jepsen.GroupHistory, judged by jepsen.CheckGroups; once the faults
 // have healed and every member is back and stable, what each owns is
-// recorded as the history's finals. Static membership is not exercised.
+// recorded as the history's finals.
+//
+// Some groups are static (group.instance.id, KIP-345; KIP-848's
+// instance_id): a member that restarts rejoins under its instance id,
+// replacing its earlier incarnation without a rebalance (classic) or
+// after the old one's session (KIP-848, UNRELEASED_INSTANCE_ID
+// meanwhile), and a KIP-848 member leaves with epoch -2, keeping its
+// assignment for its return. Each rejoin then sends, as its old
+// incarnation's zombie would, one commit with the old member id and
+// generation: it must be refused (FENCED_INSTANCE_ID, UNKNOWN_MEMBER_ID,
+// ...); an acknowledged one is a violation.
+//
+// An operator now and then resets a group's offsets (an OffsetCommit with
+// no member, to an offset drawn per partition) or deletes the group
+// (DeleteGroups): the group's members leave and hold off rejoining while
+// it tries, which Kafka allows only once the group is empty
+// (NON_EMPTY_GROUP, UNKNOWN_MEMBER_ID before). Members "process" the
+// records between their position and the offset they commit, recorded in
+// the history, so that the checker can tell no record below a committed
+// offset went unprocessed.
 
 // GroupOptions is one group of a seed's group workload.
 type GroupOptions struct {
@@ -51,6 +70,8 @@ type GroupOptions struct {
 	// Session is the members' session timeout (classic: each JoinGroup's;
 	// KIP-848: the cluster's group.consumer.session.timeout.ms).
 	Session time.Duration
+	// Static gives each member an instance id.
+	Static bool
 }
 
 // chooseGroups draws a seed's group workload, after every other draw.
@@ -70,7 +91,7 @@ func chooseGroups(r *rng.Rand) []GroupOptions {
 	}
 	var gs []GroupOptions
 	for _, p := range protos {
-		gs = append(gs, GroupOptions{Protocol: p, Members: 1 + r.Intn(6), Session: session})
+		gs = append(gs, GroupOptions{Protocol: p, Members: 1 + r.Intn(6), Session: session, Static: r.Chance(0.4)})
 	}
 	return gs
 }
@@ -82,6 +103,9 @@ func groupsString(gs []GroupOptions) string {
 			s += ","
 		}
 		s += fmt.Sprintf("%s:%d", g.Protocol, g.Members)
+		if g.Static {
+			s += "+static"
+		}
 	}
 	if len(gs) > 0 {
 		s += fmt.Sprintf("/%s", gs[0].Session)
@@ -104,6 +128,10 @@ type groupRun struct {
 	released map[string]map[int32]releasedAt
 	// finals is set once the finals are recorded.
 	finals bool
+	// holdUntil is, by group, until when its members stay out of it while
+	// an operator resets or deletes it.
+	holdUntil map[string]time.Duration
+	admin     *adminClient
 }
 
 type releasedAt struct {
@@ -139,6 +167,7 @@ type groupMember struct {
 	memberID   string
 	ids        int
 	generation int32
+	leader     string // the classic generation's leader
 	joined     bool
 	rejoin     bool // a classic member must JoinGroup again
 	// rebalancing says a join, sync or reconciliation is in progress.
@@ -153,6 +182,17 @@ type groupMember struct {
 	// leaseFrom is when the last heartbeat answered was sent.
 	leaseFrom time.Duration
 	live      bool
+	// instanceID is the static member's instance id, nil if dynamic.
+	instanceID *string
+	// zombie is the membership of the static member's earlier
+	// incarnation, whose commit is sent once the member is back in.
+	zombie *zombie
+}
+
+// zombie is an earlier incarnation's membership.
+type zombie struct {
+	memberID   string
+	generation int32
 }
 
 const groupTopicPrefix = "sim-group-"
@@ -161,13 +201,17 @@ func (r *clusterRun) addGroups() {
 	if r.cfg.MetaOnly || len(r.opts.Groups) == 0 {
 		return
 	}
-	g := &groupRun{r: r, h: jepsen.NewGroupHistory(), rand: r.w.Rand("group-nemesis"), released: map[string]map[int32]releasedAt{}}
+	g := &groupRun{r: r, h: jepsen.NewGroupHistory(), rand: r.w.Rand("group-nemesis"), released: map[string]map[int32]releasedAt{},
+		holdUntil: map[string]time.Duration{}}
 	r.groups = g
 	for gi, o := range r.opts.Groups {
 		for i := range o.Members {
 			m := &groupMember{g: g, group: fmt.Sprintf("%s%d", groupTopicPrefix, gi+1), protocol: o.Protocol, session: o.Session,
 				name: fmt.Sprintf("g%d-%d", gi+1, i+1)}
 			m.rand = r.w.Rand("group/" + m.name)
+			if o.Static {
+				m.instanceID = kmsg.StringPtr(m.name)
+			}
 			if i > 0 && m.rand.Chance(0.5) {
 				m.startAt = time.Duration(2000+m.rand.Intn(13000)) * time.Millisecond
 			}
@@ -175,6 +219,7 @@ func (r *clusterRun) addGroups() {
 			m.node = r.w.AddNode(m.name, m.boot)
 		}
 	}
+	g.admin = newAdminClient(g)
 	g.scheduleFault()
 }
 
@@ -187,6 +232,7 @@ func (m *groupMember) boot(e env.Env) {
 		m.opCommit = 0
 	}
 	m.dropAll("the member's node restarted")
+	m.noteZombie()
 	m.flying, m.joined, m.rejoin, m.rebalancing, m.left = false, false, false, false, false
 	m.memberID, m.generation, m.coordinator = "", 0, -1
 	m.sessions = make([]*session, len(m.g.r.nodes))
@@ -203,6 +249,14 @@ func (m *groupMember) boot(e env.Env) {
 		m.g.r.probes.add("group.late_join")
 	}
 	m.later(wait)
+}
+
+// noteZombie remembers a static member's membership as its zombie's,
+// before it joins again.
+func (m *groupMember) noteZombie() {
+	if m.instanceID != nil && m.memberID != "" && m.generation > 0 {
+		m.zombie = &zombie{memberID: m.memberID, generation: m.generation}
+	}
 }
 
 // dropAll gives up everything the member owns (recorded as released).
@@ -253,6 +307,16 @@ func (m *groupMember) step() {
 	if m.flying || m.left {
 		return
 	}
+	if until := m.g.holdUntil[m.group]; m.now() < until {
+		// An operator is resetting the group: out of it meanwhile.
+		if m.joined && !m.wantLeave && m.leave() {
+			return
+		}
+		if !m.joined && !m.left {
+			m.later(min(until-m.now(), 500*time.Millisecond))
+			return
+		}
+	}
 	if m.wantLeave {
 		m.wantLeave = false
 		if m.leave() {
@@ -275,6 +339,8 @@ func (m *groupMember) step() {
 		m.consumerHeartbeat()
 	case m.protocol == jepsen.GroupClassic && m.now() >= m.nextHeartbeat:
 		m.heartbeat()
+	case m.zombie != nil && m.joined && !m.rebalancing:
+		m.zombieCommit()
 	default:
 		m.consume()
 	}
@@ -282,6 +348,7 @@ func (m *groupMember) step() {
 
 // startOver makes the member join again as a new member.
 func (m *groupMember) startOver() {
+	m.noteZombie()
 	m.joined, m.rejoin, m.generation, m.memberID, m.leaseFrom = false, false, 0, "", 0
 	m.g.r.probes.add("group.rejoin")
 }
@@ -352,7 +419,7 @@ func (m *groupMember) joinGroup() {
 	meta.Topics = []string{clusterTopic}
 	req := kmsg.NewPtrJoinGroupRequest()
 	req.Version = 7
-	req.Group, req.MemberID, req.ProtocolType = m.group, m.memberID, "consumer"
+	req.Group, req.MemberID, req.ProtocolType, req.InstanceID = m.group, m.memberID, "consumer", m.instanceID
 	req.SessionTimeoutMillis = int32(m.session / time.Millisecond)
 	req.RebalanceTimeoutMillis = int32(m.session / time.Millisecond)
 	p := kmsg.NewJoinGroupRequestProtocol()
@@ -373,13 +440,16 @@ func (m *groupMember) joinGroup() {
 		case coordinatorError(code):
 			m.coordinatorLost(kerr.ErrorForCode(code))
 			m.backoff()
-		case code == kerr.UnknownMemberID.Code:
+		case code == kerr.UnknownMemberID.Code || code == kerr.FencedInstanceID.Code:
 			m.startOver()
 			m.backoff()
 		case code != 0:
 			m.backoff()
 		default:
-			m.memberID, m.generation = jr.MemberID, jr.Generation
+			if m.instanceID != nil && m.zombie != nil && jr.MemberID != m.zombie.memberID {
+				m.g.r.probes.add("group.static_rejoin")
+			}
+			m.memberID, m.generation, m.leader = jr.MemberID, jr.Generation, jr.LeaderID
 			m.syncGroup(jr)
 		}
 	})
@@ -408,7 +478,7 @@ func rangeAssign(members []string, partitions int) map[string][]int32 {
 func (m *groupMember) syncGroup(jr *kmsg.JoinGroupResponse) {
 	req := kmsg.NewPtrSyncGroupRequest()
 	req.Version = 5
-	req.Group, req.Generation, req.MemberID = m.group, m.generation, m.memberID
+	req.Group, req.Generation, req.MemberID, req.InstanceID = m.group, m.generation, m.memberID, m.instanceID
 	pt, pn := "consumer", "range"
 	req.ProtocolType, req.Protocol = &pt, &pn
 	if jr.LeaderID == m.memberID {
@@ -441,7 +511,7 @@ func (m *groupMember) syncGroup(jr *kmsg.JoinGroupResponse) {
 		case coordinatorError(code):
 			m.coordinatorLost(kerr.ErrorForCode(code))
 			m.backoff()
-		case code == kerr.UnknownMemberID.Code:
+		case code == kerr.UnknownMemberID.Code || code == kerr.FencedInstanceID.Code:
 			m.startOver()
 			m.backoff()
 		case code != 0:
@@ -493,14 +563,14 @@ func (m *groupMember) assigned(ps []int32) {
 	m.g.noteAssigned(m, added)
 	m.owned, m.pos, m.joined = ps, kept, true
 	m.g.h.Add(jepsen.GroupEvent{Kind: jepsen.GroupAssigned, Group: m.group, Protocol: m.protocol, Member: m.name,
-		Generation: m.generation, Partitions: ps, Virtual: int64(m.now())})
+		Generation: m.generation, Leader: m.leader, Partitions: ps, Virtual: int64(m.now())})
 	m.g.r.logf("%s assigned %v in %s generation %d", m.name, ps, m.group, m.generation)
 }
 
 func (m *groupMember) heartbeat() {
 	req := kmsg.NewPtrHeartbeatRequest()
 	req.Version = 4
-	req.Group, req.Generation, req.MemberID = m.group, m.generation, m.memberID
+	req.Group, req.Generation, req.MemberID, req.InstanceID = m.group, m.generation, m.memberID, m.instanceID
 	sent := m.now()
 	m.send(m.coordinator, req, 5*time.Second, func(resp kmsg.Response, err error) {
 		if err != nil {
@@ -524,7 +594,7 @@ func (m *groupMember) heartbeat() {
 			m.rejoin = true
 			m.g.r.probes.add("group.rejoin")
 			m.later(0)
-		case code == kerr.UnknownMemberID.Code:
+		case code == kerr.UnknownMemberID.Code || code == kerr.FencedInstanceID.Code:
 			m.dropAll("the coordinator forgot it")
 			m.startOver()
 			m.later(0)
@@ -545,7 +615,7 @@ func (m *groupMember) consumerHeartbeat() {
 	}
 	req := kmsg.NewPtrConsumerGroupHeartbeatRequest()
 	req.Version = 1
-	req.Group, req.MemberID, req.MemberEpoch = m.group, m.memberID, m.generation
+	req.Group, req.MemberID, req.MemberEpoch, req.InstanceID = m.group, m.memberID, m.generation, m.instanceID
 	req.RebalanceTimeoutMillis = int32(m.session / time.Millisecond)
 	req.SubscribedTopicNames = []string{clusterTopic}
 	req.Topics = m.ownedTopics()
@@ -565,10 +635,15 @@ func (m *groupMember) consumerHeartbeat() {
 		case coordinatorError(code):
 			m.coordinatorLost(kerr.ErrorForCode(code))
 			m.backoff()
-		case code == kerr.FencedMemberEpoch.Code || code == kerr.UnknownMemberID.Code:
+		case code == kerr.FencedMemberEpoch.Code || code == kerr.UnknownMemberID.Code || code == kerr.FencedInstanceID.Code:
 			m.dropAll("fenced: " + kerr.ErrorForCode(code).Error())
 			m.startOver()
 			m.later(0)
+		case code == kerr.UnreleasedInstanceID.Code:
+			// The earlier incarnation has not left and its session has
+			// not run out: try again later, as the same new member.
+			m.g.r.probes.add("group.unreleased_instance")
+			m.backoff()
 		default:
 			m.backoff()
 		}
@@ -586,6 +661,9 @@ func (m *groupMember) ownedTopics() []kmsg.ConsumerGroupHeartbeatRequestTopic {
 }
 
 func (m *groupMember) consumerAnswer(hr *kmsg.ConsumerGroupHeartbeatResponse, sent time.Duration) {
+	if m.generation == 0 && m.zombie != nil && m.zombie.memberID != m.memberID {
+		m.g.r.probes.add("group.static_rejoin")
+	}
 	m.generation = hr.MemberEpoch
 	m.leaseFrom = sent
 	m.g.h.Add(jepsen.GroupEvent{Kind: jepsen.GroupHeartbeat, Group: m.group, Protocol: m.protocol, Member: m.name,
@@ -752,6 +830,8 @@ func (m *groupMember) advance(p int32) {
 			m.later(time.Duration(50+m.rand.Intn(200)) * time.Millisecond)
 			return
 		}
+		m.g.h.Add(jepsen.GroupEvent{Kind: jepsen.GroupProcessed, Group: m.group, Protocol: m.protocol, Member: m.name,
+			Generation: m.generation, Ranges: []jepsen.PartitionRange{{Partition: p, From: from, To: to}}, Virtual: int64(m.now())})
 		m.commit(p, to)
 	})
 }
@@ -759,7 +839,7 @@ func (m *groupMember) advance(p int32) {
 func (m *groupMember) commit(p int32, offset int64) {
 	req := kmsg.NewPtrOffsetCommitRequest()
 	req.Version = 9
-	req.Group, req.Generation, req.MemberID = m.group, m.generation, m.memberID
+	req.Group, req.Generation, req.MemberID, req.InstanceID = m.group, m.generation, m.memberID, m.instanceID
 	t := kmsg.NewOffsetCommitRequestTopic()
 	t.Topic = clusterTopic
 	cp := kmsg.NewOffsetCommitRequestTopicPartition()
@@ -805,6 +885,63 @@ func (m *groupMember) commit(p int32, offset int64) {
 	})
 }
 
+// zombieCommit sends the commit of the static member's earlier
+// incarnation, now that the member is back in its group under a new
+// member id: the coordinator must refuse it.
+func (m *groupMember) zombieCommit() {
+	z := m.zombie
+	m.zombie = nil
+	req := kmsg.NewPtrOffsetCommitRequest()
+	req.Version = 9
+	req.Group, req.Generation, req.MemberID, req.InstanceID = m.group, z.generation, z.memberID, m.instanceID
+	t := kmsg.NewOffsetCommitRequestTopic()
+	t.Topic = clusterTopic
+	cp := kmsg.NewOffsetCommitRequestTopicPartition()
+	cp.Partition, cp.Offset, cp.LeaderEpoch = 0, 0, -1
+	t.Partitions = append(t.Partitions, cp)
+	req.Topics = append(req.Topics, t)
+	who := m.name + "'s zombie"
+	op := m.g.h.Add(jepsen.GroupEvent{Kind: jepsen.GroupCommitInvoke, Group: m.group, Protocol: m.protocol, Member: who,
+		Generation: z.generation, Offsets: []jepsen.PartitionOffset{{Partition: 0, Offset: 0}}, Virtual: int64(m.now())})
+	m.opCommit = op
+	m.send(m.coordinator, req, 5*time.Second, func(resp kmsg.Response, err error) {
+		m.opCommit = 0
+		if err != nil {
+			m.g.h.Add(jepsen.GroupEvent{Kind: jepsen.GroupCommitInfo, Op: op, Virtual: int64(m.now())})
+			m.coordinatorLost(err)
+			m.backoff()
+			return
+		}
+		code := int16(-1)
+		for _, t := range resp.(*kmsg.OffsetCommitResponse).Topics {
+			for _, rp := range t.Partitions {
+				if t.Topic == clusterTopic && rp.Partition == 0 {
+					code = rp.ErrorCode
+				}
+			}
+		}
+		m.g.r.logf("%s: commit as member %q generation %d: error %d", who, z.memberID, z.generation, code)
+		switch {
+		case code == 0:
+			m.g.h.Add(jepsen.GroupEvent{Kind: jepsen.GroupCommitOk, Op: op, Virtual: int64(m.now())})
+			m.g.r.fail("violation: groups: %s: %s's commit as its earlier incarnation (member %q, generation %d) was acknowledged after it rejoined as %q",
+				m.group, m.name, z.memberID, z.generation, m.memberID)
+		case coordinatorError(code):
+			m.g.h.Add(jepsen.GroupEvent{Kind: jepsen.GroupCommitFail, Op: op, Virtual: int64(m.now())})
+			m.zombie = z // again, at the coordinator
+			m.coordinatorLost(kerr.ErrorForCode(code))
+		default:
+			m.g.h.Add(jepsen.GroupEvent{Kind: jepsen.GroupCommitFail, Op: op, Virtual: int64(m.now())})
+			if code == kerr.FencedInstanceID.Code {
+				m.g.r.probes.add("group.fenced_static_member")
+			} else {
+				m.g.r.probes.add("group.zombie_refused")
+			}
+		}
+		m.later(0)
+	})
+}
+
 func (m *groupMember) commitRefused(code int16) {
 	switch {
 	case coordinatorError(code):
@@ -814,7 +951,7 @@ func (m *groupMember) commitRefused(code int16) {
 			m.rejoin = true
 			m.g.r.probes.add("group.rejoin")
 		}
-	case code == kerr.UnknownMemberID.Code || code == kerr.FencedMemberEpoch.Code:
+	case code == kerr.UnknownMemberID.Code || code == kerr.FencedMemberEpoch.Code || code == kerr.FencedInstanceID.Code:
 		m.dropAll("its commit was fenced")
 		m.startOver()
 	case code == kerr.StaleMemberEpoch.Code:
@@ -836,13 +973,18 @@ func (m *groupMember) leave() bool {
 		lr.Version = 3
 		lr.Group = m.group
 		mem := kmsg.NewLeaveGroupRequestMember()
-		mem.MemberID = m.memberID
+		mem.MemberID, mem.InstanceID = m.memberID, m.instanceID
 		lr.Members = append(lr.Members, mem)
 		req = lr
 	} else {
 		hr := kmsg.NewPtrConsumerGroupHeartbeatRequest()
 		hr.Version = 1
-		hr.Group, hr.MemberID, hr.MemberEpoch = m.group, m.memberID, -1
+		hr.Group, hr.MemberID, hr.MemberEpoch, hr.InstanceID = m.group, m.memberID, -1, m.instanceID
+		if m.instanceID != nil && m.rand.Chance(0.7) {
+			// A static member's temporary leave: its assignment waits
+			// for its return for a session.
+			hr.MemberEpoch = -2
+		}
 		hr.Topics = []kmsg.ConsumerGroupHeartbeatRequestTopic{}
 		req = hr
 	}
@@ -884,9 +1026,11 @@ func (g *groupRun) fault() {
 	m := g.members[g.rand.Intn(len(g.members))]
 	n := m.node
 	switch x := g.rand.Float64(); {
-	case x < 0.35:
+	case x < 0.1:
+		g.resetGroup(m.group)
+	case x < 0.4:
 		m.wantLeave = true
-	case x < 0.65:
+	case x < 0.7:
 		if !n.Up() || n.Paused() {
 			return
 		}
@@ -911,6 +1055,7 @@ func (g *groupRun) fault() {
 // startLiveness brings back every member that left; heal has restarted
 // and resumed their nodes.
 func (g *groupRun) startLiveness() {
+	clear(g.holdUntil)
 	for _, m := range g.members {
 		m.live = true
 		inc := m.inc
@@ -1005,4 +1150,185 @@ func (g *groupRun) judge() {
 	for _, v := range jepsen.CheckGroups(g.h.Events()) {
 		g.r.fail("violation: %s", v)
 	}
+}
+
+// The operator: resets and deletions of a group's offsets.
+
+// adminClient is the operator's client node.
+type adminClient struct {
+	g        *groupRun
+	node     *sim.Node
+	rand     *rng.Rand
+	e        env.Env
+	inc      int
+	sessions []*session
+	busy     bool
+}
+
+// adminHold is how long an operator's reset keeps a group's members out.
+const adminHold = 14 * time.Second
+
+func newAdminClient(g *groupRun) *adminClient {
+	a := &adminClient{g: g, rand: g.r.w.Rand("group-operator")}
+	a.node = g.r.w.AddNode("g-operator", a.boot)
+	return a
+}
+
+func (a *adminClient) boot(e env.Env) {
+	a.e, a.inc, a.busy = e, a.node.Incarnation(), false
+	a.sessions = make([]*session, len(a.g.r.nodes))
+	for i, n := range a.g.r.nodes {
+		a.sessions[i] = &session{e: e, addr: n.name + ":9092", clientID: "g-operator", dialTimeout: dialTimeout, probes: &a.g.r.probes}
+	}
+}
+
+// resetGroup has the operator reset group's offsets (or delete the
+// group): its members leave and stay out until it is done or the hold
+// runs out.
+func (g *groupRun) resetGroup(group string) {
+	a := g.admin
+	if a.busy || !a.node.Up() || g.holdUntil[group] > g.r.w.Now() {
+		return
+	}
+	a.busy = true
+	until := g.r.w.Now() + adminHold
+	g.holdUntil[group] = until
+	deletion := g.rand.Chance(0.3)
+	offsets := make([]int64, g.r.partitions)
+	for i := range offsets {
+		offsets[i] = int64(g.rand.Intn(40))
+	}
+	inc := a.node.Incarnation()
+	a.node.Post(func() {
+		if a.node.Incarnation() == inc {
+			a.e.Clock.AfterFunc(time.Second, func() { a.try(inc, group, deletion, offsets, until) })
+		}
+	})
+}
+
+// try finds group's coordinator and sends the reset, again while the
+// group is not yet empty and the hold lasts.
+func (a *adminClient) try(inc int, group string, deletion bool, offsets []int64, until time.Duration) {
+	g := a.g
+	if a.node.Incarnation() != inc {
+		return
+	}
+	now := g.r.w.Now()
+	if now > until-time.Second || g.holdUntil[group] != until || g.r.stopping {
+		a.busy = false
+		return
+	}
+	again := func() {
+		a.e.Clock.AfterFunc(time.Duration(1000+a.rand.Intn(1000))*time.Millisecond, func() { a.try(inc, group, deletion, offsets, until) })
+	}
+	fc := kmsg.NewPtrFindCoordinatorRequest()
+	fc.Version, fc.CoordinatorKeys = 4, []string{group}
+	a.sessions[a.rand.Intn(len(a.sessions))].do(fc, metadataTimeout, func(resp kmsg.Response, err error) {
+		if a.node.Incarnation() != inc {
+			return
+		}
+		var to int32 = -1
+		if err == nil {
+			if cs := resp.(*kmsg.FindCoordinatorResponse).Coordinators; len(cs) == 1 && cs[0].ErrorCode == 0 &&
+				cs[0].NodeID >= 1 && int(cs[0].NodeID) <= len(a.sessions) {
+				to = cs[0].NodeID
+			}
+		}
+		if to < 0 {
+			again()
+			return
+		}
+		a.send(inc, to, group, deletion, offsets, until, again)
+	})
+}
+
+func (a *adminClient) send(inc int, to int32, group string, deletion bool, offsets []int64, until time.Duration, again func()) {
+	g := a.g
+	all := make([]int32, len(offsets))
+	reset := jepsen.GroupEvent{Kind: jepsen.GroupReset, Group: group, Member: "operator", Virtual: int64(g.r.w.Now())}
+	var req kmsg.Request
+	if deletion {
+		dr := kmsg.NewPtrDeleteGroupsRequest()
+		dr.Version, dr.Groups = 2, []string{group}
+		req = dr
+	} else {
+		cr := kmsg.NewPtrOffsetCommitRequest()
+		cr.Version = 9
+		cr.Group, cr.Generation = group, -1
+		t := kmsg.NewOffsetCommitRequestTopic()
+		t.Topic = clusterTopic
+		for p, o := range offsets {
+			cp := kmsg.NewOffsetCommitRequestTopicPartition()
+			cp.Partition, cp.Offset, cp.LeaderEpoch = int32(p), o, -1
+			t.Partitions = append(t.Partitions, cp)
+			reset.Offsets = append(reset.Offsets, jepsen.PartitionOffset{Partition: int32(p), Offset: o})
+		}
+		cr.Topics = append(cr.Topics, t)
+		req = cr
+	}
+	for p := range all {
+		all[p] = int32(p)
+	}
+	reset.Partitions = all
+	op := g.h.Add(reset)
+	end := func(kind jepsen.GroupEventKind) {
+		g.h.Add(jepsen.GroupEvent{Kind: kind, Op: op, Virtual: int64(g.r.w.Now())})
+	}
+	a.sessions[to-1].do(req, 5*time.Second, func(resp kmsg.Response, err error) {
+		if a.node.Incarnation() != inc {
+			end(jepsen.GroupResetInfo)
+			return
+		}
+		if err != nil {
+			end(jepsen.GroupResetInfo)
+			again()
+			return
+		}
+		code := int16(0)
+		switch r := resp.(type) {
+		case *kmsg.DeleteGroupsResponse:
+			code = -1
+			for _, rg := range r.Groups {
+				if rg.Group == group {
+					code = rg.ErrorCode
+				}
+			}
+		case *kmsg.OffsetCommitResponse:
+			seen := 0
+			for _, t := range r.Topics {
+				for _, rp := range t.Partitions {
+					if t.Topic == clusterTopic {
+						seen++
+						if rp.ErrorCode != 0 {
+							code = rp.ErrorCode
+						}
+					}
+				}
+			}
+			if seen != len(offsets) {
+				code = -1
+			}
+		}
+		g.r.logf("operator: %s of %s (deletion %v): error %d", reset.Kind, group, deletion, code)
+		switch {
+		case code == 0:
+			end(jepsen.GroupResetOk)
+			if deletion {
+				g.r.probes.add("group.deleted")
+			} else {
+				g.r.probes.add("group.reset")
+			}
+			a.busy = false
+			if g.holdUntil[group] == until {
+				g.holdUntil[group] = g.r.w.Now()
+			}
+		case coordinatorError(code) || code == kerr.RequestTimedOut.Code || code < 0:
+			end(jepsen.GroupResetInfo)
+			again()
+		default:
+			end(jepsen.GroupResetFail)
+			g.r.probes.add("group.reset_refused")
+			again()
+		}
+	})
 }

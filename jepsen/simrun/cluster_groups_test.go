@@ -1,6 +1,7 @@
 package simrun
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -91,4 +92,47 @@ func TestClusterGroupsCatchAnEarlyAcknowledgement(t *testing.T) {
 		require.True(t, real.OK(), "the real coordinator fails the seed that caught the sabotage: %s\n%s", real.Line(), real.Details())
 	}
 	require.Positive(t, caught, "no seed caught a coordinator acknowledging before the high watermark")
+}
+
+// A coordinator whose offset fetches answer one past what was committed
+// makes a member that takes a partition over skip a record: the first
+// group seeds catch it as a skip, and no other checker needs to.
+func TestClusterGroupsCatchASkippedRecord(t *testing.T) {
+	caught := 0
+	for _, seed := range groupSeeds(4, "") {
+		s := Run(Config{Seed: seed, Nodes: 3, Duration: 15 * time.Second, Sabotage: SabotageGroupFetchAhead})
+		for _, f := range s.Failures {
+			if strings.Contains(f, "a record was skipped") {
+				caught++
+				t.Logf("seed %d: %s", seed, f)
+				break
+			}
+		}
+	}
+	require.Equal(t, 4, caught, "seeds that caught a coordinator answering offsets ahead of the commits")
+}
+
+// Static members, resets and deletions happen in the sweep's seeds: a
+// rejoin under the same instance id, its zombie's commit refused as
+// fenced, and an operator's reset and deletion acknowledged.
+func TestClusterGroupsStaticMembersAndResets(t *testing.T) {
+	want := []string{"group.static_rejoin", "group.fenced_static_member", "group.reset", "group.deleted"}
+	fired := map[string]bool{}
+	for _, seed := range groupSeeds(40, "") {
+		o := ChooseClusterOptions(seed, 3)
+		if !slices.ContainsFunc(o.Groups, func(g GroupOptions) bool { return g.Static }) && fired["group.reset"] && fired["group.deleted"] {
+			continue
+		}
+		s := Run(Config{Seed: seed, Nodes: 3})
+		require.True(t, s.OK(), "%s\n%s", s.Line(), s.Details())
+		for _, c := range s.Probes {
+			if slices.Contains(want, c.Name) && c.Count > 0 {
+				fired[c.Name] = true
+			}
+		}
+		if len(fired) == len(want) {
+			return
+		}
+	}
+	require.Len(t, fired, len(want), "probes fired: %v", fired)
 }

@@ -92,11 +92,12 @@ func KnownClusterProbes(metaOnly bool) []string {
 			"data.preferred_replica", "data.follower_fetch", "data.page_cache", "data.replica_compared", "data.reassignment", "data.reassignment_during_fault",
 			"moment.follower_sync_inflight.armed", "moment.follower_sync_inflight.fired",
 			"repl.truncation", "repl.isr_shrink", "repl.isr_expand", "repl.isr_refused", "repl.isr_stale_partition_epoch", "repl.fenced_epoch", "repl.unclean_refused",
-			// The group workload (cluster_groups.go); static members are
-			// not exercised, so there is no fenced-static-member probe.
+			// The group workload (cluster_groups.go).
 			"group.late_join", "group.leave", "group.crash", "group.stall", "group.lease_lost", "group.rejoin",
 			"group.coordinator_moved", "group.failover_during_rebalance", "group.revocation_racing_assignment",
-			"group.offset_fetch", "group.commit_acknowledged", "group.commit_refused", "group.commit_unknown")
+			"group.offset_fetch", "group.commit_acknowledged", "group.commit_refused", "group.commit_unknown",
+			"group.static_rejoin", "group.fenced_static_member", "group.zombie_refused", "group.unreleased_instance",
+			"group.reset", "group.deleted", "group.reset_refused")
 	}
 	return known
 }

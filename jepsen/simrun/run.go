@@ -72,6 +72,11 @@ const (
 	// wrote (node.Config.SabotageCoordinatorEarlyAck): acknowledged
 	// commits a failover or a power loss then loses.
 	SabotageGroupEarlyAck
+	// SabotageGroupFetchAhead (cluster runs with groups) makes every
+	// node's OffsetFetch answer one past each committed offset
+	// (node.Config.SabotageCoordinatorFetchAhead): a member that takes a
+	// partition over skips a record.
+	SabotageGroupFetchAhead
 )
 
 // Config says what to run.
