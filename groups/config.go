@@ -200,6 +200,12 @@ func (cfg Config) Validate() error {
 // GroupCoordinatorConfig does.
 func (c Config) validateConsumer() error {
 	switch {
+	case c.ConsumerSessionTimeoutMax < c.ConsumerSessionTimeoutMin:
+		return fmt.Errorf("groups: group.consumer.max.session.timeout.ms %d is below group.consumer.min.session.timeout.ms %d",
+			c.ConsumerSessionTimeoutMax.Milliseconds(), c.ConsumerSessionTimeoutMin.Milliseconds())
+	case c.ConsumerHeartbeatIntervalMax < c.ConsumerHeartbeatIntervalMin:
+		return fmt.Errorf("groups: group.consumer.max.heartbeat.interval.ms %d is below group.consumer.min.heartbeat.interval.ms %d",
+			c.ConsumerHeartbeatIntervalMax.Milliseconds(), c.ConsumerHeartbeatIntervalMin.Milliseconds())
 	case c.ConsumerSessionTimeout < c.ConsumerSessionTimeoutMin || c.ConsumerSessionTimeout > c.ConsumerSessionTimeoutMax:
 		return fmt.Errorf("groups: group.consumer.session.timeout.ms %d is outside [%d, %d]", c.ConsumerSessionTimeout.Milliseconds(),
 			c.ConsumerSessionTimeoutMin.Milliseconds(), c.ConsumerSessionTimeoutMax.Milliseconds())

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/sluicemq/sluice/groups"
 )
 
 // Config is a broker's configuration. Its fields carry Kafka's names in their
@@ -179,6 +181,42 @@ type Config struct {
 	// be configured. 0 is Kafka's default (45 s each).
 	GroupConsumerSessionTimeout    time.Duration
 	GroupConsumerMinSessionTimeout time.Duration
+	// The group coordinator's other keys, each the groups.Config field of
+	// the same meaning (groups/config.go says what it does); DefaultConfig
+	// holds Kafka's defaults, and 0 (or nil) means the default too.
+	// config_groups.go reads and checks them.
+	//
+	// GroupMinSessionTimeout and GroupMaxSessionTimeout are
+	// group.min.session.timeout.ms and group.max.session.timeout.ms (6 s,
+	// 30 min): the session timeouts a classic member may ask for.
+	GroupMinSessionTimeout time.Duration
+	GroupMaxSessionTimeout time.Duration
+	// GroupMaxSize is group.max.size: the members of a classic group.
+	GroupMaxSize int32
+	// GroupConsumerMaxSessionTimeout is group.consumer.max.session.timeout.ms
+	// (60 s), the most group.consumer.session.timeout.ms may be.
+	GroupConsumerMaxSessionTimeout time.Duration
+	// GroupConsumerHeartbeatInterval is group.consumer.heartbeat.interval.ms
+	// (5 s), within group.consumer.min/max.heartbeat.interval.ms (5 s,
+	// 15 s) and below the session timeout.
+	GroupConsumerHeartbeatInterval    time.Duration
+	GroupConsumerMinHeartbeatInterval time.Duration
+	GroupConsumerMaxHeartbeatInterval time.Duration
+	// GroupConsumerMaxSize is group.consumer.max.size: the members of a
+	// KIP-848 group.
+	GroupConsumerMaxSize int32
+	// GroupConsumerAssignors is group.consumer.assignors: the server-side
+	// assignors by name (uniform, range), the first the default. Kafka's
+	// class names of the two are read as their names.
+	GroupConsumerAssignors []string
+	// OffsetsRetention is offsets.retention.minutes (7 days), kept as a
+	// duration; OffsetsRetentionCheckInterval is
+	// offsets.retention.check.interval.ms (10 min).
+	OffsetsRetention              time.Duration
+	OffsetsRetentionCheckInterval time.Duration
+	// OffsetMetadataMaxBytes is offset.metadata.max.bytes (4096): the
+	// longest metadata a committed offset may carry.
+	OffsetMetadataMaxBytes int32
 	// SabotageCoordinatorEarlyAck, for the simulator's sabotage tests
 	// alone (no property sets it), makes the group coordinator answer a
 	// request as soon as its shard does, before the high watermark passes
@@ -295,6 +333,21 @@ func DefaultConfig() Config {
 		ConnectionsMaxIdle:               10 * time.Minute,
 		RequestReadTimeout:               30 * time.Second,
 
+		GroupConsumerSessionTimeout:       groups.DefaultConsumerSessionTimeout,
+		GroupConsumerMinSessionTimeout:    groups.DefaultConsumerSessionTimeoutMin,
+		GroupMinSessionTimeout:            groups.DefaultSessionTimeoutMin,
+		GroupMaxSessionTimeout:            groups.DefaultSessionTimeoutMax,
+		GroupMaxSize:                      groups.DefaultGroupMaxSize,
+		GroupConsumerMaxSessionTimeout:    groups.DefaultConsumerSessionTimeoutMax,
+		GroupConsumerHeartbeatInterval:    groups.DefaultConsumerHeartbeatInterval,
+		GroupConsumerMinHeartbeatInterval: groups.DefaultConsumerHeartbeatIntervalMin,
+		GroupConsumerMaxHeartbeatInterval: groups.DefaultConsumerHeartbeatIntervalMax,
+		GroupConsumerMaxSize:              groups.DefaultConsumerGroupMaxSize,
+		GroupConsumerAssignors:            defaultAssignors(),
+		OffsetsRetention:                  groups.DefaultOffsetsRetention,
+		OffsetsRetentionCheckInterval:     groups.DefaultOffsetsRetentionCheckInterval,
+		OffsetMetadataMaxBytes:            groups.DefaultOffsetMetadataMaxBytes,
+
 		InterBrokerListenerName:                   "PLAINTEXT",
 		BrokerSessionTimeout:                      2 * time.Second,
 		BrokerHeartbeatInterval:                   400 * time.Millisecond,
@@ -401,21 +454,6 @@ func (c *Config) set(key, value string) (known bool, err error) {
 			err = fmt.Errorf("above the limit of %d partitions per topic", maxPartitionsPerTopic)
 		}
 		return true, err
-	case "group.initial.rebalance.delay.ms":
-		var v int32
-		err := parseInt32(value, 0, &v)
-		c.GroupInitialRebalanceDelay = time.Duration(v) * time.Millisecond
-		return true, err
-	case "group.consumer.session.timeout.ms", "group.consumer.min.session.timeout.ms":
-		var v int32
-		err := parseInt32(value, 1, &v)
-		d := time.Duration(v) * time.Millisecond
-		if key == "group.consumer.session.timeout.ms" {
-			c.GroupConsumerSessionTimeout = d
-		} else {
-			c.GroupConsumerMinSessionTimeout = d
-		}
-		return true, err
 	case "offsets.topic.replication.factor":
 		var v int32
 		err := parseInt32(value, 1, &v)
@@ -451,6 +489,9 @@ func (c *Config) set(key, value string) (known bool, err error) {
 		return true, parseTimeout(key, value, &c.ConnectionsMaxIdle)
 	case "sluice.request.read.timeout.ms":
 		return true, parseTimeout(key, value, &c.RequestReadTimeout)
+	}
+	if known, err := c.setGroups(key, value); known {
+		return true, err
 	}
 	return c.setKRaft(key, value)
 }

@@ -9,8 +9,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/sluicemq/sluice/groups"
 )
 
 // The configuration of a node in a KRaft cluster, read as Kafka reads it
@@ -280,13 +278,6 @@ func listenerNames(ls []Listener) string {
 // work is refused at start rather than failing every request that uses it.
 // Each key's own value was checked when it was read (ApplyProperties); the
 // lists are checked again here, for configurations built in code.
-// validateGroups checks the group coordinator's settings as the shards
-// will take them.
-func (c Config) validateGroups() error {
-	return groups.Config{ConsumerSessionTimeout: c.GroupConsumerSessionTimeout,
-		ConsumerSessionTimeoutMin: c.GroupConsumerMinSessionTimeout}.Validate()
-}
-
 func (c Config) Validate() error {
 	for _, check := range []func() error{
 		c.validateListenerLists,

@@ -6,7 +6,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sluicemq/sluice/groups"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -87,19 +86,6 @@ func brokerConfigDefs() []brokerConfigDef {
 		{name: "offsets.topic.num.partitions", kind: kindInt, kafkaDefault: def("50"),
 			value: func(c Config) string { return strconv.Itoa(int(c.OffsetsTopicNumPartitions)) },
 			doc:   "The number of partitions of __consumer_offsets, fixed when it is created."},
-		{name: "group.initial.rebalance.delay.ms", kind: kindInt, kafkaDefault: def("3000"),
-			value: func(c Config) string { return durationMsString(c.GroupInitialRebalanceDelay) },
-			doc:   "How long a new classic group waits for more members before its first rebalance."},
-		{name: "group.consumer.session.timeout.ms", kind: kindInt, kafkaDefault: def("45000"),
-			value: func(c Config) string {
-				return durationMsString(orDefault(c.GroupConsumerSessionTimeout, groups.DefaultConsumerSessionTimeout))
-			},
-			doc: "How long a consumer-protocol member may go without a heartbeat before it is fenced."},
-		{name: "group.consumer.min.session.timeout.ms", kind: kindInt, kafkaDefault: def("45000"),
-			value: func(c Config) string {
-				return durationMsString(orDefault(c.GroupConsumerMinSessionTimeout, groups.DefaultConsumerSessionTimeoutMin))
-			},
-			doc: "The least group.consumer.session.timeout.ms may be."},
 		{name: "offsets.topic.replication.factor", kind: kindShort, kafkaDefault: def("3"),
 			value: func(c Config) string { return strconv.Itoa(int(c.OffsetsTopicReplicationFactor)) },
 			doc:   "The replication factor of __consumer_offsets, capped at the brokers the cluster is configured to have."},
@@ -134,7 +120,7 @@ func brokerConfigDefs() []brokerConfigDef {
 		{name: "sluice.request.read.timeout.ms", kind: kindLong, kafkaDefault: def("30000"),
 			value: func(c Config) string { return durationMsString(c.RequestReadTimeout) },
 			doc:   "How long a request may take to arrive whole, from its first bytes, before the connection is closed; -1 is forever."},
-	}, kraftConfigDefs()...)
+	}, append(kraftConfigDefs(), groupConfigDefs()...)...)
 }
 
 // kraftConfigDefs lists the keys of config_kraft.go.
@@ -323,14 +309,6 @@ func (b *Broker) topicConfigEntries(set map[string]string) []configEntry {
 
 // durationMsString writes a duration in milliseconds, a negative one (no
 // timeout) as Kafka's -1.
-// orDefault is d, or def when d is 0.
-func orDefault(d, def time.Duration) time.Duration {
-	if d == 0 {
-		return def
-	}
-	return d
-}
-
 func durationMsString(d time.Duration) string {
 	if d < 0 {
 		return "-1"

@@ -219,23 +219,16 @@ func (b *Broker) coordNow() time.Time {
 }
 
 // groupsConfig is the configuration of the shard of partition index.
+// Its settings are the broker's keys (config_groups.go); the rest is the
+// runtime's.
 func (b *Broker) groupsConfig(index int32) groups.Config {
-	delay := b.cfg.GroupInitialRebalanceDelay
-	if delay == 0 {
-		delay = -1 // groups' "no delay"; its zero is Kafka's default
+	cfg := b.cfg.groupsConfig()
+	cfg.Partition, cfg.Rand, cfg.Topics = index, b.env.Rand, b.groupTopics
+	cfg.TopicExists = func(topic string, partition int32) bool {
+		t := b.image.TopicByName(topic)
+		return t != nil && partition >= 0 && int(partition) < len(t.Partitions)
 	}
-	return groups.Config{
-		Partition:             index,
-		InitialRebalanceDelay: delay,
-		Rand:                  b.env.Rand,
-		TopicExists: func(topic string, partition int32) bool {
-			t := b.image.TopicByName(topic)
-			return t != nil && partition >= 0 && int(partition) < len(t.Partitions)
-		},
-		Topics:                    b.groupTopics,
-		ConsumerSessionTimeout:    b.cfg.GroupConsumerSessionTimeout,
-		ConsumerSessionTimeoutMin: b.cfg.GroupConsumerMinSessionTimeout,
-	}
+	return cfg
 }
 
 // groupTopics lists the image's topics for KIP-848 subscriptions, by name.

@@ -18,7 +18,7 @@ func (b *Broker) apiHandlers() []apiHandler {
 		{key: 12, min: 0, max: 4, handle: b.handleHeartbeat},
 		{key: 13, min: 0, max: 5, handle: b.handleLeaveGroup},
 		{key: 14, min: 0, max: 5, handle: b.handleSyncGroup},
-		{key: 15, min: 0, max: 5, handle: b.handleDescribeGroups},
+		{key: 15, min: 0, max: 6, handle: b.handleDescribeGroups},
 		{key: 16, min: 0, max: 5, handle: b.handleListGroups},
 		{key: 18, min: 0, max: 4, handle: b.handleApiVersions},
 		{key: 19, min: 0, max: 7, handle: b.forControllers(b.handleCreateTopics)},
