@@ -217,6 +217,13 @@ type Config struct {
 	// OffsetMetadataMaxBytes is offset.metadata.max.bytes (4096): the
 	// longest metadata a committed offset may carry.
 	OffsetMetadataMaxBytes int32
+	// OffsetsCommitTimeout is offsets.commit.timeout.ms (5 s): how long
+	// an answer waits for the coordinator's records to be replicated
+	// before it is COORDINATOR_NOT_AVAILABLE (as Kafka's
+	// CoordinatorOperationExceptionHelper turns its REQUEST_TIMED_OUT);
+	// the client retries, and the write may still commit. 0 is the
+	// default.
+	OffsetsCommitTimeout time.Duration
 	// SabotageCoordinatorEarlyAck, for the simulator's sabotage tests
 	// alone (no property sets it), makes the group coordinator answer a
 	// request as soon as its shard does, before the high watermark passes
@@ -347,6 +354,7 @@ func DefaultConfig() Config {
 		OffsetsRetention:                  groups.DefaultOffsetsRetention,
 		OffsetsRetentionCheckInterval:     groups.DefaultOffsetsRetentionCheckInterval,
 		OffsetMetadataMaxBytes:            groups.DefaultOffsetMetadataMaxBytes,
+		OffsetsCommitTimeout:              defaultOffsetsCommitTimeout,
 
 		InterBrokerListenerName:                   "PLAINTEXT",
 		BrokerSessionTimeout:                      2 * time.Second,

@@ -18,9 +18,9 @@ import (
 // offset.metadata.max.bytes, which Kafka takes at any value, must be at
 // least 1, since groups reads a zero as Kafka's default.
 //
-// offsets.commit.timeout.ms is not read: groups has no such setting, and
-// the coordinator answers a write once it is replicated, or drops the
-// shard when it cannot be (coordinator.go).
+// offsets.commit.timeout.ms is the runtime's alone (coordinator.go): the
+// shards answer at once, and the runtime holds each answer until its
+// records are replicated, for at most that long.
 
 // setGroups sets a group coordinator key; known is false for any other key.
 func (c *Config) setGroups(key, value string) (known bool, err error) {
@@ -67,6 +67,8 @@ func (c *Config) setGroups(key, value string) (known bool, err error) {
 		return true, parseInterval(key, value, &c.OffsetsRetentionCheckInterval)
 	case "offset.metadata.max.bytes":
 		return true, parseInt32(value, 1, &c.OffsetMetadataMaxBytes)
+	case "offsets.commit.timeout.ms":
+		return true, ms(1, &c.OffsetsCommitTimeout)
 	}
 	return false, nil
 }

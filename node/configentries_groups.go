@@ -72,6 +72,9 @@ func groupConfigDefs() []brokerConfigDef {
 		{name: "offset.metadata.max.bytes", kind: kindInt, kafkaDefault: def("4096"),
 			value: size(func(c Config) int32 { return c.OffsetMetadataMaxBytes }, groups.DefaultOffsetMetadataMaxBytes),
 			doc:   "The longest metadata a committed offset may carry."},
+		{name: "offsets.commit.timeout.ms", kind: kindInt, kafkaDefault: def("5000"),
+			value: ms(func(c Config) time.Duration { return c.OffsetsCommitTimeout }, defaultOffsetsCommitTimeout),
+			doc:   "How long a coordinator's answer waits for its records to be replicated before it is COORDINATOR_NOT_AVAILABLE."},
 	}
 }
 

@@ -86,12 +86,21 @@ type coordShard struct {
 	held    map[groups.RequestID]heldRequest
 	timer   env.Timer
 	timerAt time.Time
+	// timeout fires when the first of responds has waited
+	// offsets.commit.timeout.ms.
+	timeout env.Timer
 }
 
+// pendingRespond is an answer waiting for the records before it: until the
+// high watermark passes after, or deadline.
 type pendingRespond struct {
-	after int64
-	resp  groups.Response
+	after    int64
+	deadline time.Time
+	resp     groups.Response
 }
+
+// defaultOffsetsCommitTimeout is Kafka's offsets.commit.timeout.ms.
+const defaultOffsetsCommitTimeout = 5 * time.Second
 
 type pendingSnapshot struct{ after, start int64 }
 
@@ -343,7 +352,8 @@ func (b *Broker) shardReady(cs *coordShard) {
 			if b.cfg.SabotageCoordinatorEarlyAck {
 				after = cs.committed
 			}
-			cs.responds = append(cs.responds, pendingRespond{after: after, resp: *e.Respond})
+			deadline := b.coordNow().Add(orDefault(b.cfg.OffsetsCommitTimeout, defaultOffsetsCommitTimeout))
+			cs.responds = append(cs.responds, pendingRespond{after: after, deadline: deadline, resp: *e.Respond})
 			continue
 		}
 		b.shardWrite(cs, e)
@@ -474,6 +484,58 @@ func (b *Broker) flushShard(cs *coordShard) {
 		}
 		h.done(pr.resp.Resp)
 	}
+	if b.coord.shards[cs.index] == cs {
+		b.armCommitTimeout(cs)
+	}
+}
+
+// armCommitTimeout makes sure a timer waits for the first held answer's
+// deadline.
+func (b *Broker) armCommitTimeout(cs *coordShard) {
+	if cs.timeout != nil || len(cs.responds) == 0 {
+		return
+	}
+	cs.timeout = b.env.Clock.AfterFunc(max(cs.responds[0].deadline.Sub(b.coordNow()), 0), func() {
+		cs.timeout = nil
+		if b.coord.shards[cs.index] != cs {
+			return
+		}
+		b.expireResponds(cs)
+	})
+}
+
+// expireResponds answers COORDINATOR_NOT_AVAILABLE to every held answer
+// whose records were not replicated within offsets.commit.timeout.ms: as
+// Kafka does, the client is told to retry, though the records may still
+// commit (the shard took them as written, and the next leader replays
+// them if they did). Deadlines come in the order of responds, so the
+// expired answers are its first.
+func (b *Broker) expireResponds(cs *coordShard) {
+	now := b.coordNow()
+	n := 0
+	for n < len(cs.responds) && !cs.responds[n].deadline.After(now) {
+		n++
+	}
+	expired := cs.responds[:n:n]
+	cs.responds = cs.responds[n:]
+	if n > 0 {
+		b.env.Log.Warn("group coordinator answers timed out waiting for replication", "partition", cs.index,
+			"answers", n, "committed", cs.committed, "written", cs.writeEnd)
+	}
+	for _, pr := range expired {
+		if b.coord.shards[cs.index] != cs {
+			return
+		}
+		h, ok := cs.held[pr.resp.ID]
+		if !ok {
+			panic(fmt.Sprintf("node: group coordinator %d timed out request %d, which it does not hold", cs.index, pr.resp.ID))
+		}
+		delete(cs.held, pr.resp.ID)
+		h.done(coordErrorResponse(h.req, kerr.CoordinatorNotAvailable))
+	}
+	if b.coord.shards[cs.index] == cs {
+		b.armCommitTimeout(cs)
+	}
 }
 
 // moveLogStart moves cs's partition's log start to a committed snapshot's
@@ -531,6 +593,10 @@ func (b *Broker) unloadShard(cs *coordShard, why string) {
 	if cs.timer != nil {
 		cs.timer.Stop()
 		cs.timer = nil
+	}
+	if cs.timeout != nil {
+		cs.timeout.Stop()
+		cs.timeout = nil
 	}
 	b.env.Log.Info("unloading group coordinator", "partition", cs.index, "leader_epoch", cs.epoch, "why", why, "held", len(cs.held))
 	held := cs.held

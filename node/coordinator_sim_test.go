@@ -605,3 +605,49 @@ func TestAParkedJoinIsAnsweredNotCoordinatorWhenTheCoordinatorIsCutOff(t *testin
 	require.NotEqual(t, co, next)
 	require.Empty(t, c.fetchOffsets(next, group))
 }
+
+// A commit whose records the followers cannot replicate is answered
+// COORDINATOR_NOT_AVAILABLE after offsets.commit.timeout.ms (Kafka turns
+// its REQUEST_TIMED_OUT so), not held until the ISR shrinks; the write may
+// still commit, and does once the followers fetch again.
+func TestACommitNotReplicatedInTimeIsAnsweredCoordinatorNotAvailable(t *testing.T) {
+	c := newSimCluster(t, 78, 3, func(_ int, cfg *Config) {
+		cfg.OffsetsTopicNumPartitions = 1
+		cfg.ReplicaLagTimeMax = time.Minute // the ISR keeps the cut followers
+		cfg.OffsetsCommitTimeout = time.Second
+	})
+	const group = "slow"
+	co := c.findCoordinator(0, group)
+	commit := func() *kmsg.OffsetCommitResponse {
+		return c.retryCoordinator(co, func() kmsg.Request {
+			return commitRequest(group, "", -1, "t", map[int32]int64{0: 7})
+		}, func(r kmsg.Response) int16 { return r.(*kmsg.OffsetCommitResponse).Topics[0].Partitions[0].ErrorCode }).(*kmsg.OffsetCommitResponse)
+	}
+	require.Zero(t, c.createTopicRF(co, "t", 1, 3))
+	require.Zero(t, commit().Topics[0].Partitions[0].ErrorCode, "a commit the followers replicate is answered")
+
+	// The followers can no longer fetch from the coordinator; its lease
+	// and the controller are untouched.
+	for i := range c.brokers {
+		if i != co {
+			c.world.Net().PartitionPort(c.host(i), c.host(co), 9092)
+			c.world.Net().PartitionPort(c.host(co), c.host(i), 9092)
+		}
+	}
+	m := c.dialMember(co)
+	sent := c.world.Now()
+	answer := m.send(commitRequest(group, "", -1, "t", map[int32]int64{0: 9}))
+	got := c.await(answer)[0].(*kmsg.OffsetCommitResponse)
+	require.Equal(t, kerr.CoordinatorNotAvailable.Code, got.Topics[0].Partitions[0].ErrorCode)
+	waited := c.world.Now() - sent
+	require.True(t, waited >= time.Second && waited < 3*time.Second, "answered after %s", waited)
+	require.Equal(t, co, c.findCoordinator(co, group), "the coordinator is still the partition's leader")
+
+	for i := range c.brokers {
+		if i != co {
+			c.world.Net().HealPort(c.host(i), c.host(co), 9092)
+			c.world.Net().HealPort(c.host(co), c.host(i), 9092)
+		}
+	}
+	require.Equal(t, map[int32]int64{0: 9}, c.fetchOffsets(co, group), "the timed-out commit committed once replicated")
+}

@@ -871,7 +871,15 @@ func (m *groupMember) commit(p int32, offset int64) {
 			}
 		}
 		if code != 0 {
-			m.g.h.Add(jepsen.GroupEvent{Kind: jepsen.GroupCommitFail, Op: op, Virtual: int64(m.now())})
+			// A coordinator error may come after the records were written
+			// (COORDINATOR_NOT_AVAILABLE when offsets.commit.timeout.ms ran
+			// out, NOT_COORDINATOR when the shard unloaded): the commit may
+			// still land, so its end is unknown.
+			kind := jepsen.GroupCommitFail
+			if coordinatorError(code) {
+				kind = jepsen.GroupCommitInfo
+			}
+			m.g.h.Add(jepsen.GroupEvent{Kind: kind, Op: op, Virtual: int64(m.now())})
 			m.g.r.probes.add("group.commit_refused")
 			m.commitRefused(code)
 			return
@@ -927,7 +935,7 @@ func (m *groupMember) zombieCommit() {
 			m.g.r.fail("violation: groups: %s: %s's commit as its earlier incarnation (member %q, generation %d) was acknowledged after it rejoined as %q",
 				m.group, m.name, z.memberID, z.generation, m.memberID)
 		case coordinatorError(code):
-			m.g.h.Add(jepsen.GroupEvent{Kind: jepsen.GroupCommitFail, Op: op, Virtual: int64(m.now())})
+			m.g.h.Add(jepsen.GroupEvent{Kind: jepsen.GroupCommitInfo, Op: op, Virtual: int64(m.now())})
 			m.zombie = z // again, at the coordinator
 			m.coordinatorLost(kerr.ErrorForCode(code))
 		default:
