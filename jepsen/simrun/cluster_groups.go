@@ -836,16 +836,36 @@ func (m *groupMember) advance(p int32) {
 	})
 }
 
-func (m *groupMember) commit(p int32, offset int64) {
+// commitRequest is an OffsetCommit v9 of one partition of the data topic.
+func (m *groupMember) commitRequest(memberID string, generation int32, p int32, offset int64) *kmsg.OffsetCommitRequest {
 	req := kmsg.NewPtrOffsetCommitRequest()
 	req.Version = 9
-	req.Group, req.Generation, req.MemberID, req.InstanceID = m.group, m.generation, m.memberID, m.instanceID
+	req.Group, req.Generation, req.MemberID, req.InstanceID = m.group, generation, memberID, m.instanceID
 	t := kmsg.NewOffsetCommitRequestTopic()
 	t.Topic = clusterTopic
 	cp := kmsg.NewOffsetCommitRequestTopicPartition()
 	cp.Partition, cp.Offset, cp.LeaderEpoch = p, offset, -1
 	t.Partitions = append(t.Partitions, cp)
 	req.Topics = append(req.Topics, t)
+	return req
+}
+
+// commitCode is the answer's code for partition p of the data topic (-1
+// if it names none).
+func commitCode(resp kmsg.Response, p int32) int16 {
+	code := int16(-1)
+	for _, t := range resp.(*kmsg.OffsetCommitResponse).Topics {
+		for _, rp := range t.Partitions {
+			if t.Topic == clusterTopic && rp.Partition == p {
+				code = rp.ErrorCode
+			}
+		}
+	}
+	return code
+}
+
+func (m *groupMember) commit(p int32, offset int64) {
+	req := m.commitRequest(m.memberID, m.generation, p, offset)
 	op := m.g.h.Add(jepsen.GroupEvent{Kind: jepsen.GroupCommitInvoke, Group: m.group, Protocol: m.protocol, Member: m.name,
 		Generation: m.generation, Offsets: []jepsen.PartitionOffset{{Partition: p, Offset: offset}}, Virtual: int64(m.now())})
 	m.opCommit = op
@@ -862,15 +882,7 @@ func (m *groupMember) commit(p int32, offset int64) {
 			m.backoff()
 			return
 		}
-		code := int16(-1)
-		for _, t := range resp.(*kmsg.OffsetCommitResponse).Topics {
-			for _, rp := range t.Partitions {
-				if t.Topic == clusterTopic && rp.Partition == p {
-					code = rp.ErrorCode
-				}
-			}
-		}
-		if code != 0 {
+		if code := commitCode(resp, p); code != 0 {
 			// A coordinator error may come after the records were written
 			// (COORDINATOR_NOT_AVAILABLE when offsets.commit.timeout.ms ran
 			// out, NOT_COORDINATOR when the shard unloaded): the commit may
@@ -899,15 +911,7 @@ func (m *groupMember) commit(p int32, offset int64) {
 func (m *groupMember) zombieCommit() {
 	z := m.zombie
 	m.zombie = nil
-	req := kmsg.NewPtrOffsetCommitRequest()
-	req.Version = 9
-	req.Group, req.Generation, req.MemberID, req.InstanceID = m.group, z.generation, z.memberID, m.instanceID
-	t := kmsg.NewOffsetCommitRequestTopic()
-	t.Topic = clusterTopic
-	cp := kmsg.NewOffsetCommitRequestTopicPartition()
-	cp.Partition, cp.Offset, cp.LeaderEpoch = 0, 0, -1
-	t.Partitions = append(t.Partitions, cp)
-	req.Topics = append(req.Topics, t)
+	req := m.commitRequest(z.memberID, z.generation, 0, 0)
 	who := m.name + "'s zombie"
 	op := m.g.h.Add(jepsen.GroupEvent{Kind: jepsen.GroupCommitInvoke, Group: m.group, Protocol: m.protocol, Member: who,
 		Generation: z.generation, Offsets: []jepsen.PartitionOffset{{Partition: 0, Offset: 0}}, Virtual: int64(m.now())})
@@ -920,14 +924,7 @@ func (m *groupMember) zombieCommit() {
 			m.backoff()
 			return
 		}
-		code := int16(-1)
-		for _, t := range resp.(*kmsg.OffsetCommitResponse).Topics {
-			for _, rp := range t.Partitions {
-				if t.Topic == clusterTopic && rp.Partition == 0 {
-					code = rp.ErrorCode
-				}
-			}
-		}
+		code := commitCode(resp, 0)
 		m.g.r.logf("%s: commit as member %q generation %d: error %d", who, z.memberID, z.generation, code)
 		switch {
 		case code == 0:
