@@ -1,25 +1,29 @@
 #!/usr/bin/env python3
 """A confluent-kafka-python (librdkafka) consumer group, run by cmd/sluice's
-real-client tests (TestConfluentKafkaPythonGroupConsumersConsumeAndCommit)
+real-client tests (TestConfluentKafkaPythonGroupConsumersConsumeCommitAndTakeOver)
 against `sluice serve`.
 
-    python3 confluent_consumer.py BROKERS TOPIC GROUP MEMBERS EXPECT TIMEOUT_MS
+    python3 confluent_consumer.py BROKERS TOPIC GROUP MEMBERS BEFORE AFTER TIMEOUT_MS
 
 MEMBERS consumers of one group (the classic protocol, librdkafka's default
 range,roundrobin assignors) subscribe to TOPIC from the earliest offset, in
 this one process, polled in turn. Each commits what one poll returned,
-synchronously (enable.auto.commit off), before counting it. Once EXPECT
-distinct values are consumed and committed and every member holds
-partitions, every member closes (LeaveGroup) and the process exits 0; after
-TIMEOUT_MS it exits 1.
+synchronously (enable.auto.commit off), before counting it.
+
+Once BEFORE distinct values are consumed and committed and every member
+holds partitions, every member but m0 leaves the group (close: LeaveGroup)
+and m0 takes all the partitions over; the test then produces AFTER more.
+Once BEFORE+AFTER values are committed, m0 leaves too and the process exits
+0; after TIMEOUT_MS it exits 1.
 
 stdout is JSON lines, as internal/clients/kafkajs/consumer.js prints them:
   {"member":"m0","assigned":[0,2]}                     an assignment ([]: a revoke
-                                                       before the members close)
+                                                       before the member leaves)
   {"member":"m0","partition":0,"offset":3,"value":"v"} a record consumed
   {"member":"m0","partition":0,"committed":4}          a commit acknowledged
+  {"member":"m1","left":true}                          m1 is leaving
   {"done":true,"values":N}                             all committed, left
-librdkafka's errors and logs go to stderr.
+librdkafka's errors go to stderr.
 """
 
 import json
@@ -40,16 +44,16 @@ def log(msg):
 
 
 def main(argv):
-    if len(argv) != 7:
-        log("usage: confluent_consumer.py BROKERS TOPIC GROUP MEMBERS EXPECT TIMEOUT_MS")
+    if len(argv) != 8:
+        log("usage: confluent_consumer.py BROKERS TOPIC GROUP MEMBERS BEFORE AFTER TIMEOUT_MS")
         return 2
     brokers, topic, group = argv[1], argv[2], argv[3]
-    members, expect, timeout_ms = int(argv[4]), int(argv[5]), int(argv[6])
+    members, before, after, timeout_ms = (int(a) for a in argv[4:8])
     deadline = time.monotonic() + timeout_ms / 1000
 
     assigned = {}  # member name -> its partitions, as its last callback left them
-    closing = []  # not empty once the members close: their revokes are not shown
-    consumers = []
+    leaving = set()  # members closing: their revokes are not shown
+    consumers = {}  # member name -> its consumer, while it is in the group
     for i in range(members):
         name = "m%d" % i
 
@@ -59,7 +63,7 @@ def main(argv):
             emit(member=name, assigned=ps)
 
         def on_revoke(_consumer, _partitions, name=name):
-            if closing:
+            if name in leaving:
                 return
             assigned[name] = []
             emit(member=name, assigned=[])
@@ -76,27 +80,37 @@ def main(argv):
             "error_cb": lambda err, name=name: log("%s: error: %s" % (name, err)),
         })
         c.subscribe([topic], on_assign=on_assign, on_revoke=on_revoke)
-        consumers.append((name, c))
+        consumers[name] = c
 
     committed = set()
-    code = 1
+    phase = "before"
     try:
         while time.monotonic() < deadline:
-            for name, c in consumers:
+            for name, c in sorted(consumers.items()):
                 consume_once(name, c, topic, committed)
-            holding = sum(1 for ps in assigned.values() if ps)
-            if len(committed) >= expect and holding == members:
-                code = 0
+            if phase == "before":
+                holding = sum(1 for ps in assigned.values() if ps)
+                if len(committed) >= before and holding == members:
+                    phase = "after"
+                    for name in sorted(consumers):
+                        if name != "m0":
+                            leaving.add(name)
+                            emit(member=name, left=True)
+                            consumers.pop(name).close()  # leaves the group
+            elif len(committed) >= before + after:
+                phase = "done"
                 break
         else:
-            log("timed out after %d ms with %d of %d values committed" % (timeout_ms, len(committed), expect))
+            log("timed out after %d ms in phase %s with %d of %d values committed"
+                % (timeout_ms, phase, len(committed), before + after))
     finally:
-        closing.append(True)
-        for _, c in consumers:
+        leaving.update(consumers)
+        for c in consumers.values():
             c.close()  # leaves the group
-    if code == 0:
-        emit(done=True, values=len(committed))
-    return code
+    if phase != "done":
+        return 1
+    emit(done=True, values=len(committed))
+    return 0
 
 
 def consume_once(name, c, topic, committed):

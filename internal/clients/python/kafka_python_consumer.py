@@ -1,24 +1,29 @@
 #!/usr/bin/env python3
 """A kafka-python consumer group, run by cmd/sluice's real-client tests
-(TestKafkaPythonGroupConsumersConsumeAndCommit) against `sluice serve`.
+(TestKafkaPythonGroupConsumersConsumeCommitAndTakeOver) against `sluice serve`.
 
-    python3 kafka_python_consumer.py BROKERS TOPIC GROUP MEMBERS EXPECT TIMEOUT_MS
+    python3 kafka_python_consumer.py BROKERS TOPIC GROUP MEMBERS BEFORE AFTER TIMEOUT_MS
 
 kafka-python 2.0 is an old client: it finds its coordinator with
-FindCoordinator v0 and reads commits with OffsetFetch v1, and joins with
-JoinGroup v0-v2 as its probed broker version allows. MEMBERS consumers of
-one group (range assignor) subscribe to TOPIC from the earliest offset, in
-this one process, one thread each. Each commits what one poll returned,
-synchronously (enable_auto_commit off), before counting it. Once EXPECT
-distinct values are consumed and committed and every member holds
-partitions, every member closes (LeaveGroup) and the process exits 0; after
-TIMEOUT_MS it exits 1.
+FindCoordinator v0, joins with JoinGroup v0-v2 (as the broker version it
+probes allows), commits with OffsetCommit v2 and reads commits with
+OffsetFetch v1. MEMBERS consumers of one group (range assignor) subscribe
+to TOPIC from the earliest offset, in this one process, one thread each.
+Each commits what one poll returned, synchronously (enable_auto_commit
+off), before counting it.
+
+Once BEFORE distinct values are consumed and committed and every member
+holds partitions, every member but m0 leaves the group (close: LeaveGroup)
+and m0 takes all the partitions over; the test then produces AFTER more.
+Once BEFORE+AFTER values are committed, m0 leaves too and the process exits
+0; after TIMEOUT_MS it exits 1.
 
 stdout is JSON lines, as internal/clients/kafkajs/consumer.js prints them:
   {"member":"m0","assigned":[0,2]}                     an assignment ([]: a revoke
-                                                       before the members close)
+                                                       before the member leaves)
   {"member":"m0","partition":0,"offset":3,"value":"v"} a record consumed
   {"member":"m0","partition":0,"committed":4}          a commit acknowledged
+  {"member":"m1","left":true}                          m1 is leaving
   {"done":true,"values":N}                             all committed, left
 kafka-python's log (WARNING and up) goes to stderr.
 """
@@ -49,12 +54,12 @@ def log(msg):
 
 
 class Listener(ConsumerRebalanceListener):
-    def __init__(self, name, state):
-        self.name, self.state = name, state
+    def __init__(self, name, state, stop):
+        self.name, self.state, self.stop = name, state, stop
 
     def on_partitions_revoked(self, revoked):
-        if self.state.stop.is_set():
-            return  # the members are closing: not shown
+        if self.stop.is_set():
+            return  # the member is leaving: not shown
         with self.state.lock:
             self.state.assigned[self.name] = []
         emit(member=self.name, assigned=[])
@@ -67,33 +72,46 @@ class Listener(ConsumerRebalanceListener):
 
 
 def main(argv):
-    if len(argv) != 7:
-        log("usage: kafka_python_consumer.py BROKERS TOPIC GROUP MEMBERS EXPECT TIMEOUT_MS")
+    if len(argv) != 8:
+        log("usage: kafka_python_consumer.py BROKERS TOPIC GROUP MEMBERS BEFORE AFTER TIMEOUT_MS")
         return 2
     brokers, topic, group = argv[1].split(","), argv[2], argv[3]
-    members, expect, timeout_ms = int(argv[4]), int(argv[5]), int(argv[6])
+    members, before, after, timeout_ms = (int(a) for a in argv[4:8])
     deadline = time.monotonic() + timeout_ms / 1000
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
     state = State(topic)
-    threads = [threading.Thread(target=member, args=("m%d" % i, brokers, group, state)) for i in range(members)]
-    for th in threads:
+    threads = {}  # member name -> (its thread, its stop event)
+    for i in range(members):
+        name, stop = "m%d" % i, threading.Event()
+        th = threading.Thread(target=member, args=(name, brokers, group, state, stop))
+        threads[name] = (th, stop)
         th.start()
-    code = 1
+
+    phase = "before"
     while time.monotonic() < deadline:
-        if state.finished(expect, members):
-            code = 0
+        if phase == "before" and state.holding_all(before, members):
+            phase = "after"
+            for name, (th, stop) in sorted(threads.items()):
+                if name != "m0":
+                    emit(member=name, left=True)
+                    stop.set()
+                    th.join()
+        elif phase == "after" and state.committed_count() >= before + after:
+            phase = "done"
             break
         time.sleep(0.05)
     else:
-        log("timed out after %d ms with %d of %d values committed" % (timeout_ms, state.committed_count(), expect))
-    state.stop.set()
-    for th in threads:
+        log("timed out after %d ms in phase %s with %d of %d values committed"
+            % (timeout_ms, phase, state.committed_count(), before + after))
+    for th, stop in threads.values():
+        stop.set()
         th.join()
-    if code == 0:
-        emit(done=True, values=state.committed_count())
-    return code
+    if phase != "done":
+        return 1
+    emit(done=True, values=state.committed_count())
+    return 0
 
 
 class State:
@@ -102,24 +120,25 @@ class State:
     def __init__(self, topic):
         self.topic = topic
         self.lock = threading.Lock()
-        self.stop = threading.Event()  # set when the members are to close
         self.assigned = {}  # member name -> its partitions, as its last callback left them
         self.committed = set()
 
-    def finished(self, expect, members):
+    def holding_all(self, before, members):
+        """Whether before values are committed and every member holds partitions."""
         with self.lock:
             holding = sum(1 for ps in self.assigned.values() if ps)
-            return len(self.committed) >= expect and holding == members
+            return len(self.committed) >= before and holding == members
 
     def committed_count(self):
         with self.lock:
             return len(self.committed)
 
 
-def member(name, brokers, group, state):
-    """One consumer of the group, polling in its own thread: kafka-python
-    joins inside poll, so members polled in turn by one thread would wait
-    for one another's JoinGroup until the rebalance times out."""
+def member(name, brokers, group, state, stop):
+    """One consumer of the group, polling in its own thread until stop is
+    set: kafka-python joins inside poll, so members polled in turn by one
+    thread would wait for one another's JoinGroup until the rebalance
+    times out."""
     c = KafkaConsumer(
         bootstrap_servers=brokers,
         group_id=group,
@@ -131,8 +150,8 @@ def member(name, brokers, group, state):
         fetch_max_wait_ms=200,
     )
     try:
-        c.subscribe([state.topic], listener=Listener(name, state))
-        while not state.stop.is_set():
+        c.subscribe([state.topic], listener=Listener(name, state, stop))
+        while not stop.is_set():
             consume_once(name, c, state)
     except Exception as e:  # a member that dies shows why; the main thread times out
         log("%s: %r" % (name, e))
