@@ -85,6 +85,7 @@ function leaveAllBut(keep) {
       finish(1)
     })
   }
+  progress() // AFTER may be 0
 }
 
 async function startMember(name) {
