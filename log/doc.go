@@ -67,7 +67,10 @@
 //     Magic 0 and 1 are INVALID_RECORD, as ProduceRequest v3+ validation
 //     answers; UNSUPPORTED_FOR_MESSAGE_FORMAT is never returned, because the
 //     log only ever stores magic 2.
-//   - No decompression and no per-record decode on the append path: the
+//   - No decompression and no per-record decode on the append path, unless
+//     the topic's compression.type names a codec other than the batch's
+//     (compression.go: then the records are decompressed, their framing
+//     checked, and compressed again): the
 //     record count is checked against the offset delta, an uncompressed
 //     batch's record length prefixes are walked, and timestamps are checked
 //     at the batch level (base and max), not per record. The producer's max

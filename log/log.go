@@ -10,7 +10,6 @@ import (
 
 	"github.com/sluicemq/sluice/env"
 	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // Config configures a Log. FS, Clock, Loop and Dir are required; every other
@@ -42,6 +41,9 @@ type Config struct {
 	MaxMessageBytes int
 	// TimestampType is message.timestamp.type. Default CreateTime.
 	TimestampType TimestampType
+	// Compression is compression.type: the codec a leader append stores
+	// batches in. Default CompressionProducer, the producer's.
+	Compression Compression
 	// TimestampBeforeMax and TimestampAfterMax are
 	// message.timestamp.before.max.ms and .after.max.ms for CreateTime.
 	// Zero (the default) means unbounded.
@@ -106,6 +108,8 @@ func (c *Config) normalize() error {
 		return fmt.Errorf("log: negative index interval, max message bytes or segment time")
 	case c.TimestampType != CreateTime && c.TimestampType != LogAppendTime:
 		return fmt.Errorf("log: unknown timestamp type %d", c.TimestampType)
+	case c.Compression < CompressionProducer || c.Compression > CompressionZstd:
+		return fmt.Errorf("log: unknown compression type %d", c.Compression)
 	}
 	return nil
 }
@@ -135,7 +139,7 @@ type Log struct {
 	producers producerState
 	// snapshots are the offsets of the producer snapshot files, ascending.
 	snapshots []int64
-	decomp    kgo.Decompressor
+	codecs    codecCache
 
 	dur durability
 
@@ -248,15 +252,20 @@ func (l *Log) AppendLeader(batch []byte, leaderEpoch int32) (AppendResult, error
 	if err != nil {
 		return AppendResult{}, err
 	}
-	if h.size() > l.cfg.SegmentBytes {
-		return AppendResult{}, newError(kerr.RecordListTooLarge, "message batch size is %d bytes, which exceeds the maximum configured segment size of %d", h.size(), l.cfg.SegmentBytes)
-	}
 	dup, err := l.producers.checkClient(&h)
 	if err != nil {
 		return AppendResult{}, err
 	}
 	if dup != nil {
 		return AppendResult{BaseOffset: dup.FirstOffset, LastOffset: dup.LastOffset, AppendTime: dup.Timestamp, LogStartOffset: l.logStart, Duplicate: true}, nil
+	}
+	if c := l.cfg.Compression; c != CompressionProducer && h.compression() != c.codec() {
+		if batch, h, err = l.codecs.recompress(batch, &h, c, l.rules.maxMessageBytes); err != nil {
+			return AppendResult{}, err
+		}
+	}
+	if h.size() > l.cfg.SegmentBytes {
+		return AppendResult{}, newError(kerr.RecordListTooLarge, "message batch size is %d bytes, which exceeds the maximum configured segment size of %d", h.size(), l.cfg.SegmentBytes)
 	}
 	assignLeader(batch, &h, l.LogEndOffset(), leaderEpoch, l.cfg.TimestampType, nowMs)
 	if err := l.appendBatches(batch, []header{h}); err != nil {

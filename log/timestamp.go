@@ -1,7 +1,5 @@
 package log
 
-import "github.com/twmb/franz-go/pkg/kgo"
-
 // TimestampOffset answers ListOffsets: a record's offset and timestamp, and
 // the leader epoch of its batch (-1 if it has none).
 type TimestampOffset struct {
@@ -120,12 +118,9 @@ func (l *Log) findRecord(s *segment, pos int64, h *header, minMaxTs int64, match
 	if checked.MaxTimestamp < minMaxTs {
 		return TimestampOffset{}, false, nil
 	}
-	if l.decomp == nil {
-		l.decomp = kgo.DefaultDecompressor()
-	}
 	var res TimestampOffset
 	found := false
-	err = visitRecords(p, &checked, l.decomp, func(offset, ts int64) bool {
+	err = visitRecords(p, &checked, l.codecs.decompressor(), func(offset, ts int64) bool {
 		if match(offset, ts) {
 			res, found = TimestampOffset{Timestamp: ts, Offset: offset, LeaderEpoch: checked.LeaderEpoch}, true
 			return false

@@ -430,6 +430,10 @@ func (b *Broker) logConfig(t *raftmeta.Topic, index int32) log.Config {
 	if value("message.timestamp.type") == "LogAppendTime" {
 		cfg.TimestampType = log.LogAppendTime
 	}
+	// compression.type was checked when it was set (topicconfig.go).
+	if c, err := log.ParseCompression(value("compression.type")); err == nil {
+		cfg.Compression = c
+	}
 	return cfg
 }
 
