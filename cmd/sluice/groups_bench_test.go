@@ -29,8 +29,13 @@ import (
 // can be read against it.
 const groupsBenchDelay = 3 * time.Second
 
-func newGroupsCluster(b *testing.B) *testCluster {
-	return newCluster(b, 3, fmt.Sprintf("group.initial.rebalance.delay.ms=%d", groupsBenchDelay.Milliseconds()))
+// newGroupsCluster starts three nodes with group.initial.rebalance.delay.ms
+// at groupsBenchDelay and offsets.topic.num.partitions at
+// SLUICE_BENCH_OFFSETS_PARTITIONS (default 50, Kafka's), which it returns.
+func newGroupsCluster(b *testing.B) (*testCluster, int) {
+	partitions := envInt(b, "SLUICE_BENCH_OFFSETS_PARTITIONS", 50)
+	return newCluster(b, 3, fmt.Sprintf("group.initial.rebalance.delay.ms=%d", groupsBenchDelay.Milliseconds()),
+		fmt.Sprintf("offsets.topic.num.partitions=%d", partitions)), partitions
 }
 
 // envDuration reads a positive duration from the environment, def if
@@ -82,15 +87,12 @@ func waitTopicPartitions(ctx context.Context, b *testing.B, nodes []*clusterNode
 
 const offsetsTopic = "__consumer_offsets"
 
-// offsetsPartitions is offsets.topic.num.partitions at its default.
-const offsetsPartitions = 50
-
 func fullISR(p partitionState) bool { return p.leader > 0 && len(p.isr) == 3 }
 
 // groupCoordinators asks (through adm, which retries until the offsets
 // topic exists) for every group's coordinator, and waits until every
 // partition of __consumer_offsets has a leader and a full ISR.
-func groupCoordinators(ctx context.Context, b *testing.B, c *testCluster, adm *kadm.Client, groups []string) map[string]int32 {
+func groupCoordinators(ctx context.Context, b *testing.B, c *testCluster, adm *kadm.Client, offsetsPartitions int, groups []string) map[string]int32 {
 	out := map[string]int32{}
 	var last error
 	for len(out) < len(groups) && ctx.Err() == nil {
@@ -170,7 +172,7 @@ func BenchmarkGroupCommits(b *testing.B) {
 	perfDir := os.Getenv("SLUICE_BENCH_PERF_DIR")
 	for range b.N {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-		c := newGroupsCluster(b)
+		c, offsetsPartitions := newGroupsCluster(b)
 		adm := c.adminClient()
 		const topic = "committed"
 		if err := createTopic(ctx, adm, topic, 1); err != nil {
@@ -180,7 +182,7 @@ func BenchmarkGroupCommits(b *testing.B) {
 		for i := range nGroups {
 			groups = append(groups, fmt.Sprintf("commit-group-%04d", i))
 		}
-		coordinators := groupCoordinators(ctx, b, c, adm, groups)
+		coordinators := groupCoordinators(ctx, b, c, adm, offsetsPartitions, groups)
 		perNode := map[int32]int{}
 		for _, id := range coordinators {
 			perNode[id]++
@@ -288,14 +290,19 @@ func BenchmarkGroupCommits(b *testing.B) {
 			flushes += counts[i].flushes()
 		}
 		w := os.Stdout
-		fmt.Fprintf(w, "\nBenchmarkGroupCommits: %d groups (coordinated by node 1/2/3: %d/%d/%d), %d committers (a kgo client each), one OffsetCommit (generation -1) per request, %v, __consumer_offsets 50 partitions rf 3 (load average %s)\n",
-			nGroups, perNode[1], perNode[2], perNode[3], committers, elapsed.Round(time.Millisecond), loadAverage())
+		fmt.Fprintf(w, "\nBenchmarkGroupCommits: %d groups (coordinated by node 1/2/3: %d/%d/%d), %d committers (a kgo client each), one OffsetCommit (generation -1) per request, %v, __consumer_offsets %d partitions rf 3 (load average %s)\n",
+			nGroups, perNode[1], perNode[2], perNode[3], committers, elapsed.Round(time.Millisecond), offsetsPartitions, loadAverage())
 		fmt.Fprintf(w, "  %-44s %10.0f (target >= 20000)\n", "commits per second", rate)
 		fmt.Fprintf(w, "  %-44s %10.2f\n", "commit latency p50, ms", ms(percentile(all, 0.5)))
 		fmt.Fprintf(w, "  %-44s %10.2f (target < 20)\n", "commit latency p99, ms", ms(percentile(all, 0.99)))
 		fmt.Fprintf(w, "  %-44s %10.2f\n", "commit latency max, ms", ms(slices.Max(all)))
 		fmt.Fprintf(w, "  %-44s %10.2f / %.2f (p50 / p99; 1 KiB write+fdatasync, 3 writers)\n", "machine floor, ms", ms(floor.p50), ms(floor.p99))
 		fmt.Fprintf(w, "  %-44s %10.3f (%s, all three nodes)\n", "flushes per commit", flushes/n, perfAvailable())
+		for i, nd := range c.nodes {
+			k := counts[i]
+			fmt.Fprintf(w, "    node %d: per commit %.3f syncfs %.3f fdatasync %.3f fsync, %.1f context switches, %.1f CPU µs\n",
+				nd.id, k.syncfs/n, k.fdatasync/n, k.fsync/n, k.switches/n, (cpu1[i]-cpu0[i])/n*1e6)
+		}
 		fmt.Fprintf(w, "  %-44s %10.1f (all three nodes; the client's %.1f)\n", "CPU microseconds per commit", cpu/n*1e6, (self1-self0)/n*1e6)
 		fmt.Fprintf(w, "  %-44s %10.2f of 2 (nodes %.2f, client %.2f)\n", "cores busy", (cpu+self1-self0)/elapsed.Seconds(), cpu/elapsed.Seconds(), (self1-self0)/elapsed.Seconds())
 		b.ReportMetric(rate, "commits/s")
