@@ -2,10 +2,14 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
+	"sort"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -310,4 +314,450 @@ func BenchmarkGroupCommits(b *testing.B) {
 		b.ReportMetric(ms(percentile(all, 0.99)), "commit-p99-ms")
 		b.ReportMetric(flushes/n, "flushes/commit")
 	}
+}
+
+// BenchmarkGroupRebalance measures the rebalance of a group of
+// SLUICE_BENCH_MEMBERS members (default 100) over a topic of as many
+// partitions, from the first member's first request to every member
+// holding its assignment, with the classic protocol and with KIP-848's.
+// The members are raw ones, written with kmsg requests on a connection of
+// their own each (100 kgo clients would spend the two cores the three
+// nodes share on their own metadata, fetch and heartbeat loops):
+//
+//   - classic: JoinGroup (MEMBER_ID_REQUIRED, then again with the member
+//     id, which waits for the join phase to end), then SyncGroup, the
+//     leader's carrying a round-robin assignment ("range" named, as a
+//     consumer group's protocol). The join phase of a new group lasts
+//     group.initial.rebalance.delay.ms (3 s here), extended by another
+//     delay while members keep joining, as Kafka's InitialDelayedJoin: the
+//     table gives the delay that applies (the windows the joins fell in,
+//     times 3 s) and the time beyond it.
+//   - KIP-848: ConsumerGroupHeartbeat v1 (member ids made by the members,
+//     KIP-1082): a join with the subscription, then heartbeats with what
+//     it owns, at once after its assignment changed (as a client
+//     acknowledges a reconciliation) and otherwise every
+//     SLUICE_BENCH_HEARTBEAT (default 100 ms). A real client heartbeats
+//     at the interval the broker gives (group.consumer.heartbeat.interval.ms,
+//     5 s), and revoke-before-assign needs a heartbeat of the revoking
+//     member and then one of the receiving member: that is up to two
+//     intervals, the client's choice, not the broker's work, which is
+//     what this measures. There is no initial delay.
+//
+// A member that is refused, or a group whose members do not end up
+// holding every partition exactly once, fails the benchmark. Target: under
+// 1 s beyond the delay.
+//
+//	go test -run '^$' -bench GroupRebalance -benchtime 1x ./cmd/sluice
+func BenchmarkGroupRebalance(b *testing.B) {
+	if testing.Short() {
+		b.Skip("starts real processes")
+	}
+	members := envInt(b, "SLUICE_BENCH_MEMBERS", 100)
+	hbEvery := envDuration(b, "SLUICE_BENCH_HEARTBEAT", 100*time.Millisecond)
+	for range b.N {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		c, offsetsPartitions := newGroupsCluster(b)
+		adm := c.adminClient()
+		const topic = "rebalanced"
+		if err := createTopic(ctx, adm, topic, int32(members)); err != nil {
+			b.Fatalf("create %s: %v", topic, err)
+		}
+		classicGroup, consumerGroup := "classic-rebalance", "consumer-rebalance"
+		co := groupCoordinators(ctx, b, c, adm, offsetsPartitions, []string{classicGroup, consumerGroup})
+		cr := classicRebalance(ctx, b, c.nodes[co[classicGroup]-1].addr, classicGroup, topic, members)
+		kr := consumerRebalance(ctx, b, c.nodes[co[consumerGroup]-1].addr, consumerGroup, topic, members, hbEvery)
+		cancel()
+
+		w := os.Stdout
+		fmt.Fprintf(w, "\nBenchmarkGroupRebalance: %d raw members (kmsg requests, a connection each), a topic of %d partitions, group.initial.rebalance.delay.ms=%d (load average %s)\n",
+			members, members, groupsBenchDelay.Milliseconds(), loadAverage())
+		fmt.Fprintf(w, "  classic (coordinator node %d): first JoinGroup to every member's SyncGroup answered %7.0f ms\n", co[classicGroup], ms(cr.total))
+		fmt.Fprintf(w, "    members joined within %.0f ms of the first; initial delay that applies: %d x %d = %d ms\n",
+			ms(cr.joinSpread), cr.windows, groupsBenchDelay.Milliseconds(), cr.windows*groupsBenchDelay.Milliseconds())
+		fmt.Fprintf(w, "    %-56s %7.0f ms (target < 1000)\n", "beyond the delay (first join to all assigned, less it)", ms(cr.beyond))
+		fmt.Fprintf(w, "    %-56s %7.0f ms\n", "  of which JoinGroup answers, after the delay", ms(cr.joinedBeyond))
+		fmt.Fprintf(w, "  KIP-848 (coordinator node %d, heartbeats every %v and at once after a change): %d heartbeats\n",
+			co[consumerGroup], hbEvery, kr.heartbeats)
+		fmt.Fprintf(w, "    %-56s %7.0f ms (target < 1000; no initial delay)\n", "first heartbeat to every member holding its partition", ms(kr.total))
+		fmt.Fprintf(w, "    %-56s %7.2f ms\n", "heartbeat latency p50", ms(kr.p50))
+		fmt.Fprintf(w, "    %-56s %7.2f ms\n", "heartbeat latency p99", ms(kr.p99))
+		b.ReportMetric(ms(cr.beyond), "classic-beyond-delay-ms")
+		b.ReportMetric(ms(kr.total), "kip848-rebalance-ms")
+	}
+}
+
+// classicRun is what classicRebalance measured.
+type classicRun struct {
+	total        time.Duration // first JoinGroup sent to the last SyncGroup answer
+	joinSpread   time.Duration // first join (with a member id) to the last
+	windows      int64         // initial delays the joins imply
+	beyond       time.Duration // first join to the last assignment, less the delays
+	joinedBeyond time.Duration // first join to the last JoinGroup answer, less the delays
+}
+
+// classicMember is one raw classic member's timeline and assignment.
+type classicMember struct {
+	start, joined, answered, assigned time.Time
+	partitions                        []int32
+}
+
+// classicRebalance runs members raw classic members of a new group at
+// once against its coordinator at addr and checks that every partition of
+// topic (members of them) went to exactly one member.
+func classicRebalance(ctx context.Context, b *testing.B, addr, group, topic string, members int) classicRun {
+	out := make([]classicMember, members)
+	errs := make([]error, members)
+	var wg sync.WaitGroup
+	for i := range members {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = runClassicMember(ctx, addr, group, topic, i, &out[i])
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		b.Fatalf("classic members: %v", err)
+	}
+	owner := map[int32]int{}
+	for i, m := range out {
+		if len(m.partitions) == 0 {
+			b.Fatalf("classic member %d was assigned nothing", i)
+		}
+		for _, p := range m.partitions {
+			if prev, ok := owner[p]; ok {
+				b.Fatalf("partition %d assigned to members %d and %d", p, prev, i)
+			}
+			owner[p] = i
+		}
+	}
+	if len(owner) != members {
+		b.Fatalf("%d of %d partitions assigned", len(owner), members)
+	}
+	first, last := out[0], out[0]
+	var joins []time.Time
+	for _, m := range out {
+		first.start = minTime(first.start, m.start)
+		first.joined = minTime(first.joined, m.joined)
+		last.joined = maxTime(last.joined, m.joined)
+		last.answered = maxTime(last.answered, m.answered)
+		last.assigned = maxTime(last.assigned, m.assigned)
+		joins = append(joins, m.joined)
+	}
+	windows := initialDelayWindows(joins, groupsBenchDelay, classicRebalanceTimeout)
+	delay := time.Duration(windows) * groupsBenchDelay
+	return classicRun{
+		total:        last.assigned.Sub(first.start),
+		joinSpread:   last.joined.Sub(first.joined),
+		windows:      windows,
+		beyond:       last.assigned.Sub(first.joined) - delay,
+		joinedBeyond: last.answered.Sub(first.joined) - delay,
+	}
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
+// classicRebalanceTimeout is the raw classic members' rebalance timeout,
+// which bounds the initial delay's extensions.
+const classicRebalanceTimeout = 60 * time.Second
+
+// initialDelayWindows is how many initial delays a new classic group's
+// join phase lasts for members joining at joins, as Kafka's
+// InitialDelayedJoin runs it: the first join starts a delay; when it ends,
+// another starts if a member joined during it, while the rebalance timeout
+// has time left.
+func initialDelayWindows(joins []time.Time, delay, rebalanceTimeout time.Duration) int64 {
+	s := slices.Clone(joins)
+	slices.SortFunc(s, func(a, b time.Time) int { return a.Compare(b) })
+	end := s[0].Add(delay)
+	remaining := max(rebalanceTimeout-delay, 0)
+	windows := int64(1)
+	for next := 1; remaining > 0; windows++ {
+		joined := false
+		for ; next < len(s) && !s[next].After(end); next++ {
+			joined = true
+		}
+		if !joined {
+			break
+		}
+		end = end.Add(min(delay, remaining))
+		remaining = max(remaining-delay, 0)
+	}
+	return windows
+}
+
+// runClassicMember is one raw classic member: JoinGroup (twice: the first
+// gets the member id), SyncGroup (the leader assigning partitions round
+// robin over the members in member id order), its times and partitions
+// into m.
+func runClassicMember(ctx context.Context, addr, group, topic string, i int, m *classicMember) error {
+	kc, err := dialKafka(ctx, addr, fmt.Sprintf("classic-%03d", i))
+	if err != nil {
+		return err
+	}
+	defer kc.close()
+	meta := kmsg.NewConsumerMemberMetadata()
+	meta.Topics = []string{topic}
+	join := func(memberID string) (*kmsg.JoinGroupResponse, error) {
+		req := kmsg.NewPtrJoinGroupRequest()
+		req.SetVersion(9)
+		req.Group, req.MemberID, req.ProtocolType = group, memberID, "consumer"
+		req.SessionTimeoutMillis = 45000
+		req.RebalanceTimeoutMillis = int32(classicRebalanceTimeout.Milliseconds())
+		p := kmsg.NewJoinGroupRequestProtocol()
+		p.Name, p.Metadata = "range", meta.AppendTo(nil)
+		req.Protocols = append(req.Protocols, p)
+		resp, err := kc.request(ctx, req)
+		if err != nil {
+			return nil, err
+		}
+		return resp.(*kmsg.JoinGroupResponse), nil
+	}
+	m.start = time.Now()
+	resp, err := join("")
+	if err != nil {
+		return fmt.Errorf("member %d: JoinGroup: %w", i, err)
+	}
+	if resp.ErrorCode != kerr.MemberIDRequired.Code || resp.MemberID == "" {
+		return fmt.Errorf("member %d: first JoinGroup answered %v, member id %q", i, kerr.ErrorForCode(resp.ErrorCode), resp.MemberID)
+	}
+	m.joined = time.Now()
+	if resp, err = join(resp.MemberID); err != nil {
+		return fmt.Errorf("member %d: JoinGroup: %w", i, err)
+	}
+	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
+		return fmt.Errorf("member %d: JoinGroup: %w", i, err)
+	}
+	m.answered = time.Now()
+	sync := kmsg.NewPtrSyncGroupRequest()
+	sync.SetVersion(5)
+	sync.Group, sync.Generation, sync.MemberID = group, resp.Generation, resp.MemberID
+	sync.ProtocolType, sync.Protocol = kmsg.StringPtr("consumer"), resp.Protocol
+	if resp.LeaderID == resp.MemberID {
+		sync.GroupAssignment = roundRobin(topic, resp.Members)
+	}
+	sresp, err := kc.request(ctx, sync)
+	if err != nil {
+		return fmt.Errorf("member %d: SyncGroup: %w", i, err)
+	}
+	sr := sresp.(*kmsg.SyncGroupResponse)
+	if err := kerr.ErrorForCode(sr.ErrorCode); err != nil {
+		return fmt.Errorf("member %d: SyncGroup: %w", i, err)
+	}
+	m.assigned = time.Now()
+	var a kmsg.ConsumerMemberAssignment
+	if err := a.ReadFrom(sr.MemberAssignment); err != nil {
+		return fmt.Errorf("member %d: assignment: %w", i, err)
+	}
+	for _, t := range a.Topics {
+		if t.Topic == topic {
+			m.partitions = append(m.partitions, t.Partitions...)
+		}
+	}
+	return nil
+}
+
+// roundRobin assigns topic's partitions (as many as there are members)
+// round robin over the members in member id order.
+func roundRobin(topic string, members []kmsg.JoinGroupResponseMember) []kmsg.SyncGroupRequestGroupAssignment {
+	ids := make([]string, 0, len(members))
+	for _, m := range members {
+		ids = append(ids, m.MemberID)
+	}
+	slices.Sort(ids)
+	var out []kmsg.SyncGroupRequestGroupAssignment
+	for i, id := range ids {
+		a := kmsg.NewConsumerMemberAssignment()
+		at := kmsg.NewConsumerMemberAssignmentTopic()
+		at.Topic, at.Partitions = topic, []int32{int32(i)}
+		a.Topics = append(a.Topics, at)
+		ga := kmsg.NewSyncGroupRequestGroupAssignment()
+		ga.MemberID, ga.MemberAssignment = id, a.AppendTo(nil)
+		out = append(out, ga)
+	}
+	return out
+}
+
+// consumerRun is what consumerRebalance measured.
+type consumerRun struct {
+	total      time.Duration // first heartbeat sent to the last member holding its partitions
+	heartbeats int
+	p50, p99   time.Duration // heartbeat latency
+}
+
+// consumerGroupState is every raw KIP-848 member's assignment, as its
+// heartbeats' answers gave it.
+type consumerGroupState struct {
+	mu       sync.Mutex
+	owned    [][]int32
+	changed  []time.Time // when each member's assignment last changed
+	start    time.Time   // the first heartbeat sent
+	took     []time.Duration
+	stopping atomic.Bool
+}
+
+// settled says whether every member holds partitions partitions over
+// members each (rounded down or up) and together each partition exactly
+// once, and if so when the last of them got its own.
+func (s *consumerGroupState) settled(partitions int) (time.Time, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	seen := map[int32]bool{}
+	var last time.Time
+	lo := partitions / len(s.owned)
+	for i, ps := range s.owned {
+		if len(ps) < lo || len(ps) > lo+1 {
+			return last, false
+		}
+		for _, p := range ps {
+			if seen[p] {
+				return last, false
+			}
+			seen[p] = true
+		}
+		last = maxTime(last, s.changed[i])
+	}
+	return last, len(seen) == partitions
+}
+
+// consumerRebalance runs members raw KIP-848 members of a new group at
+// once against its coordinator at addr until every partition of topic
+// (members of them) is held by exactly one member, each holding one.
+func consumerRebalance(ctx context.Context, b *testing.B, addr, group, topic string, members int, hbEvery time.Duration) consumerRun {
+	s := &consumerGroupState{owned: make([][]int32, members), changed: make([]time.Time, members)}
+	errs := make([]error, members)
+	var wg sync.WaitGroup
+	s.start = time.Now()
+	for i := range members {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = runConsumerMember(ctx, addr, group, topic, i, hbEvery, s)
+		}()
+	}
+	deadline := time.Now().Add(time.Minute)
+	var done time.Time
+	for {
+		at, ok := s.settled(members)
+		if ok {
+			done = at
+			break
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			s.stopping.Store(true)
+			wg.Wait()
+			b.Fatalf("KIP-848 members not all assigned within a minute: %v", errors.Join(errs...))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	s.stopping.Store(true)
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		b.Fatalf("KIP-848 members: %v", err)
+	}
+	return consumerRun{total: done.Sub(s.start), heartbeats: len(s.took), p50: percentile(s.took, 0.5), p99: percentile(s.took, 0.99)}
+}
+
+// newMemberID is a KIP-1082 member id: a random UUID in Kafka's base64.
+func newMemberID() string {
+	var id [16]byte
+	rand.Read(id[:])
+	return base64.RawURLEncoding.EncodeToString(id[:])
+}
+
+// runConsumerMember is one raw KIP-848 member: it joins, heartbeats with
+// what it owns (at once after a change, else every hbEvery) until s is
+// stopping, then leaves.
+func runConsumerMember(ctx context.Context, addr, group, topic string, i int, hbEvery time.Duration, s *consumerGroupState) error {
+	kc, err := dialKafka(ctx, addr, fmt.Sprintf("consumer-%03d", i))
+	if err != nil {
+		return err
+	}
+	defer kc.close()
+	memberID, epoch := newMemberID(), int32(0)
+	owned := []kmsg.ConsumerGroupHeartbeatRequestTopic{}
+	heartbeat := func(leave bool) (*kmsg.ConsumerGroupHeartbeatResponse, error) {
+		req := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+		req.SetVersion(1)
+		req.Group, req.MemberID, req.MemberEpoch = group, memberID, epoch
+		switch {
+		case leave:
+			req.MemberEpoch = -1
+		case epoch == 0:
+			req.RebalanceTimeoutMillis = 60000
+			req.SubscribedTopicNames = []string{topic}
+			req.Topics = owned
+		default:
+			req.Topics = owned
+		}
+		t := time.Now()
+		resp, err := kc.request(ctx, req)
+		if err != nil {
+			return nil, err
+		}
+		r := resp.(*kmsg.ConsumerGroupHeartbeatResponse)
+		s.mu.Lock()
+		s.took = append(s.took, time.Since(t))
+		s.mu.Unlock()
+		if err := kerr.ErrorForCode(r.ErrorCode); err != nil {
+			msg := ""
+			if r.ErrorMessage != nil {
+				msg = *r.ErrorMessage
+			}
+			return nil, fmt.Errorf("member %d: heartbeat at epoch %d: %w %s", i, req.MemberEpoch, err, msg)
+		}
+		return r, nil
+	}
+	for !s.stopping.Load() {
+		r, err := heartbeat(false)
+		if err != nil {
+			return err
+		}
+		epoch = r.MemberEpoch
+		changed := false
+		if r.Assignment != nil {
+			var next []kmsg.ConsumerGroupHeartbeatRequestTopic
+			var ps []int32
+			for _, t := range r.Assignment.Topics {
+				rt := kmsg.NewConsumerGroupHeartbeatRequestTopic()
+				rt.TopicID, rt.Partitions = t.TopicID, slices.Sorted(slices.Values(t.Partitions))
+				next = append(next, rt)
+				ps = append(ps, rt.Partitions...)
+			}
+			sort.Slice(next, func(a, b int) bool { return string(next[a].TopicID[:]) < string(next[b].TopicID[:]) })
+			if !sameOwned(owned, next) {
+				changed = true
+				owned = next
+				if owned == nil {
+					owned = []kmsg.ConsumerGroupHeartbeatRequestTopic{}
+				}
+				s.mu.Lock()
+				s.owned[i], s.changed[i] = ps, time.Now()
+				s.mu.Unlock()
+			}
+		}
+		if !changed {
+			time.Sleep(hbEvery)
+		}
+	}
+	_, err = heartbeat(true)
+	return err
+}
+
+func sameOwned(a, b []kmsg.ConsumerGroupHeartbeatRequestTopic) bool {
+	return slices.EqualFunc(a, b, func(x, y kmsg.ConsumerGroupHeartbeatRequestTopic) bool {
+		return x.TopicID == y.TopicID && slices.Equal(x.Partitions, y.Partitions)
+	})
 }
