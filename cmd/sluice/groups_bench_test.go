@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -760,4 +761,292 @@ func sameOwned(a, b []kmsg.ConsumerGroupHeartbeatRequestTopic) bool {
 	return slices.EqualFunc(a, b, func(x, y kmsg.ConsumerGroupHeartbeatRequestTopic) bool {
 		return x.TopicID == y.TopicID && slices.Equal(x.Partitions, y.Partitions)
 	})
+}
+
+// BenchmarkGroupCoordinatorFailover measures, over SLUICE_BENCH_GROUP_KILLS
+// (default 5) kill -9s of the node coordinating a group, how long a
+// franz-go group consumer (kgo, default settings: the classic protocol,
+// cooperative-sticky, autocommit) takes to consume again, while a producer
+// keeps sending a record every 3 ms (acks=all, round robin over the
+// topic's 3 partitions, replication factor 3; each record carries the time
+// it was produced). From each kill:
+//
+//   - to the first record produced after the kill that the group consumes
+//     (the task's figure; partitions the dead node did not lead may never
+//     have stopped);
+//   - to such a record consumed on every partition (the partitions the
+//     dead node led move first: broker.session.timeout.ms, 2 s);
+//   - to the new coordinator answering the group's OffsetFetch (a raw
+//     FindCoordinator, then OffsetFetch, to the survivors every 10 ms):
+//     the coordinator failover itself.
+//
+// The killed node is restarted between kills, and the next kill waits for
+// full ISRs and for the group to consume on every partition. The group not
+// consuming again within a minute fails the benchmark. Target: under 5 s.
+//
+//	go test -run '^$' -bench GroupCoordinatorFailover -benchtime 1x ./cmd/sluice
+func BenchmarkGroupCoordinatorFailover(b *testing.B) {
+	if testing.Short() {
+		b.Skip("starts real processes")
+	}
+	kills := envInt(b, "SLUICE_BENCH_GROUP_KILLS", 5)
+	for range b.N {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		c, offsetsPartitions := newGroupsCluster(b)
+		adm := c.adminClient()
+		const topic, group, partitions = "failover-consumed", "failover-group", 3
+		resp, err := adm.CreateTopic(ctx, partitions, 3, nil, topic)
+		if err == nil {
+			err = resp.Err
+		}
+		if err != nil {
+			b.Fatalf("create %s: %v", topic, err)
+		}
+		groupCoordinators(ctx, b, c, adm, offsetsPartitions, []string{group})
+		waitTopicPartitions(ctx, b, c.nodes, topic, partitions, fullISR)
+
+		pctx, stopProducing := context.WithCancel(ctx)
+		produced := startTimedProducer(pctx, b, c.addrs(), topic, partitions)
+		consumer := startTimedConsumer(ctx, b, c.addrs(), group, topic, partitions)
+		var first, every, moved []time.Duration
+		var victims []int32
+		var led []int
+		for k := range kills {
+			waitTopicPartitions(ctx, b, c.nodes, topic, partitions, fullISR)
+			waitTopicPartitions(ctx, b, c.nodes, offsetsTopic, offsetsPartitions, fullISR)
+			consumer.waitAfter(b, time.Now(), time.Minute, "the group to consume on every partition before the kill")
+			co := adm.FindGroupCoordinators(ctx, group)[group]
+			if co.Err != nil {
+				b.Fatalf("kill %d: coordinator of %s: %v", k, group, co.Err)
+			}
+			victim := c.nodes[co.NodeID-1]
+			parts, err := partitionsOn(ctx, victim, topic)
+			if err != nil {
+				b.Fatal(err)
+			}
+			leads := 0
+			for _, p := range parts {
+				if p.leader == victim.id {
+					leads++
+				}
+			}
+			var survivors []*clusterNode
+			for _, nd := range c.nodes {
+				if nd != victim {
+					survivors = append(survivors, nd)
+				}
+			}
+			start := time.Now()
+			c.kill(victim)
+			movedAt := waitCoordinatorMoved(ctx, b, c, survivors, group, victim.id)
+			times := consumer.waitAfter(b, start, time.Minute, fmt.Sprintf("kill %d (node %d): the group to consume again", k, victim.id))
+			first = append(first, slices.MinFunc(times, time.Time.Compare).Sub(start))
+			every = append(every, slices.MaxFunc(times, time.Time.Compare).Sub(start))
+			moved = append(moved, movedAt.Sub(start))
+			victims, led = append(victims, victim.id), append(led, leads)
+			if os.Getenv("SLUICE_BENCH_DEBUG") != "" {
+				fmt.Printf("kill %d: node %d (leader of %d of %d partitions): first %v, every partition %v, coordinator moved %v\n",
+					k, victim.id, leads, partitions, first[k], every[k], moved[k])
+			}
+			c.start(victim)
+			c.waitListening(victim, time.Minute)
+		}
+		stopProducing()
+		n, failed := produced()
+		cancel()
+		consumer.close()
+
+		w := os.Stdout
+		fmt.Fprintf(w, "\nBenchmarkGroupCoordinatorFailover: %d kill -9s of the coordinator of a kgo group consumer (default settings), 3 partitions rf 3, a record every 3 ms (%d produced, %d failed); killed %v, leading %v of the partitions\n",
+			kills, n, failed, victims, led)
+		fmt.Fprintf(w, "  %-52s %8s %8s\n", "from kill -9", "p50 ms", "max ms")
+		for _, row := range []struct {
+			name string
+			ds   []time.Duration
+			want string
+		}{
+			{"to the first later record consumed", first, "(target < 5000)"},
+			{"to a later record consumed on every partition", every, "(target < 5000)"},
+			{"to the new coordinator answering OffsetFetch", moved, ""},
+		} {
+			fmt.Fprintf(w, "  %-52s %8.0f %8.0f %s\n", row.name, ms(percentile(row.ds, 0.5)), ms(slices.Max(row.ds)), row.want)
+		}
+		b.ReportMetric(ms(percentile(first, 0.5)), "first-p50-ms")
+		b.ReportMetric(ms(slices.Max(first)), "first-max-ms")
+		b.ReportMetric(ms(percentile(every, 0.5)), "every-p50-ms")
+		b.ReportMetric(ms(slices.Max(every)), "every-max-ms")
+		b.ReportMetric(ms(percentile(moved, 0.5)), "coordinator-p50-ms")
+	}
+}
+
+// startTimedProducer produces a record every 3 ms, round robin over
+// topic's partitions, each value the time it was produced (Unix ns), until
+// ctx ends; the function it returns waits for the last and says how many
+// were produced and how many failed. Not idempotent: the killed node may
+// be the active controller, and InitProducerId fails until its successor
+// is known.
+func startTimedProducer(ctx context.Context, b *testing.B, addrs []string, topic string, partitions int32) func() (int64, int64) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.DefaultProduceTopic(topic), kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.DisableIdempotentWrite(), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	var n, failed atomic.Int64
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(3 * time.Millisecond)
+		defer tick.Stop()
+		for i := int32(0); ; i++ {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			v := binary.BigEndian.AppendUint64(nil, uint64(time.Now().UnixNano()))
+			n.Add(1)
+			cl.Produce(context.Background(), &kgo.Record{Value: v, Partition: i % partitions}, func(_ *kgo.Record, err error) {
+				if err != nil {
+					failed.Add(1)
+				}
+			})
+		}
+	}()
+	return func() (int64, int64) {
+		<-done
+		fctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		cl.Flush(fctx)
+		cl.Close()
+		return n.Load(), failed.Load()
+	}
+}
+
+// timedConsumer is a kgo group consumer at default settings that notes,
+// per partition, when it first consumed a record produced after a mark.
+type timedConsumer struct {
+	cl   *kgo.Client
+	done chan struct{}
+
+	mu    sync.Mutex
+	mark  time.Time
+	after []time.Time // per partition: zero until a record produced after mark is consumed
+}
+
+func startTimedConsumer(ctx context.Context, b *testing.B, addrs []string, group, topic string, partitions int) *timedConsumer {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic))
+	if err != nil {
+		b.Fatal(err)
+	}
+	tc := &timedConsumer{cl: cl, done: make(chan struct{}), after: make([]time.Time, partitions)}
+	go func() {
+		defer close(tc.done)
+		for ctx.Err() == nil {
+			fs := cl.PollFetches(ctx)
+			if fs.IsClientClosed() {
+				return
+			}
+			now := time.Now()
+			tc.mu.Lock()
+			fs.EachRecord(func(r *kgo.Record) {
+				if len(r.Value) != 8 || int(r.Partition) >= len(tc.after) {
+					return
+				}
+				at := time.Unix(0, int64(binary.BigEndian.Uint64(r.Value)))
+				if at.After(tc.mark) && tc.after[r.Partition].IsZero() {
+					tc.after[r.Partition] = now
+				}
+			})
+			tc.mu.Unlock()
+		}
+	}()
+	return tc
+}
+
+// waitAfter marks mark and waits until a record produced after it has
+// been consumed on every partition, then returns when each was; the
+// group not consuming again within timeout fails the benchmark.
+func (tc *timedConsumer) waitAfter(b *testing.B, mark time.Time, timeout time.Duration, what string) []time.Time {
+	tc.mu.Lock()
+	tc.mark = mark
+	clear(tc.after)
+	tc.mu.Unlock()
+	deadline := time.Now().Add(timeout)
+	for {
+		tc.mu.Lock()
+		done := !slices.ContainsFunc(tc.after, time.Time.IsZero)
+		out := slices.Clone(tc.after)
+		tc.mu.Unlock()
+		if done {
+			return out
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("%s: partitions consumed again at %v (zero: never) within %v", what, out, timeout)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func (tc *timedConsumer) close() {
+	tc.cl.Close()
+	<-tc.done
+}
+
+// waitCoordinatorMoved asks the survivors, every 10 ms, for group's
+// coordinator and that coordinator for the group's offsets, until a node
+// other than victim answers them, and returns when; a minute without
+// fails the benchmark.
+func waitCoordinatorMoved(ctx context.Context, b *testing.B, c *testCluster, survivors []*clusterNode, group string, victim int32) time.Time {
+	deadline := time.Now().Add(time.Minute)
+	var last error
+	for time.Now().Before(deadline) {
+		for _, nd := range survivors {
+			rctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+			last = offsetFetchAnswered(rctx, c, nd, group, victim)
+			cancel()
+			if last == nil {
+				return time.Now()
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	b.Fatalf("the coordinator of %s did not move from node %d within a minute: %v", group, victim, last)
+	return time.Time{}
+}
+
+// offsetFetchAnswered asks nd for group's coordinator and, if that is not
+// victim, asks it for the group's offsets; nil if it answered them.
+func offsetFetchAnswered(ctx context.Context, c *testCluster, nd *clusterNode, group string, victim int32) error {
+	find := kmsg.NewPtrFindCoordinatorRequest()
+	find.SetVersion(4)
+	find.CoordinatorKeys = []string{group}
+	resp, err := rawRequest(ctx, nd.addr, find)
+	if err != nil {
+		return err
+	}
+	fr := resp.(*kmsg.FindCoordinatorResponse)
+	if len(fr.Coordinators) != 1 {
+		return fmt.Errorf("FindCoordinator answered %d coordinators", len(fr.Coordinators))
+	}
+	co := fr.Coordinators[0]
+	if err := kerr.ErrorForCode(co.ErrorCode); err != nil {
+		return err
+	}
+	if co.NodeID == victim || co.NodeID < 1 || int(co.NodeID) > len(c.nodes) {
+		return fmt.Errorf("node %d names node %d", nd.id, co.NodeID)
+	}
+	fetch := kmsg.NewPtrOffsetFetchRequest()
+	fetch.SetVersion(8)
+	rg := kmsg.NewOffsetFetchRequestGroup()
+	rg.Group = group
+	fetch.Groups = append(fetch.Groups, rg)
+	resp, err = rawRequest(ctx, c.nodes[co.NodeID-1].addr, fetch)
+	if err != nil {
+		return err
+	}
+	or := resp.(*kmsg.OffsetFetchResponse)
+	if len(or.Groups) != 1 {
+		return fmt.Errorf("OffsetFetch answered %d groups", len(or.Groups))
+	}
+	return kerr.ErrorForCode(or.Groups[0].ErrorCode)
 }
