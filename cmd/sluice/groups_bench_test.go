@@ -805,10 +805,9 @@ func BenchmarkGroupCoordinatorFailover(b *testing.B) {
 		groupCoordinators(ctx, b, c, adm, offsetsPartitions, []string{group})
 		waitTopicPartitions(ctx, b, c.nodes, topic, partitions, fullISR)
 
-		pctx, stopProducing := context.WithCancel(ctx)
-		produced := startTimedProducer(pctx, b, c.addrs(), topic, partitions)
+		produced := startTimedProducer(ctx, b, c.addrs(), topic, partitions)
 		consumer := startTimedConsumer(ctx, b, c.addrs(), group, topic, partitions)
-		var first, every, moved []time.Duration
+		var first, every, moved, leaders, acked []time.Duration
 		var victims []int32
 		var led []int
 		for k := range kills {
@@ -837,22 +836,40 @@ func BenchmarkGroupCoordinatorFailover(b *testing.B) {
 				}
 			}
 			start := time.Now()
+			produced.mark(start)
 			c.kill(victim)
-			movedAt := waitCoordinatorMoved(ctx, b, c, survivors, group, victim.id)
+			var movedAt, leadersAt time.Time
+			var movedErr, leadersErr error
+			var probes sync.WaitGroup
+			probes.Add(2)
+			go func() {
+				defer probes.Done()
+				movedAt, movedErr = waitCoordinatorMoved(ctx, c, survivors, group, victim.id)
+			}()
+			go func() {
+				defer probes.Done()
+				leadersAt, leadersErr = waitLeadersMoved(ctx, survivors, topic, partitions, victim.id)
+			}()
 			times := consumer.waitAfter(b, start, time.Minute, fmt.Sprintf("kill %d (node %d): the group to consume again", k, victim.id))
+			probes.Wait()
+			if err := errors.Join(movedErr, leadersErr); err != nil {
+				b.Fatalf("kill %d (node %d): %v", k, victim.id, err)
+			}
+			ackedAt := produced.firstAcked(b, time.Minute)
 			first = append(first, slices.MinFunc(times, time.Time.Compare).Sub(start))
 			every = append(every, slices.MaxFunc(times, time.Time.Compare).Sub(start))
 			moved = append(moved, movedAt.Sub(start))
+			leaders = append(leaders, leadersAt.Sub(start))
+			acked = append(acked, ackedAt.Sub(start))
 			victims, led = append(victims, victim.id), append(led, leads)
 			if os.Getenv("SLUICE_BENCH_DEBUG") != "" {
-				fmt.Printf("kill %d: node %d (leader of %d of %d partitions): first %v, every partition %v, coordinator moved %v\n",
-					k, victim.id, leads, partitions, first[k], every[k], moved[k])
+				fmt.Printf("kill %d: node %d (leader of %d of %d partitions): first %v, every partition %v, coordinator moved %v, leaders moved %v, first acked %v\n",
+					k, victim.id, leads, partitions, first[k], every[k], moved[k], leaders[k], acked[k])
 			}
 			c.start(victim)
 			c.waitListening(victim, time.Minute)
 		}
-		stopProducing()
-		n, failed := produced()
+		n, failed := produced.stop()
 		cancel()
 		consumer.close()
 
@@ -868,6 +885,8 @@ func BenchmarkGroupCoordinatorFailover(b *testing.B) {
 			{"to the first later record consumed", first, "(target < 5000)"},
 			{"to a later record consumed on every partition", every, "(target < 5000)"},
 			{"to the new coordinator answering OffsetFetch", moved, ""},
+			{"to the first later record acknowledged (acks=all)", acked, ""},
+			{"to the dead node's partitions led by others", leaders, ""},
 		} {
 			fmt.Fprintf(w, "  %-52s %8.0f %8.0f %s\n", row.name, ms(percentile(row.ds, 0.5)), ms(slices.Max(row.ds)), row.want)
 		}
@@ -879,22 +898,30 @@ func BenchmarkGroupCoordinatorFailover(b *testing.B) {
 	}
 }
 
-// startTimedProducer produces a record every 3 ms, round robin over
-// topic's partitions, each value the time it was produced (Unix ns), until
-// ctx ends; the function it returns waits for the last and says how many
-// were produced and how many failed. Not idempotent: the killed node may
-// be the active controller, and InitProducerId fails until its successor
-// is known.
-func startTimedProducer(ctx context.Context, b *testing.B, addrs []string, topic string, partitions int32) func() (int64, int64) {
+// timedProducer produces a record every 3 ms, round robin over a topic's
+// partitions, each value the time it was produced (Unix ns), and notes
+// when the first record produced after a mark was acknowledged. Not
+// idempotent: the killed node may be the active controller, and
+// InitProducerId fails until its successor is known.
+type timedProducer struct {
+	cl            *kgo.Client
+	done          chan struct{}
+	stopping      context.CancelFunc
+	n, failed     atomic.Int64
+	mu            sync.Mutex
+	markAt, ackAt time.Time
+}
+
+func startTimedProducer(ctx context.Context, b *testing.B, addrs []string, topic string, partitions int32) *timedProducer {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.DefaultProduceTopic(topic), kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.DisableIdempotentWrite(), kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	if err != nil {
 		b.Fatal(err)
 	}
-	var n, failed atomic.Int64
-	done := make(chan struct{})
+	ctx, cancel := context.WithCancel(ctx)
+	tp := &timedProducer{cl: cl, done: make(chan struct{}), stopping: cancel}
 	go func() {
-		defer close(done)
+		defer close(tp.done)
 		tick := time.NewTicker(3 * time.Millisecond)
 		defer tick.Stop()
 		for i := int32(0); ; i++ {
@@ -903,23 +930,60 @@ func startTimedProducer(ctx context.Context, b *testing.B, addrs []string, topic
 				return
 			case <-tick.C:
 			}
-			v := binary.BigEndian.AppendUint64(nil, uint64(time.Now().UnixNano()))
-			n.Add(1)
-			cl.Produce(context.Background(), &kgo.Record{Value: v, Partition: i % partitions}, func(_ *kgo.Record, err error) {
-				if err != nil {
-					failed.Add(1)
-				}
-			})
+			at := time.Now()
+			tp.n.Add(1)
+			cl.Produce(context.Background(), &kgo.Record{Value: binary.BigEndian.AppendUint64(nil, uint64(at.UnixNano())), Partition: i % partitions},
+				func(_ *kgo.Record, err error) {
+					if err != nil {
+						tp.failed.Add(1)
+						return
+					}
+					now := time.Now()
+					tp.mu.Lock()
+					if at.After(tp.markAt) && tp.ackAt.IsZero() {
+						tp.ackAt = now
+					}
+					tp.mu.Unlock()
+				})
 		}
 	}()
-	return func() (int64, int64) {
-		<-done
-		fctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		cl.Flush(fctx)
-		cl.Close()
-		return n.Load(), failed.Load()
+	return tp
+}
+
+func (tp *timedProducer) mark(at time.Time) {
+	tp.mu.Lock()
+	tp.markAt, tp.ackAt = at, time.Time{}
+	tp.mu.Unlock()
+}
+
+// firstAcked waits for the first record produced after the mark to be
+// acknowledged and returns when it was.
+func (tp *timedProducer) firstAcked(b *testing.B, timeout time.Duration) time.Time {
+	deadline := time.Now().Add(timeout)
+	for {
+		tp.mu.Lock()
+		at := tp.ackAt
+		tp.mu.Unlock()
+		if !at.IsZero() {
+			return at
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("no record produced after the kill acknowledged within %v", timeout)
+		}
+		time.Sleep(time.Millisecond)
 	}
+}
+
+// stop stops producing, waits for the records sent and says how many
+// were produced and how many failed.
+func (tp *timedProducer) stop() (int64, int64) {
+	tp.stopping()
+	<-tp.done
+	fctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	tp.cl.Flush(fctx)
+	tp.cl.Close()
+	return tp.n.Load(), tp.failed.Load()
 }
 
 // timedConsumer is a kgo group consumer at default settings that notes,
@@ -994,9 +1058,9 @@ func (tc *timedConsumer) close() {
 
 // waitCoordinatorMoved asks the survivors, every 10 ms, for group's
 // coordinator and that coordinator for the group's offsets, until a node
-// other than victim answers them, and returns when; a minute without
-// fails the benchmark.
-func waitCoordinatorMoved(ctx context.Context, b *testing.B, c *testCluster, survivors []*clusterNode, group string, victim int32) time.Time {
+// other than victim answers them, and returns when (an error after a
+// minute without).
+func waitCoordinatorMoved(ctx context.Context, c *testCluster, survivors []*clusterNode, group string, victim int32) (time.Time, error) {
 	deadline := time.Now().Add(time.Minute)
 	var last error
 	for time.Now().Before(deadline) {
@@ -1005,13 +1069,43 @@ func waitCoordinatorMoved(ctx context.Context, b *testing.B, c *testCluster, sur
 			last = offsetFetchAnswered(rctx, c, nd, group, victim)
 			cancel()
 			if last == nil {
-				return time.Now()
+				return time.Now(), nil
 			}
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	b.Fatalf("the coordinator of %s did not move from node %d within a minute: %v", group, victim, last)
-	return time.Time{}
+	return time.Time{}, fmt.Errorf("the coordinator of %s did not move from node %d within a minute: %v", group, victim, last)
+}
+
+// waitLeadersMoved waits until the Metadata of every survivor shows every
+// partition of topic led by a survivor, and returns when (an error after
+// a minute without).
+func waitLeadersMoved(ctx context.Context, survivors []*clusterNode, topic string, partitions int, victim int32) (time.Time, error) {
+	deadline := time.Now().Add(time.Minute)
+	var last error
+	for time.Now().Before(deadline) {
+		last = nil
+		for _, nd := range survivors {
+			parts, err := partitionsOn(ctx, nd, topic)
+			if err == nil && len(parts) != partitions {
+				err = fmt.Errorf("node %d lists %d partitions", nd.id, len(parts))
+			}
+			for i := 0; err == nil && i < len(parts); i++ {
+				if parts[i].leader <= 0 || parts[i].leader == victim {
+					err = fmt.Errorf("node %d: partition %d led by %d", nd.id, i, parts[i].leader)
+				}
+			}
+			if err != nil {
+				last = err
+				break
+			}
+		}
+		if last == nil {
+			return time.Now(), nil
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return time.Time{}, fmt.Errorf("%s: partitions not led by survivors within a minute: %v", topic, last)
 }
 
 // offsetFetchAnswered asks nd for group's coordinator and, if that is not
