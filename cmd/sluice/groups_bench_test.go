@@ -9,8 +9,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"sort"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -20,6 +23,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"golang.org/x/sys/unix"
 )
 
 // The group benchmarks: three combined `sluice serve` nodes on 127.0.0.1,
@@ -150,6 +154,63 @@ func commitErr(resp kmsg.Response) error {
 	return kerr.ErrorForCode(r.Topics[0].Partitions[0].ErrorCode)
 }
 
+// machineBusy reads the machine's busy and total CPU time (all cores,
+// seconds) from /proc/stat: with this process's and the nodes' own, it
+// tells how much of the two cores other programs took.
+func machineBusy() (busy, total float64) {
+	text, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, 0
+	}
+	line, _, _ := strings.Cut(string(text), "\n")
+	fields := strings.Fields(line)
+	for i, f := range fields[1:] {
+		v, _ := strconv.ParseFloat(f, 64)
+		total += v
+		if i != 3 && i != 4 { // idle, iowait
+			busy += v
+		}
+	}
+	return busy / 100, total / 100 // USER_HZ
+}
+
+// syncRate is the machine's flush floor: how many 1 KiB appends each
+// followed by fdatasync writers goroutines (on files of their own) make
+// per second together, for d, and the CPU each costs this process.
+func syncRate(b *testing.B, writers int, d time.Duration) (perSecond, cpuMicros float64) {
+	dir := b.TempDir()
+	var n atomic.Int64
+	var wg sync.WaitGroup
+	buf := make([]byte, 1024)
+	self0 := selfCPUSeconds()
+	start := time.Now()
+	for w := range writers {
+		f, err := os.Create(filepath.Join(dir, fmt.Sprintf("rate-%d", w)))
+		if err != nil {
+			b.Fatal(err)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer f.Close()
+			for end := start.Add(d); time.Now().Before(end); {
+				if _, err := f.Write(buf); err != nil {
+					b.Error(err)
+					return
+				}
+				if err := unix.Fdatasync(int(f.Fd())); err != nil {
+					b.Error(err)
+					return
+				}
+				n.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed, cpu := time.Since(start).Seconds(), selfCPUSeconds()-self0
+	return float64(n.Load()) / elapsed, cpu / float64(n.Load()) * 1e6
+}
+
 // BenchmarkGroupCommits measures offset commits per second across three
 // nodes: SLUICE_BENCH_GROUPS groups (default 600, spread over the 50
 // shards, so that every node coordinates some), SLUICE_BENCH_COMMITTERS
@@ -248,6 +309,7 @@ func BenchmarkGroupCommits(b *testing.B) {
 			stops[i] = startPerfStat(b, nd.cmd.Process.Pid, profile)
 		}
 		cpu0, self0 := nodesCPU(b, c), selfCPUSeconds()
+		busy0, total0 := machineBusy()
 		took := make([][]time.Duration, committers)
 		start := time.Now()
 		end := start.Add(dur)
@@ -276,6 +338,7 @@ func BenchmarkGroupCommits(b *testing.B) {
 		wg.Wait()
 		elapsed := time.Since(start)
 		cpu1, self1 := nodesCPU(b, c), selfCPUSeconds()
+		busy1, total1 := machineBusy()
 		counts := make([]syscallCounts, len(c.nodes))
 		for i, stop := range stops {
 			counts[i] = stop()
@@ -285,6 +348,8 @@ func BenchmarkGroupCommits(b *testing.B) {
 		}
 		all := slices.Concat(took...)
 		floor := syncFloor(b, 3, 2*time.Second)
+		rate3, cpu3 := syncRate(b, 3, time.Second)
+		rate1, cpu1Sync := syncRate(b, 1, time.Second)
 		cancel()
 
 		n := float64(len(all))
@@ -302,14 +367,17 @@ func BenchmarkGroupCommits(b *testing.B) {
 		fmt.Fprintf(w, "  %-44s %10.2f (target < 20)\n", "commit latency p99, ms", ms(percentile(all, 0.99)))
 		fmt.Fprintf(w, "  %-44s %10.2f\n", "commit latency max, ms", ms(slices.Max(all)))
 		fmt.Fprintf(w, "  %-44s %10.2f / %.2f (p50 / p99; 1 KiB write+fdatasync, 3 writers)\n", "machine floor, ms", ms(floor.p50), ms(floor.p99))
-		fmt.Fprintf(w, "  %-44s %10.3f (%s, all three nodes)\n", "flushes per commit", flushes/n, perfAvailable())
+		fmt.Fprintf(w, "  %-44s %10.0f / %.0f (1 / 3 writers; %.0f / %.0f CPU µs each)\n", "machine floor, fdatasyncs per second", rate1, rate3, cpu1Sync, cpu3)
+		fmt.Fprintf(w, "  %-44s %10.3f (%s, all three nodes; %.0f per second)\n", "flushes per commit", flushes/n, perfAvailable(), flushes/elapsed.Seconds())
 		for i, nd := range c.nodes {
 			k := counts[i]
 			fmt.Fprintf(w, "    node %d: per commit %.3f syncfs %.3f fdatasync %.3f fsync, %.1f context switches, %.1f CPU µs\n",
 				nd.id, k.syncfs/n, k.fdatasync/n, k.fsync/n, k.switches/n, (cpu1[i]-cpu0[i])/n*1e6)
 		}
 		fmt.Fprintf(w, "  %-44s %10.1f (all three nodes; the client's %.1f)\n", "CPU microseconds per commit", cpu/n*1e6, (self1-self0)/n*1e6)
-		fmt.Fprintf(w, "  %-44s %10.2f of 2 (nodes %.2f, client %.2f)\n", "cores busy", (cpu+self1-self0)/elapsed.Seconds(), cpu/elapsed.Seconds(), (self1-self0)/elapsed.Seconds())
+		machine := (busy1 - busy0) / (total1 - total0) * float64(runtime.NumCPU())
+		fmt.Fprintf(w, "  %-44s %10.2f of %d (nodes %.2f, client %.2f, other programs %.2f)\n", "cores busy", machine, runtime.NumCPU(),
+			cpu/elapsed.Seconds(), (self1-self0)/elapsed.Seconds(), machine-(cpu+self1-self0)/elapsed.Seconds())
 		b.ReportMetric(rate, "commits/s")
 		b.ReportMetric(ms(percentile(all, 0.5)), "commit-p50-ms")
 		b.ReportMetric(ms(percentile(all, 0.99)), "commit-p99-ms")
