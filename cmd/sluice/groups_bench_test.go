@@ -233,7 +233,7 @@ func BenchmarkGroupCommits(b *testing.B) {
 		b.Skip("starts real processes")
 	}
 	nGroups := envInt(b, "SLUICE_BENCH_GROUPS", 600)
-	committers := envInt(b, "SLUICE_BENCH_COMMITTERS", 64)
+	committers := min(envInt(b, "SLUICE_BENCH_COMMITTERS", 64), nGroups) // each commits for groups of its own
 	dur := envDuration(b, "SLUICE_BENCH_COMMIT_DUR", 10*time.Second)
 	perfDir := os.Getenv("SLUICE_BENCH_PERF_DIR")
 	for range b.N {
@@ -894,9 +894,9 @@ func BenchmarkGroupCoordinatorFailover(b *testing.B) {
 			waitTopicPartitions(ctx, b, c.nodes, topic, partitions, fullISR)
 			waitTopicPartitions(ctx, b, c.nodes, offsetsTopic, offsetsPartitions, fullISR)
 			consumer.waitAfter(b, time.Now(), time.Minute, "the group to consume on every partition before the kill")
-			co := adm.FindGroupCoordinators(ctx, group)[group]
-			if co.Err != nil {
-				b.Fatalf("kill %d: coordinator of %s: %v", k, group, co.Err)
+			co, ok := adm.FindGroupCoordinators(ctx, group)[group]
+			if !ok || co.Err != nil || co.NodeID < 1 || int(co.NodeID) > len(c.nodes) {
+				b.Fatalf("kill %d: coordinator of %s: %v %+v", k, group, co.Err, co)
 			}
 			victim := c.nodes[co.NodeID-1]
 			parts, err := partitionsOn(ctx, victim, topic)
@@ -1241,4 +1241,73 @@ func offsetFetchAnswered(ctx context.Context, c *testCluster, nd *clusterNode, g
 		return fmt.Errorf("OffsetFetch answered %d groups", len(or.Groups))
 	}
 	return kerr.ErrorForCode(or.Groups[0].ErrorCode)
+}
+
+// TestInitialDelayWindows: the delay the classic rebalance figure is read
+// against is Kafka's InitialDelayedJoin: one delay for a member alone,
+// another for each delay during which a member joined, within the
+// rebalance timeout.
+func TestInitialDelayWindows(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	at := func(ms ...int) []time.Time {
+		var out []time.Time
+		for _, m := range ms {
+			out = append(out, t0.Add(time.Duration(m)*time.Millisecond))
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name    string
+		joins   []time.Time
+		timeout time.Duration
+		want    int64
+	}{
+		{"alone", at(0), time.Minute, 1},
+		{"all at once", at(0, 0, 0), time.Minute, 2},
+		{"within the first delay", at(0, 1, 2999, 3000), time.Minute, 2},
+		{"one in the second delay", at(0, 10, 3001), time.Minute, 3},
+		{"a gap of a whole delay ends it", at(0, 10, 6001), time.Minute, 2},
+		{"the rebalance timeout bounds it", at(0, 10, 3001, 6001, 9001), 7 * time.Second, 3},
+	} {
+		if got := initialDelayWindows(tc.joins, 3*time.Second, tc.timeout); got != tc.want {
+			t.Errorf("%s: %d delays, want %d", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestCommitErrReportsARefusal: a refused commit is an error, which fails
+// the commit benchmark.
+func TestCommitErrReportsARefusal(t *testing.T) {
+	resp := simpleCommit("g", "t", 0, 1).ResponseKind().(*kmsg.OffsetCommitResponse)
+	rt := kmsg.NewOffsetCommitResponseTopic()
+	rp := kmsg.NewOffsetCommitResponseTopicPartition()
+	rt.Partitions = append(rt.Partitions, rp)
+	resp.Topics = append(resp.Topics, rt)
+	if err := commitErr(resp); err != nil {
+		t.Fatalf("an accepted commit: %v", err)
+	}
+	resp.Topics[0].Partitions[0].ErrorCode = kerr.UnknownMemberID.Code
+	if err := commitErr(resp); !errors.Is(err, kerr.UnknownMemberID) {
+		t.Fatalf("a refused commit: %v", err)
+	}
+	resp.Topics = nil
+	if err := commitErr(resp); err == nil {
+		t.Fatal("an answer without the partition passed")
+	}
+}
+
+// TestSettledNeedsEveryPartitionOnce: the KIP-848 rebalance ends only when
+// every member holds its share and no partition is held twice.
+func TestSettledNeedsEveryPartitionOnce(t *testing.T) {
+	now := time.Now()
+	s := &consumerGroupState{owned: [][]int32{{0}, {1}, {2}}, changed: []time.Time{now, now.Add(time.Second), now}}
+	if at, ok := s.settled(3); !ok || !at.Equal(now.Add(time.Second)) {
+		t.Fatalf("settled %v at %v, want true at the last change", ok, at)
+	}
+	for _, owned := range [][][]int32{{{0}, {0}, {2}}, {{0, 1}, {}, {2}}, {{0}, {1}, {}}} {
+		s.owned = owned
+		if _, ok := s.settled(3); ok {
+			t.Errorf("%v settled", owned)
+		}
+	}
 }
