@@ -30,7 +30,7 @@ import (
 // The group benchmarks: three combined `sluice serve` nodes on 127.0.0.1,
 // __consumer_offsets at its defaults (50 partitions, replication factor 3),
 // group.initial.rebalance.delay.ms set explicitly. Each starts a cluster of
-// its own; together they take about two minutes here.
+// its own; together they take about a minute here.
 //
 //	go test -run '^$' -bench Group -benchtime 1x ./cmd/sluice
 
@@ -224,9 +224,12 @@ func syncRate(b *testing.B, writers int, d time.Duration) (perSecond, cpuMicros 
 // latency: the flushes the nodes made per commit (perf stat), their CPU
 // per commit, and the machine's floor (a 1 KiB write and fdatasync, three
 // writers at once; an acknowledged commit waits for the coordinator's and
-// a follower's sync). SLUICE_BENCH_PERF_DIR records a perf profile of each
-// node instead of the counts.
-// Target: at least 20,000 commits/s, p99 under 20 ms.
+// a follower's sync; and the fdatasyncs per second and CPU each of one and
+// of three writers), and the cores the nodes, this process and other
+// programs used. SLUICE_BENCH_PERF_DIR records a perf profile of each node
+// instead of the counts. Target: at least 20,000 commits/s, p99 under
+// 20 ms. Missed here, by the nodes' CPU per commit (ARCHITECTURE.md
+// section 5).
 //
 //	go test -run '^$' -bench GroupCommits -benchtime 1x ./cmd/sluice
 func BenchmarkGroupCommits(b *testing.B) {
