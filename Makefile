@@ -44,7 +44,8 @@ sim:
 # BenchmarkClusterReplication (rf=3 against rf=1, latency, leader failover,
 # CPU and flushes per GB; SLUICE_BENCH_REPL_MB, SLUICE_BENCH_KILLS) and
 # BenchmarkClusterLatency (rf=1 and rf=3 latency beside the sync floor;
-# SLUICE_BENCH_ROUNDS).
+# SLUICE_BENCH_ROUNDS) and the group benchmarks (BenchmarkGroupCommits,
+# BenchmarkGroupRebalance, BenchmarkGroupCoordinatorFailover; README.md).
 bench:
 	$(GO) test -p 1 -run '^$$' -bench . -benchmem $$($(GO) list ./... | grep -v '/cmd/sluice$$')
 	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m ./cmd/sluice

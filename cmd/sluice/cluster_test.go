@@ -262,31 +262,57 @@ func (c *testCluster) addrs() []string {
 // reads its response: for the CONTROLLER listener, or to ask one node and
 // no other (a kgo client follows Metadata to the other brokers).
 func rawRequest(ctx context.Context, addr string, req kmsg.Request) (kmsg.Response, error) {
+	kc, err := dialKafka(ctx, addr, "sluice-cluster-test")
+	if err != nil {
+		return nil, err
+	}
+	defer kc.close()
+	return kc.request(ctx, req)
+}
+
+// kafkaConn is one connection to a broker on which requests go one after
+// another, each answered before the next is sent: a member of a group
+// whose JoinGroup waits at the coordinator holds a connection of its own.
+type kafkaConn struct {
+	conn          net.Conn
+	formatter     *kmsg.RequestFormatter
+	correlationID int32
+}
+
+func dialKafka(ctx context.Context, addr, clientID string) (*kafkaConn, error) {
 	var d net.Dialer
 	conn, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
 		return nil, err
 	}
-	defer conn.Close()
+	return &kafkaConn{conn: conn, formatter: kmsg.NewRequestFormatter(kmsg.FormatterClientID(clientID))}, nil
+}
+
+func (kc *kafkaConn) close() { kc.conn.Close() }
+
+// request sends req and reads its response, within ctx's deadline (at
+// most 60 s).
+func (kc *kafkaConn) request(ctx context.Context, req kmsg.Request) (kmsg.Response, error) {
 	deadline, ok := ctx.Deadline()
 	if !ok || time.Until(deadline) > 60*time.Second {
 		deadline = time.Now().Add(60 * time.Second)
 	}
-	conn.SetDeadline(deadline)
-	const correlationID = 7
-	frame := kmsg.NewRequestFormatter(kmsg.FormatterClientID("sluice-cluster-test")).AppendRequest(nil, req, correlationID)
-	if _, err := conn.Write(frame); err != nil {
+	kc.conn.SetDeadline(deadline)
+	kc.correlationID++
+	correlationID := kc.correlationID
+	frame := kc.formatter.AppendRequest(nil, req, correlationID)
+	if _, err := kc.conn.Write(frame); err != nil {
 		return nil, err
 	}
 	var size [4]byte
-	if _, err := io.ReadFull(conn, size[:]); err != nil {
+	if _, err := io.ReadFull(kc.conn, size[:]); err != nil {
 		return nil, err
 	}
 	body := make([]byte, binary.BigEndian.Uint32(size[:]))
-	if _, err := io.ReadFull(conn, body); err != nil {
+	if _, err := io.ReadFull(kc.conn, body); err != nil {
 		return nil, err
 	}
-	if len(body) < 4 || binary.BigEndian.Uint32(body) != correlationID {
+	if len(body) < 4 || int32(binary.BigEndian.Uint32(body)) != correlationID {
 		return nil, fmt.Errorf("response of %d bytes with a wrong correlation id", len(body))
 	}
 	body = body[4:]
