@@ -1,6 +1,8 @@
 package node
 
 import (
+	"time"
+
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -36,9 +38,19 @@ type fetcher struct {
 	// waits for it to end.
 	busy bool
 	// held are partitions whose last fetch failed, left out of rounds until
-	// the backoff timer releases them.
-	held map[partitionKey]bool
+	// the backoff timer releases them; refused counts each partition's
+	// refusals in a row, which lengthen its backoff.
+	held    map[partitionKey]bool
+	refused map[partitionKey]int
 }
+
+// firstRefusalBackoff is the backoff after a leader's first refusal of a
+// partition; it doubles with each refusal in a row up to
+// replica.fetch.backoff.ms. Most refusals are the metadata's lag (a
+// leader that has not yet applied the creation or the leadership its
+// follower acts on), gone within milliseconds: a whole second's wait held
+// the first acks=all produce to every new topic for that second.
+const firstRefusalBackoff = 50 * time.Millisecond
 
 // Fetch sizes: Kafka's replica.fetch.max.bytes and
 // replica.fetch.response.max.bytes defaults.
@@ -65,7 +77,7 @@ func (b *Broker) assignFetcher(p *partition) {
 	}
 	f := b.fetchers[leader]
 	if f == nil {
-		f = &fetcher{leader: leader, parts: map[partitionKey]*partition{}, held: map[partitionKey]bool{}}
+		f = &fetcher{leader: leader, parts: map[partitionKey]*partition{}, held: map[partitionKey]bool{}, refused: map[partitionKey]int{}}
 		b.fetchers[leader] = f
 	}
 	f.parts[key] = p
@@ -271,6 +283,7 @@ func (b *Broker) epochQueriesAnswered(f *fetcher, asked []*partition, queries []
 			b.holdPartition(f, key)
 			continue
 		}
+		delete(f.refused, key)
 		localEpoch, localEnd, found := p.log.EndOffsetForEpoch(rp.LeaderEpoch)
 		if !found {
 			localEpoch, localEnd = -1, -1
@@ -280,15 +293,21 @@ func (b *Broker) epochQueriesAnswered(f *fetcher, asked []*partition, queries []
 	}
 }
 
-// holdPartition leaves a partition out of f's rounds for
-// replica.fetch.backoff.ms: its leader refused it (not the leader yet, an
-// epoch the two disagree on until the metadata settles).
+// holdPartition leaves a partition out of f's rounds for a while: its
+// leader refused it (not the leader yet, an epoch the two disagree on
+// until the metadata settles), 50 ms after the first refusal, doubling
+// with each refusal in a row up to replica.fetch.backoff.ms.
 func (b *Broker) holdPartition(f *fetcher, key partitionKey) {
 	if f.held[key] {
 		return
 	}
 	f.held[key] = true
-	b.env.Clock.AfterFunc(b.cfg.ReplicaFetchBackoff, func() {
+	backoff := b.cfg.ReplicaFetchBackoff
+	if n := f.refused[key]; n < 8 {
+		backoff = min(backoff, firstRefusalBackoff<<n)
+	}
+	f.refused[key]++
+	b.env.Clock.AfterFunc(backoff, func() {
 		delete(f.held, key)
 		b.kickFetcher(f)
 	})
@@ -382,6 +401,7 @@ func (b *Broker) fetchedPartition(f *fetcher, p *partition, rp *kmsg.FetchRespon
 	key := partitionKey{p.topicID, p.index}
 	switch code := kerr.ErrorForCode(rp.ErrorCode); {
 	case rp.ErrorCode == 0:
+		delete(f.refused, key)
 	case code == kerr.OffsetOutOfRange && p.log.LogEndOffset() < rp.LogStartOffset:
 		// The leader's retention passed this follower's log end: start
 		// the log afresh at the leader's start.
