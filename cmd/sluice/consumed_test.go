@@ -70,7 +70,7 @@ func (l *consumedLog) waitConsumed(ctx context.Context, t *testing.T, what strin
 	})
 }
 
-// consumedBy waits until every one of values was consumed by member.
+// waitConsumedBy waits until every one of values was consumed by member.
 func (l *consumedLog) waitConsumedBy(ctx context.Context, t *testing.T, member string, values []string) {
 	t.Helper()
 	waitFor(t, ctx, member+" to consume every later record", func() bool {
