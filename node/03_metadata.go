@@ -33,6 +33,10 @@ import (
 //     UNKNOWN_TOPIC_OR_PARTITION.
 //   - Authorized operations (v8+) are reported when asked; with no ACLs yet,
 //     every operation is allowed.
+//   - Brokers: only unfenced ones, as Kafka's KRaft broker lists them, so a
+//     client forgets a dead broker once the controller fences it (sarama
+//     keeps a group coordinator by id while Metadata lists it, and would
+//     dial the dead one forever). Replicas and ISR keep their ids.
 func (b *Broker) handleMetadata(r *request) {
 	req := r.body.(*kmsg.MetadataRequest)
 	all := req.Topics == nil || (req.Version == 0 && len(req.Topics) == 0)
@@ -136,6 +140,9 @@ func (b *Broker) metadataResponse(req *kmsg.MetadataRequest, all bool) *kmsg.Met
 	resp := req.ResponseKind().(*kmsg.MetadataResponse)
 	for _, id := range b.image.BrokerIDs() {
 		br := b.image.Brokers[id]
+		if br.Fenced {
+			continue // Kafka lists alive brokers only (getAliveBrokerNodes)
+		}
 		rb := kmsg.NewMetadataResponseBroker()
 		rb.NodeID, rb.Host, rb.Port, rb.Rack = br.ID, br.Host, br.Port, rackOf(br.Rack)
 		resp.Brokers = append(resp.Brokers, rb)
