@@ -16,8 +16,9 @@ import (
 //     controllers (2) gets MISMATCHED_ENDPOINT_TYPE and an unknown type
 //     UNSUPPORTED_ENDPOINT_TYPE; v0 gets INVALID_REQUEST for either, as in
 //     Kafka.
-//   - IncludeFencedBrokers (v2+): no broker is fenced yet, so the list is the
-//     same either way and IsFenced is always false.
+//   - Fenced brokers are left out, as Metadata leaves them out (Kafka's
+//     getAliveBrokerNodes), unless IncludeFencedBrokers (v2+) asks for
+//     them; then each says IsFenced.
 //   - Cluster authorized operations when asked; with no ACLs yet, every
 //     operation is allowed.
 func (b *Broker) handleDescribeCluster(r *request) {
@@ -43,8 +44,12 @@ func (b *Broker) handleDescribeCluster(r *request) {
 	resp.ControllerID = b.controllerIDForClients()
 	for _, id := range b.image.BrokerIDs() {
 		br := b.image.Brokers[id]
+		if br.Fenced && !req.IncludeFencedBrokers {
+			continue
+		}
 		rb := kmsg.NewDescribeClusterResponseBroker()
 		rb.NodeID, rb.Host, rb.Port, rb.Rack = br.ID, br.Host, br.Port, rackOf(br.Rack)
+		rb.IsFenced = br.Fenced
 		resp.Brokers = append(resp.Brokers, rb)
 	}
 	if req.IncludeClusterAuthorizedOperations {
