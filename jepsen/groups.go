@@ -290,6 +290,11 @@ func checkCommits(events []GroupEvent) []string {
 		allowed map[int64]bool
 	}
 	resets := map[groupPartition]*reset{}
+	// resetAt is when each partition's last reset was invoked: a commit
+	// invoked before it and acknowledged after may have been applied
+	// before it (its answer held in the network or by a paused client),
+	// so its acknowledgement says nothing of what is committed now.
+	resetAt := map[groupPartition]int64{}
 	ended := map[int64]GroupEventKind{}
 	ackedAt := map[int64]int64{}
 	var commits []int64 // commit invocations, in order
@@ -335,6 +340,9 @@ func checkCommits(events []GroupEvent) []string {
 				}
 			}
 			at[e.Time] = saved
+			for _, p := range e.Partitions {
+				resetAt[groupPartition{e.Group, p}] = e.Time
+			}
 		case GroupResetFail:
 			// Not applied: what was known committed still is.
 			inv := invokes[e.Op]
@@ -386,7 +394,9 @@ func checkCommits(events []GroupEvent) []string {
 					out = append(out, fmt.Sprintf("groups: %s partition %d: %s's commit of %d (generation %d) acknowledged after %s had made %d committed: the offset went backwards",
 						inv.Group, po.Partition, inv.Member, po.Offset, inv.Generation, f.what, f.offset))
 				}
-				raise(k, po.Offset, fmt.Sprintf("%s's acknowledged commit", inv.Member))
+				if resetAt[k] < inv.Time {
+					raise(k, po.Offset, fmt.Sprintf("%s's acknowledged commit", inv.Member))
+				}
 			}
 		case GroupFetchOk:
 			delete(fetching, e.Op)
@@ -447,11 +457,17 @@ func checkNoSkips(events []GroupEvent) []string {
 	}
 	processed := map[groupPartition][]PartitionRange{}
 	invokes := map[int64]GroupEvent{}
+	resetAt := map[groupPartition]int64{} // as in checkCommits
 	var out []string
 	for _, e := range events {
 		switch e.Kind {
 		case GroupCommitInvoke, GroupFetchInvoke, GroupReset:
 			invokes[e.Time] = e
+			if e.Kind == GroupReset {
+				for _, p := range e.Partitions {
+					resetAt[groupPartition{e.Group, p}] = e.Time
+				}
+			}
 		case GroupProcessed:
 			for _, r := range e.Ranges {
 				k := groupPartition{e.Group, r.Partition}
@@ -460,7 +476,8 @@ func checkNoSkips(events []GroupEvent) []string {
 		case GroupCommitOk:
 			inv := invokes[e.Op]
 			for _, po := range inv.Offsets {
-				if n := get(groupPartition{inv.Group, po.Partition}); po.Offset > n.to {
+				k := groupPartition{inv.Group, po.Partition}
+				if n := get(k); po.Offset > n.to && resetAt[k] < inv.Time {
 					n.to, n.what = po.Offset, fmt.Sprintf("%s's acknowledged commit", inv.Member)
 				}
 			}
