@@ -346,11 +346,12 @@ func checkCommits(events []GroupEvent) []string {
 		case GroupResetFail:
 			// Not applied: what was known committed still is.
 			inv := invokes[e.Op]
-			for k, f := range at[e.Op] {
-				raise(k, f.offset, f.what)
-			}
 			for _, p := range inv.Partitions {
-				delete(resets, groupPartition{inv.Group, p})
+				k := groupPartition{inv.Group, p}
+				if f, ok := at[e.Op][k]; ok {
+					raise(k, f.offset, f.what)
+				}
+				delete(resets, k)
 			}
 		case GroupResetInfo:
 			inv := invokes[e.Op]
