@@ -3,6 +3,7 @@ package node
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/sluicemq/sluice/log"
@@ -53,6 +54,11 @@ func (b *Broker) handleProduce(r *request) {
 	var waits []*kmsg.ProduceResponseTopicPartition
 	var waitParts []*partition
 	var waitEnds []int64
+	// appended are the partitions this request appended to, whose parked
+	// follower fetches are woken once every partition has appended: a
+	// fetch woken by the first would carry its batch alone, and the
+	// followers would need a round per partition of the request.
+	var appended []*partition
 	for _, rt := range req.Topics {
 		t, topicErr := b.produceTopic(req.Version, rt)
 		respTopic := kmsg.NewProduceResponseTopic()
@@ -86,6 +92,9 @@ func (b *Broker) handleProduce(r *request) {
 					break
 				}
 				end, ok := b.appendProduced(p, rp.Records, out)
+				if ok && !slices.Contains(appended, p) {
+					appended = append(appended, p)
+				}
 				if ok && req.Acks == -1 {
 					waits, waitParts, waitEnds = append(waits, out), append(waitParts, p), append(waitEnds, end)
 				}
@@ -93,6 +102,9 @@ func (b *Broker) handleProduce(r *request) {
 			failed = failed || out.ErrorCode != 0
 		}
 		resp.Topics = append(resp.Topics, respTopic)
+	}
+	for _, p := range appended {
+		b.wakeReplicaFetches(p)
 	}
 	switch {
 	case req.Acks == 0 && failed:
@@ -130,8 +142,8 @@ func (b *Broker) produceTopic(version int16, rt kmsg.ProduceRequestTopic) (*raft
 	return t, nil
 }
 
-// appendProduced appends one partition's records as leader and fills out.
-// It returns the offset the batch ends before, and whether it was appended
+// appendProduced appends one partition's records as leader and fills out;
+// the caller wakes the partition's parked follower fetches. It returns the offset the batch ends before, and whether it was appended
 // (or found to be a retry already in the log).
 func (b *Broker) appendProduced(p *partition, records []byte, out *kmsg.ProduceResponseTopicPartition) (int64, bool) {
 	res, err := p.log.AppendLeader(records, p.leaderEpoch)
@@ -152,7 +164,6 @@ func (b *Broker) appendProduced(p *partition, records []byte, out *kmsg.ProduceR
 	if !res.Duplicate {
 		p.appended(end, res.LastOffset-res.BaseOffset+1)
 	}
-	b.wakeReplicaFetches(p)
 	return end, true
 }
 
