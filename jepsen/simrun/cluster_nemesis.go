@@ -11,6 +11,7 @@ import (
 	"github.com/sluicemq/sluice/sim/rng"
 	"github.com/sluicemq/sluice/sim/sched"
 	"github.com/sluicemq/sluice/sim/simfs"
+	"github.com/sluicemq/sluice/sim/simnet"
 )
 
 // clusterNemesis injects a cluster run's faults, each undone after a
@@ -32,11 +33,17 @@ type clusterNemesis struct {
 	// followerSyncArmed says a power loss of every node waits for the
 	// moment a follower's sync of the data topic is in flight.
 	followerSyncArmed bool
+	// connRand draws the connection stalls (stallConnection), from a stream
+	// of their own so that a seed's other draws stay what they were;
+	// connNext is the next one's event.
+	connRand *rng.Rand
+	connNext *sched.Event
 }
 
 func (n *clusterNemesis) start() {
 	if len(n.r.opts.Faults) > 0 {
 		n.schedule()
+		n.startConnStalls()
 	}
 	if slices.Contains(n.r.opts.Faults, FaultPowerLoss) && !n.r.cfg.MetaOnly && n.r.opts.ReplicationFactor > 1 {
 		// Syncs of tens to hundreds of milliseconds (a slow disk), so that
@@ -119,6 +126,10 @@ func (n *clusterNemesis) heal() {
 		n.next.Cancel()
 		n.next = nil
 	}
+	if n.connNext != nil {
+		n.connNext.Cancel()
+		n.connNext = nil
+	}
 	for _, u := range n.undos {
 		if u.f != nil {
 			u.ev.Cancel()
@@ -136,19 +147,9 @@ func (n *clusterNemesis) uniform(lo, hi time.Duration) time.Duration {
 // while taking one more out leaves the voters a majority, a broker-only
 // node always (the quorum does not need it).
 func (n *clusterNemesis) victim() int {
-	voters, held := 0, 0
-	for i, cn := range n.r.nodes {
-		if cn.voter {
-			voters++
-			if n.faulted[i] > 0 {
-				held++
-			}
-		}
-	}
-	votersMay := held+1 <= (voters-1)/2
 	var free []int
-	for i, cn := range n.r.nodes {
-		if n.faulted[i] == 0 && (votersMay || !cn.voter) {
+	for i := range n.r.nodes {
+		if n.mayTakeOut(i) {
 			free = append(free, i)
 		}
 	}
@@ -156,6 +157,28 @@ func (n *clusterNemesis) victim() int {
 		return -1
 	}
 	return free[n.rand.Intn(len(free))]
+}
+
+// mayTakeOut says a fault may take node i out now: no other fault holds
+// it, and it is a broker-only node or one voter more held still leaves
+// the voters a majority.
+func (n *clusterNemesis) mayTakeOut(i int) bool {
+	if n.faulted[i] > 0 {
+		return false
+	}
+	if !n.r.nodes[i].voter {
+		return true
+	}
+	voters, held := 0, 0
+	for j, cn := range n.r.nodes {
+		if cn.voter {
+			voters++
+			if n.faulted[j] > 0 {
+				held++
+			}
+		}
+	}
+	return held+1 <= (voters-1)/2
 }
 
 // hold marks node i held by a fault until release runs.
@@ -373,4 +396,194 @@ func (n *clusterNemesis) partitionController(i int) {
 		}
 		release()
 	})
+}
+
+// Connection stalls (probe fault.stall_connection): one node's connections
+// to a peer's port held for seconds, one way or both, while its newer
+// connections flow (simnet.StallConn). The client gives up on the held
+// connection at its request timeout (a broker's controller requests: the
+// heartbeat's 400 ms, AlterPartition's 5 s; a follower's fetch:
+// replica.socket.timeout.ms) and retries on a new one, and what it wrote to
+// the old one still reaches the server when the stall ends, after those
+// retries: a stale request from the past, as TCP delivers one whose
+// retransmission got through after a long backoff.
+//
+// They run beside the other faults, drawn from a stream of their own, in
+// most seeds that inject faults, one at a time.
+
+// connStallSeeds is the share of the seeds with faults that stall
+// connections.
+const connStallSeeds = 0.6
+
+// dataPort is every node's PLAINTEXT listener (cluster.go): clients' and
+// followers' fetches.
+const dataPort = 9092
+
+func (n *clusterNemesis) startConnStalls() {
+	n.connRand = n.r.w.Rand("nemesis/stall_connection")
+	if !n.connRand.Chance(connStallSeeds) {
+		return
+	}
+	n.nextConnStall(n.connUniform(0, 3*time.Second))
+}
+
+func (n *clusterNemesis) nextConnStall(d time.Duration) {
+	n.connNext = n.r.w.After(d, "nemesis.stall_connection", func() {
+		n.connNext = nil
+		if n.r.stopping {
+			return
+		}
+		busy := n.stallConnection()
+		n.nextConnStall(busy + n.connUniform(500*time.Millisecond, 4*time.Second))
+	})
+}
+
+func (n *clusterNemesis) connUniform(lo, hi time.Duration) time.Duration {
+	return lo + time.Duration(n.connRand.Uint64n(uint64(hi-lo)))
+}
+
+// stallConnection injects one connection stall and returns how long it
+// lasts: most often the stale ISR change below where the seed has a
+// replicated data topic, else a node's connections to one peer's
+// controller port or data port.
+func (n *clusterNemesis) stallConnection() time.Duration {
+	if !n.r.cfg.MetaOnly && n.r.opts.ReplicationFactor > 1 && n.connRand.Chance(0.7) {
+		if d, ok := n.stallISRChange(); ok {
+			return d
+		}
+	}
+	r := n.r
+	i, j := n.connRand.Intn(len(r.nodes)), n.connRand.Intn(len(r.nodes)-1)
+	if j >= i {
+		j++
+	}
+	port := controllerPort
+	if !r.cfg.MetaOnly && n.connRand.Chance(0.5) {
+		port = dataPort
+	}
+	way := simnet.Way(1 + n.connRand.Intn(3))
+	d := n.connUniform(time.Second, 15*time.Second)
+	if port == controllerPort && !n.mayTakeOut(i) {
+		// Its raft connections held, a voter is out of the quorum.
+		return 0
+	}
+	if !n.stallConns(i, j, port, way, d) {
+		return 0
+	}
+	if port == controllerPort {
+		n.later(d, n.hold(i))
+	}
+	return d
+}
+
+// stallConns stalls node i's connections dialed to node j's port, the given
+// way, for d, and ends them at the heal if they last that long. It reports
+// whether there were any.
+func (n *clusterNemesis) stallConns(i, j, port int, way simnet.Way, d time.Duration) bool {
+	r := n.r
+	net := r.w.Net()
+	ids := net.Conns(r.nodes[i].name, r.nodes[j].name, port)
+	if len(ids) == 0 {
+		return false
+	}
+	for _, id := range ids {
+		net.StallConn(id, way, d)
+	}
+	r.probes.add("fault.stall_connection")
+	r.logf("fault stall_connection: %s->%s:%d %d connection(s) way %d for %s", r.nodes[i].name, r.nodes[j].name, port, len(ids), way, d)
+	n.later(d, func() {
+		for _, id := range ids {
+			net.UnstallConn(id)
+		}
+	})
+	return true
+}
+
+// stallISRChange aims connection stalls at the moment a stale ISR change
+// would do harm. For a partition led by L (not the active controller) with
+// a follower F:
+//
+//  1. F's fetch connections to L are held (requests only) past
+//     replica.lag.time.max.ms: L takes F out of the ISR.
+//  2. Just before they are released, L's connections to the controller are
+//     held (requests only): F's held fetch arrives, F catches up, and L's
+//     AlterPartition adding F back is written to a held connection. L's
+//     next heartbeat times out, L gives that connection up and sends the
+//     change again on a new one, where it commits.
+//  3. Soon after, F's fetches are held again, past the lag time: L takes F
+//     out again, over the new connection.
+//  4. The first AlterPartition, made against the partition epoch before
+//     both changes, reaches the controller when step 2's stall ends, while
+//     F is still behind: the controller must refuse it
+//     (INVALID_UPDATE_VERSION); applied, it puts F back in the ISR short
+//     of the high watermark.
+//
+// It reports false, having done nothing, when no partition fits.
+func (n *clusterNemesis) stallISRChange() (time.Duration, bool) {
+	r := n.r
+	leader, follower, ok := n.isrTarget()
+	if !ok {
+		return 0, false
+	}
+	l, f := int(leader-1), int(follower-1)
+	ctl := int(r.nodes[l].broker().MetadataView().Leader - 1)
+	lag := r.opts.ReplicaLagTime
+	first := lag + n.connUniform(300*time.Millisecond, 2*time.Second)
+	early := n.connUniform(0, 100*time.Millisecond)
+	stale := n.connUniform(2*time.Second, 3*time.Second) + lag + n.connUniform(1500*time.Millisecond, 4*time.Second)
+	again := n.connUniform(800*time.Millisecond, 1600*time.Millisecond)
+	second := stale - early - again + n.connUniform(time.Second, 3*time.Second)
+	if !n.stallConns(f, l, dataPort, simnet.DialerToAcceptor, first) {
+		return 0, false
+	}
+	r.probes.add("fault.stall_connection_isr")
+	r.logf("fault stall_connection_isr: n%d's fetches to n%d, then n%d's controller requests to n%d", follower, leader, leader, ctl+1)
+	release := n.hold(l)
+	n.later(first-early, func() {
+		if r.stopping || !n.stallConns(l, ctl, controllerPort, simnet.DialerToAcceptor, stale) {
+			release()
+			return
+		}
+		n.later(stale, release)
+		n.later(early+again, func() {
+			if !r.stopping {
+				n.stallConns(f, l, dataPort, simnet.DialerToAcceptor, second)
+			}
+		})
+	})
+	return first + stale + 3*time.Second, true
+}
+
+// isrTarget picks a partition of the data topic whose leader is running,
+// is not the active controller and may be taken out, and one of its
+// followers.
+func (n *clusterNemesis) isrTarget() (leader, follower int32, ok bool) {
+	type pair struct{ leader, follower int32 }
+	var pairs []pair
+	for _, cn := range n.r.nodes {
+		b := cn.broker()
+		if b == nil || !cn.running() {
+			continue
+		}
+		view := b.MetadataView()
+		t := b.MetadataImage().TopicByName(clusterTopic)
+		if view.Controller || view.Leader == cn.id || view.Leader < 1 || int(view.Leader) > len(n.r.nodes) || t == nil {
+			continue
+		}
+		for _, p := range t.Partitions {
+			if p.Leader != cn.id || !n.mayTakeOut(int(cn.id-1)) {
+				continue
+			}
+			for _, id := range p.Replicas {
+				if id != cn.id && id >= 1 && int(id) <= len(n.r.nodes) {
+					pairs = append(pairs, pair{cn.id, id})
+				}
+			}
+		}
+	}
+	if len(pairs) == 0 {
+		return 0, 0, false
+	}
+	p := pairs[n.connRand.Intn(len(pairs))]
+	return p.leader, p.follower, true
 }
