@@ -38,6 +38,8 @@ type clusterNemesis struct {
 	// connNext is the next one's event.
 	connRand *rng.Rand
 	connNext *sched.Event
+	// safetyEnd is when the safety phase ends, and the heal with it.
+	safetyEnd time.Duration
 }
 
 func (n *clusterNemesis) start() {
@@ -421,37 +423,48 @@ const dataPort = 9092
 
 func (n *clusterNemesis) startConnStalls() {
 	n.connRand = n.r.w.Rand("nemesis/stall_connection")
+	n.safetyEnd = n.r.w.Now() + n.r.cfg.Duration
 	if !n.connRand.Chance(connStallSeeds) {
 		return
 	}
-	n.nextConnStall(n.connUniform(0, 3*time.Second))
+	n.nextConnStall(n.connUniform(0, 1500*time.Millisecond))
 }
 
 func (n *clusterNemesis) nextConnStall(d time.Duration) {
 	n.connNext = n.r.w.After(d, "nemesis.stall_connection", func() {
 		n.connNext = nil
-		if n.r.stopping {
-			return
+		if !n.r.stopping {
+			n.stallConnection()
 		}
-		busy := n.stallConnection()
-		n.nextConnStall(busy + n.connUniform(500*time.Millisecond, 4*time.Second))
 	})
+}
+
+// connStallGap is the pause after one connection stall, before the next.
+func (n *clusterNemesis) connStallGap() time.Duration {
+	return n.connUniform(500*time.Millisecond, 4*time.Second)
 }
 
 func (n *clusterNemesis) connUniform(lo, hi time.Duration) time.Duration {
 	return lo + time.Duration(n.connRand.Uint64n(uint64(hi-lo)))
 }
 
-// stallConnection injects one connection stall and returns how long it
-// lasts: most often the stale ISR change below where the seed has a
+// stallConnection injects one connection stall and schedules the next
+// after it: most often the stale ISR change below where the seed has a
 // replicated data topic, else a node's connections to one peer's
 // controller port or data port.
-func (n *clusterNemesis) stallConnection() time.Duration {
-	if !n.r.cfg.MetaOnly && n.r.opts.ReplicationFactor > 1 && n.connRand.Chance(0.7) {
-		if d, ok := n.stallISRChange(); ok {
-			return d
+func (n *clusterNemesis) stallConnection() {
+	if !n.r.cfg.MetaOnly && n.r.opts.ReplicationFactor > 1 && n.connRand.Chance(0.8) {
+		if n.stallISRChange(func() { n.nextConnStall(n.connStallGap()) }) {
+			return
 		}
 	}
+	n.nextConnStall(n.stallRandomConn() + n.connStallGap())
+}
+
+// stallRandomConn stalls a random node's connections to a random peer's
+// controller or data port, one way or both, for 1 to 15 s, and returns how
+// long (0 for none).
+func (n *clusterNemesis) stallRandomConn() time.Duration {
 	r := n.r
 	i, j := n.connRand.Intn(len(r.nodes)), n.connRand.Intn(len(r.nodes)-1)
 	if j >= i {
@@ -500,66 +513,192 @@ func (n *clusterNemesis) stallConns(i, j, port int, way simnet.Way, d time.Durat
 }
 
 // stallISRChange aims connection stalls at the moment a stale ISR change
-// would do harm. For a partition led by L (not the active controller) with
-// a follower F:
+// would do harm, watching the partition's ISR in its leader's image. For a
+// partition led by L (not the active controller) with a follower F:
 //
-//  1. F's fetch connections to L are held (requests only) past
-//     replica.lag.time.max.ms: L takes F out of the ISR.
-//  2. Just before they are released, L's connections to the controller are
-//     held (requests only): F's held fetch arrives, F catches up, and L's
-//     AlterPartition adding F back is written to a held connection. L's
-//     next heartbeat times out, L gives that connection up and sends the
-//     change again on a new one, where it commits.
-//  3. Soon after, F's fetches are held again, past the lag time: L takes F
-//     out again, over the new connection.
-//  4. The first AlterPartition, made against the partition epoch before
-//     both changes, reaches the controller when step 2's stall ends, while
-//     F is still behind: the controller must refuse it
-//     (INVALID_UPDATE_VERSION); applied, it puts F back in the ISR short
-//     of the high watermark.
+//  1. F's fetch connections to L are held (requests only) until L has
+//     taken F out of the ISR (replica.lag.time.max.ms).
+//  2. L's connections to the controller are held (requests only), and
+//     then F's fetches released: F catches up, and L's AlterPartition
+//     adding F back is written to a held connection. L's next heartbeat
+//     times out (400 ms), L gives that connection up and sends the change
+//     again on a new one, where it commits.
+//  3. Once F is back, its fetches are held again until L has taken it out
+//     again, over the new connection.
+//  4. Then L's held controller connections are released: the first
+//     AlterPartition, made against the partition epoch before both
+//     changes, reaches the controller while F is behind. The controller
+//     must refuse it (INVALID_UPDATE_VERSION); applied, it puts F back in
+//     the ISR short of the high watermark.
 //
-// It reports false, having done nothing, when no partition fits.
-func (n *clusterNemesis) stallISRChange() (time.Duration, bool) {
+// A step that does not happen in time (a leadership moved, a node went
+// down) ends the aim and its stalls. It reports false, having done
+// nothing, when no partition fits or the safety phase is too short for it;
+// done runs when it ends.
+func (n *clusterNemesis) stallISRChange(done func()) bool {
 	r := n.r
-	leader, follower, ok := n.isrTarget()
-	if !ok {
-		return 0, false
-	}
-	l, f := int(leader-1), int(follower-1)
-	ctl := int(r.nodes[l].broker().MetadataView().Leader - 1)
 	lag := r.opts.ReplicaLagTime
-	first := lag + n.connUniform(300*time.Millisecond, 2*time.Second)
-	early := n.connUniform(0, 100*time.Millisecond)
-	stale := n.connUniform(2*time.Second, 3*time.Second) + lag + n.connUniform(1500*time.Millisecond, 4*time.Second)
-	again := n.connUniform(800*time.Millisecond, 1600*time.Millisecond)
-	second := stale - early - again + n.connUniform(time.Second, 3*time.Second)
-	if !n.stallConns(f, l, dataPort, simnet.DialerToAcceptor, first) {
-		return 0, false
+	if r.w.Now()+2*lag+2*time.Second > n.safetyEnd {
+		return false
 	}
+	a, ok := n.isrTarget()
+	if !ok {
+		return false
+	}
+	a.n, a.done = n, done
+	// A shrink comes at the first replica tick (every lag/2) past the lag.
+	a.limit = 2*lag + 2*time.Second
+	if !a.stallFetches() {
+		return false
+	}
+	r.probes.add("fault.stall_connection")
 	r.probes.add("fault.stall_connection_isr")
-	r.logf("fault stall_connection_isr: n%d's fetches to n%d, then n%d's controller requests to n%d", follower, leader, leader, ctl+1)
-	release := n.hold(l)
-	n.later(first-early, func() {
-		if r.stopping || !n.stallConns(l, ctl, controllerPort, simnet.DialerToAcceptor, stale) {
-			release()
-			return
-		}
-		n.later(stale, release)
-		n.later(early+again, func() {
-			if !r.stopping {
-				n.stallConns(f, l, dataPort, simnet.DialerToAcceptor, second)
+	r.logf("fault stall_connection_isr: n%d's fetches to n%d, then n%d's controller requests to n%d",
+		a.follower, a.leader, a.leader, a.ctl+1)
+	a.release = n.hold(a.l)
+	// The heal ends it at once; this bound is never reached otherwise,
+	// each step having its own.
+	n.later(4*a.limit, a.end)
+	a.await(false, a.stallController)
+	return true
+}
+
+// isrAim is one stallISRChange under way.
+type isrAim struct {
+	n                *clusterNemesis
+	leader, follower int32
+	l, f, ctl        int // node indexes
+	part             int
+	limit            time.Duration
+	// fetches are F's connections to L's data port held now; while
+	// fetchesHeld, each new one is held too (F's fetcher redials after an
+	// error). ctls are L's connections to the controller held now.
+	fetches, ctls []uint64
+	fetchesHeld   bool
+	release, done func()
+	ended         bool
+}
+
+// isrAimPoll is how often an aim looks at the leader's image.
+const isrAimPoll = 20 * time.Millisecond
+
+// inISR reports whether F is in the partition's ISR as L knows it, and
+// whether the aim still holds (L runs and leads the partition).
+func (a *isrAim) inISR() (in, ok bool) {
+	r := a.n.r
+	b := r.nodes[a.l].broker()
+	if r.stopping || b == nil {
+		return false, false
+	}
+	t := b.MetadataImage().TopicByName(clusterTopic)
+	if t == nil || a.part >= len(t.Partitions) || t.Partitions[a.part].Leader != a.leader {
+		return false, false
+	}
+	return slices.Contains(t.Partitions[a.part].ISR, a.follower), true
+}
+
+// await runs then once F's membership of the ISR is want, polling; it ends
+// the aim if that takes longer than the limit.
+func (a *isrAim) await(want bool, then func()) {
+	deadline := a.n.r.w.Now() + a.limit
+	var poll func()
+	poll = func() {
+		in, ok := a.inISR()
+		switch {
+		case !ok || a.n.r.w.Now() > deadline:
+			a.end()
+		case in == want:
+			then()
+		default:
+			if a.fetchesHeld {
+				a.stallFetches()
 			}
-		})
-	})
-	return first + stale + 3*time.Second, true
+			a.n.r.w.After(isrAimPoll, "nemesis.stall_connection_isr", poll)
+		}
+	}
+	poll()
+}
+
+// stallFetches holds F's fetch connections to L that are not held yet,
+// and those it opens from now on, and reports whether any is held.
+func (a *isrAim) stallFetches() bool {
+	r := a.n.r
+	net := r.w.Net()
+	for _, id := range net.Conns(r.nodes[a.f].name, r.nodes[a.l].name, dataPort) {
+		if !slices.Contains(a.fetches, id) {
+			net.StallConn(id, simnet.DialerToAcceptor, a.limit)
+			a.fetches = append(a.fetches, id)
+		}
+	}
+	a.fetchesHeld = true
+	return len(a.fetches) > 0
+}
+
+// stallController is step 2: F is out.
+func (a *isrAim) stallController() {
+	r := a.n.r
+	net := r.w.Net()
+	a.ctls = net.Conns(r.nodes[a.l].name, r.nodes[a.ctl].name, controllerPort)
+	if len(a.ctls) == 0 {
+		a.end()
+		return
+	}
+	for _, id := range a.ctls {
+		net.StallConn(id, simnet.DialerToAcceptor, 3*a.limit)
+	}
+	r.logf("stall_connection_isr: n%d out of the ISR; holding %d controller connection(s) of n%d, releasing its fetches",
+		a.follower, len(a.ctls), a.leader)
+	a.fetchesHeld = false
+	a.unstall(&a.fetches)
+	a.await(true, a.stallFetchesAgain)
+}
+
+// stallFetchesAgain is step 3: F is back, by the change's second attempt.
+func (a *isrAim) stallFetchesAgain() {
+	a.n.r.logf("stall_connection_isr: n%d back in the ISR; holding its fetches again", a.follower)
+	if !a.stallFetches() {
+		a.end()
+		return
+	}
+	a.await(false, a.releaseStale)
+}
+
+// releaseStale is step 4: F is out again.
+func (a *isrAim) releaseStale() {
+	a.n.r.probes.add("fault.stall_connection_isr_released")
+	a.n.r.logf("stall_connection_isr: releasing n%d's held controller requests", a.leader)
+	a.unstall(&a.ctls)
+	// F stays behind a little longer, while the stale change arrives.
+	a.n.r.w.After(time.Second, "nemesis.stall_connection_isr", a.end)
+}
+
+func (a *isrAim) unstall(ids *[]uint64) {
+	net := a.n.r.w.Net()
+	for _, id := range *ids {
+		net.UnstallConn(id)
+	}
+	*ids = nil
+}
+
+// end releases whatever the aim still holds, once.
+func (a *isrAim) end() {
+	if a.ended {
+		return
+	}
+	a.ended = true
+	a.fetchesHeld = false
+	a.unstall(&a.fetches)
+	a.unstall(&a.ctls)
+	a.release()
+	a.done()
 }
 
 // isrTarget picks a partition of the data topic whose leader is running,
 // is not the active controller and may be taken out, and one of its
-// followers.
-func (n *clusterNemesis) isrTarget() (leader, follower int32, ok bool) {
-	type pair struct{ leader, follower int32 }
-	var pairs []pair
+// followers, of a partition whose high watermark still advances without
+// that follower (more replicas than min.insync.replicas).
+func (n *clusterNemesis) isrTarget() (*isrAim, bool) {
+	var aims []*isrAim
 	for _, cn := range n.r.nodes {
 		b := cn.broker()
 		if b == nil || !cn.running() {
@@ -570,20 +709,20 @@ func (n *clusterNemesis) isrTarget() (leader, follower int32, ok bool) {
 		if view.Controller || view.Leader == cn.id || view.Leader < 1 || int(view.Leader) > len(n.r.nodes) || t == nil {
 			continue
 		}
-		for _, p := range t.Partitions {
-			if p.Leader != cn.id || !n.mayTakeOut(int(cn.id-1)) {
+		for pi, p := range t.Partitions {
+			if p.Leader != cn.id || len(p.Replicas) <= n.r.opts.MinInSync || !n.mayTakeOut(int(cn.id-1)) {
 				continue
 			}
 			for _, id := range p.Replicas {
 				if id != cn.id && id >= 1 && int(id) <= len(n.r.nodes) {
-					pairs = append(pairs, pair{cn.id, id})
+					aims = append(aims, &isrAim{leader: cn.id, follower: id, l: int(cn.id - 1), f: int(id - 1),
+						ctl: int(view.Leader - 1), part: pi})
 				}
 			}
 		}
 	}
-	if len(pairs) == 0 {
-		return 0, 0, false
+	if len(aims) == 0 {
+		return nil, false
 	}
-	p := pairs[n.connRand.Intn(len(pairs))]
-	return p.leader, p.follower, true
+	return aims[n.connRand.Intn(len(aims))], true
 }

@@ -91,7 +91,7 @@ func KnownClusterProbes(metaOnly bool) []string {
 			"data.acks1", "data.not_enough_replicas", "data.not_enough_replicas_after_append",
 			"data.preferred_replica", "data.follower_fetch", "data.page_cache", "data.replica_compared", "data.reassignment", "data.reassignment_during_fault",
 			"moment.follower_sync_inflight.armed", "moment.follower_sync_inflight.fired",
-			"repl.truncation", "repl.isr_shrink", "repl.isr_expand", "repl.isr_refused", "repl.isr_stale_partition_epoch", "repl.fenced_epoch", "repl.unclean_refused", "fault.stall_connection_isr",
+			"repl.truncation", "repl.isr_shrink", "repl.isr_expand", "repl.isr_refused", "repl.isr_stale_partition_epoch", "repl.fenced_epoch", "repl.unclean_refused", "fault.stall_connection_isr", "fault.stall_connection_isr_released",
 			// The group workload (cluster_groups.go); static members are
 			// not exercised, so there is no fenced-static-member probe.
 			"group.late_join", "group.leave", "group.crash", "group.stall", "group.lease_lost", "group.rejoin",
