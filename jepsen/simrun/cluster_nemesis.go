@@ -11,6 +11,7 @@ import (
 	"github.com/sluicemq/sluice/sim/rng"
 	"github.com/sluicemq/sluice/sim/sched"
 	"github.com/sluicemq/sluice/sim/simfs"
+	"github.com/sluicemq/sluice/sim/simnet"
 )
 
 // clusterNemesis injects a cluster run's faults, each undone after a
@@ -32,11 +33,19 @@ type clusterNemesis struct {
 	// followerSyncArmed says a power loss of every node waits for the
 	// moment a follower's sync of the data topic is in flight.
 	followerSyncArmed bool
+	// connRand draws the connection stalls (stallConnection), from a stream
+	// of their own so that a seed's other draws stay what they were;
+	// connNext is the next one's event.
+	connRand *rng.Rand
+	connNext *sched.Event
+	// safetyEnd is when the safety phase ends, and the heal with it.
+	safetyEnd time.Duration
 }
 
 func (n *clusterNemesis) start() {
 	if len(n.r.opts.Faults) > 0 {
 		n.schedule()
+		n.startConnStalls()
 	}
 	if slices.Contains(n.r.opts.Faults, FaultPowerLoss) && !n.r.cfg.MetaOnly && n.r.opts.ReplicationFactor > 1 {
 		// Syncs of tens to hundreds of milliseconds (a slow disk), so that
@@ -119,6 +128,10 @@ func (n *clusterNemesis) heal() {
 		n.next.Cancel()
 		n.next = nil
 	}
+	if n.connNext != nil {
+		n.connNext.Cancel()
+		n.connNext = nil
+	}
 	for _, u := range n.undos {
 		if u.f != nil {
 			u.ev.Cancel()
@@ -136,19 +149,9 @@ func (n *clusterNemesis) uniform(lo, hi time.Duration) time.Duration {
 // while taking one more out leaves the voters a majority, a broker-only
 // node always (the quorum does not need it).
 func (n *clusterNemesis) victim() int {
-	voters, held := 0, 0
-	for i, cn := range n.r.nodes {
-		if cn.voter {
-			voters++
-			if n.faulted[i] > 0 {
-				held++
-			}
-		}
-	}
-	votersMay := held+1 <= (voters-1)/2
 	var free []int
-	for i, cn := range n.r.nodes {
-		if n.faulted[i] == 0 && (votersMay || !cn.voter) {
+	for i := range n.r.nodes {
+		if n.mayTakeOut(i) {
 			free = append(free, i)
 		}
 	}
@@ -156,6 +159,28 @@ func (n *clusterNemesis) victim() int {
 		return -1
 	}
 	return free[n.rand.Intn(len(free))]
+}
+
+// mayTakeOut says a fault may take node i out now: no other fault holds
+// it, and it is a broker-only node or one voter more held still leaves
+// the voters a majority.
+func (n *clusterNemesis) mayTakeOut(i int) bool {
+	if n.faulted[i] > 0 {
+		return false
+	}
+	if !n.r.nodes[i].voter {
+		return true
+	}
+	voters, held := 0, 0
+	for j, cn := range n.r.nodes {
+		if cn.voter {
+			voters++
+			if n.faulted[j] > 0 {
+				held++
+			}
+		}
+	}
+	return held+1 <= (voters-1)/2
 }
 
 // hold marks node i held by a fault until release runs.
@@ -373,4 +398,331 @@ func (n *clusterNemesis) partitionController(i int) {
 		}
 		release()
 	})
+}
+
+// Connection stalls (probe fault.stall_connection): one node's connections
+// to a peer's port held for seconds, one way or both, while its newer
+// connections flow (simnet.StallConn). The client gives up on the held
+// connection at its request timeout (a broker's controller requests: the
+// heartbeat's 400 ms, AlterPartition's 5 s; a follower's fetch:
+// replica.socket.timeout.ms) and retries on a new one, and what it wrote to
+// the old one still reaches the server when the stall ends, after those
+// retries: a stale request from the past, as TCP delivers one whose
+// retransmission got through after a long backoff.
+//
+// They run beside the other faults, drawn from a stream of their own, in
+// most seeds that inject faults, one at a time.
+
+// connStallSeeds is the share of the seeds with faults that stall
+// connections.
+const connStallSeeds = 0.6
+
+// dataPort is every node's PLAINTEXT listener (cluster.go): clients' and
+// followers' fetches.
+const dataPort = 9092
+
+func (n *clusterNemesis) startConnStalls() {
+	n.connRand = n.r.w.Rand("nemesis/stall_connection")
+	n.safetyEnd = n.r.w.Now() + n.r.cfg.Duration
+	if !n.connRand.Chance(connStallSeeds) {
+		return
+	}
+	n.nextConnStall(n.connUniform(0, 1500*time.Millisecond))
+}
+
+func (n *clusterNemesis) nextConnStall(d time.Duration) {
+	n.connNext = n.r.w.After(d, "nemesis.stall_connection", func() {
+		n.connNext = nil
+		if !n.r.stopping {
+			n.stallConnection()
+		}
+	})
+}
+
+// connStallGap is the pause after one connection stall, before the next.
+func (n *clusterNemesis) connStallGap() time.Duration {
+	return n.connUniform(500*time.Millisecond, 4*time.Second)
+}
+
+func (n *clusterNemesis) connUniform(lo, hi time.Duration) time.Duration {
+	return lo + time.Duration(n.connRand.Uint64n(uint64(hi-lo)))
+}
+
+// stallConnection injects one connection stall and schedules the next
+// after it: most often the stale ISR change below where the seed has a
+// replicated data topic, else a node's connections to one peer's
+// controller port or data port.
+func (n *clusterNemesis) stallConnection() {
+	if !n.r.cfg.MetaOnly && n.r.opts.ReplicationFactor > 1 && n.connRand.Chance(0.8) {
+		if n.stallISRChange(func() { n.nextConnStall(n.connStallGap()) }) {
+			return
+		}
+	}
+	n.nextConnStall(n.stallRandomConn() + n.connStallGap())
+}
+
+// stallRandomConn stalls a random node's connections to a random peer's
+// controller or data port, one way or both, for 1 to 15 s, and returns how
+// long (0 for none).
+func (n *clusterNemesis) stallRandomConn() time.Duration {
+	r := n.r
+	i, j := n.connRand.Intn(len(r.nodes)), n.connRand.Intn(len(r.nodes)-1)
+	if j >= i {
+		j++
+	}
+	port := controllerPort
+	if !r.cfg.MetaOnly && n.connRand.Chance(0.5) {
+		port = dataPort
+	}
+	way := simnet.Way(1 + n.connRand.Intn(3))
+	d := n.connUniform(time.Second, 15*time.Second)
+	if port == controllerPort && !n.mayTakeOut(i) {
+		// Its raft connections held, a voter is out of the quorum.
+		return 0
+	}
+	if !n.stallConns(i, j, port, way, d) {
+		return 0
+	}
+	if port == controllerPort {
+		n.later(d, n.hold(i))
+	}
+	return d
+}
+
+// stallConns stalls node i's connections dialed to node j's port, the given
+// way, for d, and ends them at the heal if they last that long. It reports
+// whether there were any.
+func (n *clusterNemesis) stallConns(i, j, port int, way simnet.Way, d time.Duration) bool {
+	r := n.r
+	net := r.w.Net()
+	ids := net.Conns(r.nodes[i].name, r.nodes[j].name, port)
+	if len(ids) == 0 {
+		return false
+	}
+	for _, id := range ids {
+		net.StallConn(id, way, d)
+	}
+	r.probes.add("fault.stall_connection")
+	r.logf("fault stall_connection: %s->%s:%d %d connection(s) way %d for %s", r.nodes[i].name, r.nodes[j].name, port, len(ids), way, d)
+	n.later(d, func() {
+		for _, id := range ids {
+			net.UnstallConn(id)
+		}
+	})
+	return true
+}
+
+// stallISRChange aims connection stalls at the moment a stale ISR change
+// would do harm, watching the partition's ISR in its leader's image. For a
+// partition led by L (not the active controller) with a follower F:
+//
+//  1. F's fetch connections to L are held (requests only) until L has
+//     taken F out of the ISR (replica.lag.time.max.ms).
+//  2. L's connections to the controller are held (requests only), and
+//     then F's fetches released: F catches up, and L's AlterPartition
+//     adding F back is written to a held connection. L's next heartbeat
+//     times out (400 ms), L gives that connection up and sends the change
+//     again on a new one, where it commits.
+//  3. Once F is back, its fetches are held again until L has taken it out
+//     again, over the new connection.
+//  4. Then L's held controller connections are released: the first
+//     AlterPartition, made against the partition epoch before both
+//     changes, reaches the controller while F is behind. The controller
+//     must refuse it (INVALID_UPDATE_VERSION); applied, it puts F back in
+//     the ISR short of the high watermark.
+//
+// A step that does not happen in time (a leadership moved, a node went
+// down) ends the aim and its stalls. It reports false, having done
+// nothing, when no partition fits or the safety phase is too short for it;
+// done runs when it ends.
+func (n *clusterNemesis) stallISRChange(done func()) bool {
+	r := n.r
+	lag := r.opts.ReplicaLagTime
+	if r.w.Now()+2*lag+2*time.Second > n.safetyEnd {
+		return false
+	}
+	a, ok := n.isrTarget()
+	if !ok {
+		return false
+	}
+	a.n, a.done = n, done
+	// A shrink comes at the first replica tick (every lag/2) past the lag.
+	a.limit = 2*lag + 2*time.Second
+	if !a.stallFetches() {
+		return false
+	}
+	r.probes.add("fault.stall_connection")
+	r.probes.add("fault.stall_connection_isr")
+	r.logf("fault stall_connection_isr: n%d's fetches to n%d, then n%d's controller requests to n%d",
+		a.follower, a.leader, a.leader, a.ctl+1)
+	a.release = n.hold(a.l)
+	// The heal ends it at once; this bound is never reached otherwise,
+	// each step having its own.
+	n.later(4*a.limit, a.end)
+	a.await(false, a.stallController)
+	return true
+}
+
+// isrAim is one stallISRChange under way.
+type isrAim struct {
+	n                *clusterNemesis
+	leader, follower int32
+	l, f, ctl        int // node indexes
+	part             int
+	limit            time.Duration
+	// fetches are F's connections to L's data port held now; while
+	// fetchesHeld, each new one is held too (F's fetcher redials after an
+	// error). ctls are L's connections to the controller held now.
+	fetches, ctls []uint64
+	fetchesHeld   bool
+	release, done func()
+	ended         bool
+}
+
+// isrAimPoll is how often an aim looks at the leader's image.
+const isrAimPoll = 20 * time.Millisecond
+
+// inISR reports whether F is in the partition's ISR as L knows it, and
+// whether the aim still holds (L runs and leads the partition).
+func (a *isrAim) inISR() (in, ok bool) {
+	r := a.n.r
+	b := r.nodes[a.l].broker()
+	if r.stopping || b == nil {
+		return false, false
+	}
+	t := b.MetadataImage().TopicByName(clusterTopic)
+	if t == nil || a.part >= len(t.Partitions) || t.Partitions[a.part].Leader != a.leader {
+		return false, false
+	}
+	return slices.Contains(t.Partitions[a.part].ISR, a.follower), true
+}
+
+// await runs then once F's membership of the ISR is want, polling; it ends
+// the aim if that takes longer than the limit.
+func (a *isrAim) await(want bool, then func()) {
+	deadline := a.n.r.w.Now() + a.limit
+	var poll func()
+	poll = func() {
+		in, ok := a.inISR()
+		switch {
+		case !ok || a.n.r.w.Now() > deadline:
+			a.end()
+		case in == want:
+			then()
+		default:
+			if a.fetchesHeld {
+				a.stallFetches()
+			}
+			a.n.r.w.After(isrAimPoll, "nemesis.stall_connection_isr", poll)
+		}
+	}
+	poll()
+}
+
+// stallFetches holds F's fetch connections to L that are not held yet,
+// and those it opens from now on, and reports whether any is held.
+func (a *isrAim) stallFetches() bool {
+	r := a.n.r
+	net := r.w.Net()
+	for _, id := range net.Conns(r.nodes[a.f].name, r.nodes[a.l].name, dataPort) {
+		if !slices.Contains(a.fetches, id) {
+			net.StallConn(id, simnet.DialerToAcceptor, a.limit)
+			a.fetches = append(a.fetches, id)
+		}
+	}
+	a.fetchesHeld = true
+	return len(a.fetches) > 0
+}
+
+// stallController is step 2: F is out.
+func (a *isrAim) stallController() {
+	r := a.n.r
+	net := r.w.Net()
+	a.ctls = net.Conns(r.nodes[a.l].name, r.nodes[a.ctl].name, controllerPort)
+	if len(a.ctls) == 0 {
+		a.end()
+		return
+	}
+	for _, id := range a.ctls {
+		net.StallConn(id, simnet.DialerToAcceptor, 3*a.limit)
+	}
+	r.logf("stall_connection_isr: n%d out of the ISR; holding %d controller connection(s) of n%d, releasing its fetches",
+		a.follower, len(a.ctls), a.leader)
+	a.fetchesHeld = false
+	a.unstall(&a.fetches)
+	a.await(true, a.stallFetchesAgain)
+}
+
+// stallFetchesAgain is step 3: F is back, by the change's second attempt.
+func (a *isrAim) stallFetchesAgain() {
+	a.n.r.logf("stall_connection_isr: n%d back in the ISR; holding its fetches again", a.follower)
+	if !a.stallFetches() {
+		a.end()
+		return
+	}
+	a.await(false, a.releaseStale)
+}
+
+// releaseStale is step 4: F is out again.
+func (a *isrAim) releaseStale() {
+	a.n.r.probes.add("fault.stall_connection_isr_released")
+	a.n.r.logf("stall_connection_isr: releasing n%d's held controller requests", a.leader)
+	a.unstall(&a.ctls)
+	// F stays behind a little longer, while the stale change arrives.
+	a.n.r.w.After(time.Second, "nemesis.stall_connection_isr", a.end)
+}
+
+func (a *isrAim) unstall(ids *[]uint64) {
+	net := a.n.r.w.Net()
+	for _, id := range *ids {
+		net.UnstallConn(id)
+	}
+	*ids = nil
+}
+
+// end releases whatever the aim still holds, once.
+func (a *isrAim) end() {
+	if a.ended {
+		return
+	}
+	a.ended = true
+	a.fetchesHeld = false
+	a.unstall(&a.fetches)
+	a.unstall(&a.ctls)
+	a.release()
+	a.done()
+}
+
+// isrTarget picks a partition of the data topic whose leader is running,
+// is not the active controller and may be taken out, and one of its
+// followers, of a partition whose high watermark still advances without
+// that follower (more replicas than min.insync.replicas).
+func (n *clusterNemesis) isrTarget() (*isrAim, bool) {
+	var aims []*isrAim
+	for _, cn := range n.r.nodes {
+		b := cn.broker()
+		if b == nil || !cn.running() {
+			continue
+		}
+		view := b.MetadataView()
+		t := b.MetadataImage().TopicByName(clusterTopic)
+		if view.Controller || view.Leader == cn.id || view.Leader < 1 || int(view.Leader) > len(n.r.nodes) || t == nil {
+			continue
+		}
+		for pi, p := range t.Partitions {
+			if p.Leader != cn.id || len(p.Replicas) <= n.r.opts.MinInSync || !n.mayTakeOut(int(cn.id-1)) {
+				continue
+			}
+			for _, id := range p.Replicas {
+				if id != cn.id && id >= 1 && int(id) <= len(n.r.nodes) {
+					aims = append(aims, &isrAim{leader: cn.id, follower: id, l: int(cn.id - 1), f: int(id - 1),
+						ctl: int(view.Leader - 1), part: pi})
+				}
+			}
+		}
+	}
+	if len(aims) == 0 {
+		return nil, false
+	}
+	return aims[n.connRand.Intn(len(aims))], true
 }

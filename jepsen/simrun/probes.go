@@ -81,7 +81,7 @@ func KnownProbes() []string {
 func KnownClusterProbes(metaOnly bool) []string {
 	known := []string{
 		"fault.crash", "fault.kill", "fault.restart", "fault.pause", "fault.partition", "fault.partition_one_way",
-		"fault.partition_client", "fault.partition_controller", "fault.clock", "fault.disk", "fault.powerloss", "fault.long_outage",
+		"fault.partition_client", "fault.partition_controller", "fault.clock", "fault.disk", "fault.powerloss", "fault.long_outage", "fault.stall_connection",
 		"meta.retry", "meta.live_retry", "client.dial_failed", "disk.eio",
 		"node.fatal", "node.start_failed", "node.operator_restart",
 		"observe.raft_samples", "observe.applied_samples", "meta.snapshot_taken", "meta.snapshot_restored",
@@ -91,7 +91,7 @@ func KnownClusterProbes(metaOnly bool) []string {
 			"data.acks1", "data.not_enough_replicas", "data.not_enough_replicas_after_append",
 			"data.preferred_replica", "data.follower_fetch", "data.page_cache", "data.replica_compared", "data.reassignment", "data.reassignment_during_fault",
 			"moment.follower_sync_inflight.armed", "moment.follower_sync_inflight.fired",
-			"repl.truncation", "repl.isr_shrink", "repl.isr_expand", "repl.isr_refused", "repl.isr_stale_partition_epoch", "repl.fenced_epoch", "repl.unclean_refused",
+			"repl.truncation", "repl.isr_shrink", "repl.isr_expand", "repl.isr_refused", "repl.isr_stale_partition_epoch", "repl.fenced_epoch", "repl.unclean_refused", "fault.stall_connection_isr", "fault.stall_connection_isr_released",
 			// The group workload (cluster_groups.go).
 			"group.late_join", "group.leave", "group.crash", "group.stall", "group.lease_lost", "group.rejoin",
 			"group.coordinator_moved", "group.failover_during_rebalance", "group.revocation_racing_assignment",

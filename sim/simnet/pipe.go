@@ -62,6 +62,9 @@ type pipe struct {
 	ackLostSince time.Duration
 	// rto breaks the connection at from if the pipe stays blocked.
 	rto *sched.Event
+	// holdUntil holds back every arrival before it, on this pipe alone
+	// (StallConn); like a link's stall it never arms the RTO.
+	holdUntil time.Duration
 
 	// reads are the file ranges queued by SendFile and not yet read, in
 	// the order sent; read is the event that reads reads[0], at its readAt.
@@ -140,8 +143,8 @@ func (p *pipe) onTransit() {
 	}
 	now := p.now()
 	switch {
-	case now < p.link.stallUntil:
-		p.delay(p.link.stallUntil)
+	case now < p.link.stallUntil || now < p.holdUntil:
+		p.delay(max(p.link.stallUntil, p.holdUntil))
 		p.pump()
 		return
 	case p.link.blocks(p.c.port) || !p.to.h.up:

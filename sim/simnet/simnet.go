@@ -44,6 +44,11 @@
 //     learns; one that heals learns.
 //   - A stall of a->b delays what arrives over it until the stall ends, in
 //     order; it never breaks a connection.
+//   - A connection stall (StallConn) does the same to one connection, one
+//     way or both, while the hosts' other connections, and newer ones,
+//     flow: what a client wrote to a connection it then closed or gave up
+//     still arrives at the end of the stall, with its FIN behind it, after
+//     what it sent since on a new connection (connstall.go).
 //   - Reset breaks every connection between two hosts at once: both ends
 //     see ErrConnReset, and bytes not yet delivered are gone.
 //   - Crash takes a host off the network: its ends and listeners vanish with

@@ -269,7 +269,7 @@ func (sw *sweep) closeEnd(e *ep) {
 func (sw *sweep) fault() {
 	n := sw.w.n
 	a, b := sweepHosts[sw.r.Intn(3)], sweepHosts[sw.r.Intn(3)]
-	switch sw.r.Intn(9) {
+	switch sw.r.Intn(10) {
 	case 0, 1:
 		n.Partition(a, b)
 	case 2, 3:
@@ -292,6 +292,11 @@ func (sw *sweep) fault() {
 		}
 	case 8:
 		sw.bounce(a)
+	case 9:
+		// One connection held, one way or both, while others flow.
+		if ids := n.Conns(a, b, 0); len(ids) > 0 {
+			n.StallConn(ids[sw.r.Intn(len(ids))], Way(1+sw.r.Intn(3)), time.Duration(sw.r.Intn(8000))*ms)
+		}
 	}
 }
 
