@@ -111,10 +111,11 @@ func (cs *codecCache) recompress(p []byte, h *header, to Compression, maxMessage
 		if err != nil {
 			return nil, header{}, newError(kerr.CorruptMessage, "the records do not decompress: %v", err)
 		}
+		// validateClient walked an uncompressed batch's framing already.
+		if err := walkRecordLengths(out, h.Count); err != nil {
+			return nil, header{}, newError(kerr.CorruptMessage, "the decompressed records are corrupt: %v", err)
+		}
 		recs = out
-	}
-	if err := walkRecordLengths(recs, h.Count); err != nil {
-		return nil, header{}, newError(kerr.CorruptMessage, "the decompressed records are corrupt: %v", err)
 	}
 	if to != CompressionNone {
 		comp, err := cs.compressor(to)

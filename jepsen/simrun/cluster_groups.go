@@ -1249,7 +1249,6 @@ func (a *adminClient) try(inc int, group string, deletion bool, offsets []int64,
 
 func (a *adminClient) send(inc int, to int32, group string, deletion bool, offsets []int64, until time.Duration, again func()) {
 	g := a.g
-	all := make([]int32, len(offsets))
 	reset := jepsen.GroupEvent{Kind: jepsen.GroupReset, Group: group, Member: "operator", Virtual: int64(g.r.w.Now())}
 	var req kmsg.Request
 	if deletion {
@@ -1271,10 +1270,7 @@ func (a *adminClient) send(inc int, to int32, group string, deletion bool, offse
 		cr.Topics = append(cr.Topics, t)
 		req = cr
 	}
-	for p := range all {
-		all[p] = int32(p)
-	}
-	reset.Partitions = all
+	reset.Partitions = allPartitions(len(offsets))
 	op := g.h.Add(reset)
 	end := func(kind jepsen.GroupEventKind) {
 		g.h.Add(jepsen.GroupEvent{Kind: kind, Op: op, Virtual: int64(g.r.w.Now())})
