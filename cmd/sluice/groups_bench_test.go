@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -240,6 +241,7 @@ func BenchmarkGroupCommits(b *testing.B) {
 	committers := min(envInt(b, "SLUICE_BENCH_COMMITTERS", 64), nGroups) // each commits for groups of its own
 	dur := envDuration(b, "SLUICE_BENCH_COMMIT_DUR", 10*time.Second)
 	perfDir := os.Getenv("SLUICE_BENCH_PERF_DIR")
+	bins := buildBenchServers(b)
 	for range b.N {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		c, offsetsPartitions := newGroupsCluster(b)
@@ -263,47 +265,18 @@ func BenchmarkGroupCommits(b *testing.B) {
 			}
 		}
 
-		clients := make([]*kgo.Client, committers)
-		for i := range clients {
-			cl, err := kgo.NewClient(kgo.SeedBrokers(c.addrs()...), kgo.RetryTimeout(30*time.Second))
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer cl.Close()
-			clients[i] = cl
-		}
+		clients := commitClients(b, c.addrs(), committers)
+		offsets := make([]int64, nGroups)
 		// Warm-up: every group's first commit makes it a simple group, and
 		// every client learns its groups' coordinators.
-		offsets := make([]int64, nGroups)
-		var wg sync.WaitGroup
-		var failed atomic.Int64
-		var firstErr atomic.Value
-		fail := func(err error) {
-			if failed.Add(1) == 1 {
-				firstErr.Store(err)
-			}
-		}
-		for w := range committers {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for g := w; g < nGroups; g += committers {
-					offsets[g]++
-					resp, err := clients[w].Request(ctx, simpleCommit(groups[g], topic, 0, offsets[g]))
-					if err == nil {
-						err = commitErr(resp)
-					}
-					if err != nil {
-						fail(fmt.Errorf("warm-up commit of %s: %w", groups[g], err))
-					}
-				}
-			}()
-		}
-		wg.Wait()
-		if failed.Load() > 0 {
-			b.Fatalf("%d warm-up commits refused, first: %v", failed.Load(), firstErr.Load())
+		if _, err := runCommitters(ctx, clients, groups, topic, offsets, 0); err != nil {
+			b.Fatalf("warm-up: %v", err)
 		}
 
+		// As measureProduce: the build's and setup's dirty pages (some 50 MB
+		// of binaries) would otherwise make every node's syncer see another
+		// program's writeback and flush file by file.
+		syscall.Sync()
 		stops := make([]func() syscallCounts, len(c.nodes))
 		for i, nd := range c.nodes {
 			profile := ""
@@ -314,32 +287,8 @@ func BenchmarkGroupCommits(b *testing.B) {
 		}
 		cpu0, self0 := nodesCPU(b, c), selfCPUSeconds()
 		busy0, total0 := machineBusy()
-		took := make([][]time.Duration, committers)
 		start := time.Now()
-		end := start.Add(dur)
-		for w := range committers {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for g := w; time.Now().Before(end); g += committers {
-					if g >= nGroups {
-						g = w
-					}
-					offsets[g]++
-					t := time.Now()
-					resp, err := clients[w].Request(ctx, simpleCommit(groups[g], topic, 0, offsets[g]))
-					if err == nil {
-						err = commitErr(resp)
-					}
-					if err != nil {
-						fail(fmt.Errorf("commit of %s at %d: %w", groups[g], offsets[g], err))
-						return
-					}
-					took[w] = append(took[w], time.Since(t))
-				}
-			}()
-		}
-		wg.Wait()
+		all, err := runCommitters(ctx, clients, groups, topic, offsets, dur)
 		elapsed := time.Since(start)
 		cpu1, self1 := nodesCPU(b, c), selfCPUSeconds()
 		busy1, total1 := machineBusy()
@@ -347,10 +296,16 @@ func BenchmarkGroupCommits(b *testing.B) {
 		for i, stop := range stops {
 			counts[i] = stop()
 		}
-		if failed.Load() > 0 {
-			b.Fatalf("%d commits refused, first: %v", failed.Load(), firstErr.Load())
+		if err != nil {
+			b.Fatal(err)
 		}
-		all := slices.Concat(took...)
+		for _, cl := range clients {
+			cl.Close()
+		}
+		for _, nd := range c.nodes {
+			c.kill(nd) // the ceiling's run must not share the cores with them
+		}
+		ceiling := commitCeiling(ctx, b, bins.sink, groups, topic, committers, dur)
 		floor := syncFloor(b, 3, 2*time.Second)
 		rate3, cpu3 := syncRate(b, 3, time.Second)
 		rate1, cpu1Sync := syncRate(b, 1, time.Second)
@@ -367,6 +322,7 @@ func BenchmarkGroupCommits(b *testing.B) {
 		fmt.Fprintf(w, "\nBenchmarkGroupCommits: %d groups (coordinated by node 1/2/3: %d/%d/%d), %d committers (a kgo client each), one OffsetCommit (generation -1) per request, %v, __consumer_offsets %d partitions rf 3 (load average %s)\n",
 			nGroups, perNode[1], perNode[2], perNode[3], committers, elapsed.Round(time.Millisecond), offsetsPartitions, loadAverage())
 		fmt.Fprintf(w, "  %-44s %10.0f (target >= 20000)\n", "commits per second", rate)
+		fmt.Fprintf(w, "  %-44s %10.0f (p50 %.2f ms, p99 %.2f ms; the client's %.1f CPU µs per commit)\n", "ceiling: the same clients, a sink answering", ceiling.rate, ms(ceiling.p50), ms(ceiling.p99), ceiling.clientCPU)
 		fmt.Fprintf(w, "  %-44s %10.2f\n", "commit latency p50, ms", ms(percentile(all, 0.5)))
 		fmt.Fprintf(w, "  %-44s %10.2f (target < 20)\n", "commit latency p99, ms", ms(percentile(all, 0.99)))
 		fmt.Fprintf(w, "  %-44s %10.2f\n", "commit latency max, ms", ms(slices.Max(all)))
@@ -387,6 +343,93 @@ func BenchmarkGroupCommits(b *testing.B) {
 		b.ReportMetric(ms(percentile(all, 0.99)), "commit-p99-ms")
 		b.ReportMetric(flushes/n, "flushes/commit")
 	}
+}
+
+// commitClients makes n kgo clients of the cluster at addrs, closed when
+// the benchmark ends.
+func commitClients(b *testing.B, addrs []string, n int) []*kgo.Client {
+	clients := make([]*kgo.Client, n)
+	for i := range clients {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.RetryTimeout(30*time.Second))
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(cl.Close)
+		clients[i] = cl
+	}
+	return clients
+}
+
+// runCommitters has each client commit, one OffsetCommit per request, for
+// its own groups (those whose index is its own modulo the clients) in turn,
+// each commit one past the group's last in offsets: once for each group if
+// dur is 0, else until dur has passed. It returns each commit's latency,
+// or the first refusal.
+func runCommitters(ctx context.Context, clients []*kgo.Client, groups []string, topic string, offsets []int64, dur time.Duration) ([]time.Duration, error) {
+	took := make([][]time.Duration, len(clients))
+	errs := make([]error, len(clients))
+	end := time.Now().Add(dur)
+	var wg sync.WaitGroup
+	for w := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for g := w; ; g += len(clients) {
+				if g >= len(groups) {
+					if dur == 0 {
+						return
+					}
+					g = w
+				}
+				if dur > 0 && !time.Now().Before(end) {
+					return
+				}
+				offsets[g]++
+				t := time.Now()
+				resp, err := clients[w].Request(ctx, simpleCommit(groups[g], topic, 0, offsets[g]))
+				if err == nil {
+					err = commitErr(resp)
+				}
+				if err != nil {
+					errs[w] = fmt.Errorf("commit of %s at %d: %w", groups[g], offsets[g], err)
+					return
+				}
+				took[w] = append(took[w], time.Since(t))
+			}
+		}()
+	}
+	wg.Wait()
+	return slices.Concat(took...), errors.Join(errs...)
+}
+
+// commitCeiling is what the same committers reach against the bench's sink
+// server, which answers every OffsetCommit at once and stores nothing: the
+// client's and loopback's share of the two cores, which no broker can beat
+// here.
+type commitCeilingFigures struct {
+	rate, clientCPU float64 // commits/s, the client's CPU µs per commit
+	p50, p99        time.Duration
+}
+
+func commitCeiling(ctx context.Context, b *testing.B, sinkBin string, groups []string, topic string, committers int, dur time.Duration) commitCeilingFigures {
+	sink := startChild(b, "sink", sinkBin)
+	defer sink.kill()
+	clients := commitClients(b, []string{sink.addr}, committers)
+	offsets := make([]int64, len(groups))
+	if _, err := runCommitters(ctx, clients, groups, topic, offsets, 0); err != nil {
+		b.Fatalf("ceiling warm-up: %v", err)
+	}
+	self0, start := selfCPUSeconds(), time.Now()
+	all, err := runCommitters(ctx, clients, groups, topic, offsets, dur)
+	elapsed, cpu := time.Since(start), selfCPUSeconds()-self0
+	if err != nil {
+		b.Fatalf("ceiling: %v", err)
+	}
+	for _, cl := range clients {
+		cl.Close()
+	}
+	n := float64(len(all))
+	return commitCeilingFigures{rate: n / elapsed.Seconds(), clientCPU: cpu / n * 1e6, p50: percentile(all, 0.5), p99: percentile(all, 0.99)}
 }
 
 // BenchmarkGroupRebalance measures the rebalance of a group of

@@ -134,3 +134,31 @@ func TestFrameAlignerFollowsASizePrefixCutByARead(t *testing.T) {
 		t.Fatal("the delivered bytes differ from the stream")
 	}
 }
+
+func TestFrameAlignerCopiesShortReadsOutOfItsBuffer(t *testing.T) {
+	var stream []byte
+	for i := range 3 {
+		stream = binary.BigEndian.AppendUint32(stream, 100)
+		stream = append(stream, bytes.Repeat([]byte{byte(i)}, 100)...)
+	}
+	src := &scriptedReader{data: stream, sizes: []int{104, 104, 104}}
+	var a frameAligner
+	var kept [][]byte
+	for {
+		chunks, err := a.next(src)
+		for _, c := range chunks {
+			if cap(c) != len(c) {
+				t.Fatalf("a %d-byte read pins a %d-byte buffer", len(c), cap(c))
+			}
+			kept = append(kept, c)
+		}
+		if err != nil {
+			break
+		}
+	}
+	// Every read went into the same buffer: what was handed over must not
+	// have changed with the reads after it.
+	if got := bytes.Join(kept, nil); !bytes.Equal(got, stream) {
+		t.Fatal("a chunk handed over changed with a later read")
+	}
+}

@@ -588,8 +588,21 @@ func (r *frameAligner) next(src io.Reader) ([][]byte, error) {
 		}
 		return [][]byte{head, r.frame[:r.filled]}, nil
 	}
+	if n <= smallReadMax {
+		// A short read (a request of a few hundred bytes, as offset commits
+		// and heartbeats are) would pin a whole read buffer, zeroed for
+		// it: copy it out and read into the same buffer again.
+		r.spare = full
+		return [][]byte{append(make([]byte, 0, n), buf...)}, nil
+	}
 	return [][]byte{buf}, nil
 }
+
+// smallReadMax is the largest read the aligner copies out of its read
+// buffer instead of handing the buffer over: copying it costs less than
+// the allocation and zeroing of a fresh readBufferSize buffer, which the
+// first profile of offset commits showed as 7% of a node's CPU.
+const smallReadMax = 4 << 10
 
 // track follows frame boundaries through buf. If buf ends inside a frame
 // larger than a read buffer (and at most alignedFrameMax) whose size prefix

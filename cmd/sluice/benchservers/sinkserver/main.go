@@ -2,7 +2,9 @@
 // broker that speaks just enough of the protocol for a franz-go producer
 // (ApiVersions, Metadata, InitProducerId, Produce), acknowledges every batch
 // at once with the offset it would have had, and stores nothing. Whatever
-// produce rate a client reaches against it, no real broker can beat.
+// produce rate a client reaches against it, no real broker can beat. It
+// also coordinates every group (FindCoordinator) and accepts every
+// OffsetCommit at once, storing nothing: BenchmarkGroupCommits's ceiling.
 //
 // With -dir, it is instead the least a durable broker can do, the floor of
 // BenchmarkBroker's CPU per GB: it checks each batch's CRC32C, appends the
@@ -51,6 +53,8 @@ func run(addr string, partitions int32, dir string) error {
 	table, err := wire.NewTable([]wire.APIRange{
 		{Key: 0, Min: 3, Max: (&kmsg.ProduceRequest{}).MaxVersion()},
 		{Key: 3, Min: 0, Max: (&kmsg.MetadataRequest{}).MaxVersion()},
+		{Key: 8, Min: 0, Max: (&kmsg.OffsetCommitRequest{}).MaxVersion()},
+		{Key: 10, Min: 0, Max: (&kmsg.FindCoordinatorRequest{}).MaxVersion()},
 		{Key: 18, Min: 0, Max: 4},
 		{Key: 22, Min: 0, Max: (&kmsg.InitProducerIDRequest{}).MaxVersion()},
 	})
@@ -149,6 +153,21 @@ func (s *sink) answer(body kmsg.Request) kmsg.Response {
 		return resp
 	case *kmsg.ProduceRequest:
 		return s.produce(req)
+	case *kmsg.FindCoordinatorRequest:
+		return s.findCoordinator(req)
+	case *kmsg.OffsetCommitRequest:
+		resp := req.ResponseKind().(*kmsg.OffsetCommitResponse)
+		for _, rt := range req.Topics {
+			t := kmsg.NewOffsetCommitResponseTopic()
+			t.Topic = rt.Topic
+			for _, rp := range rt.Partitions {
+				p := kmsg.NewOffsetCommitResponseTopicPartition()
+				p.Partition = rp.Partition
+				t.Partitions = append(t.Partitions, p)
+			}
+			resp.Topics = append(resp.Topics, t)
+		}
+		return resp
 	}
 	panic(fmt.Sprintf("sinkserver: the table serves %T but answer does not", body))
 }
@@ -174,6 +193,22 @@ func (s *sink) metadata(req *kmsg.MetadataRequest) kmsg.Response {
 			t.Partitions = append(t.Partitions, mp)
 		}
 		resp.Topics = append(resp.Topics, t)
+	}
+	return resp
+}
+
+// findCoordinator names the sink as every group's coordinator.
+func (s *sink) findCoordinator(req *kmsg.FindCoordinatorRequest) kmsg.Response {
+	resp := req.ResponseKind().(*kmsg.FindCoordinatorResponse)
+	resp.NodeID, resp.Host, resp.Port = 0, s.host, s.port
+	keys := req.CoordinatorKeys
+	if req.Version < 4 {
+		keys = []string{req.CoordinatorKey}
+	}
+	for _, key := range keys {
+		c := kmsg.NewFindCoordinatorResponseCoordinator()
+		c.Key, c.NodeID, c.Host, c.Port = key, 0, s.host, s.port
+		resp.Coordinators = append(resp.Coordinators, c)
 	}
 	return resp
 }
