@@ -787,3 +787,99 @@ type handlerFunc struct {
 
 func (h handlerFunc) OnData(p []byte)   { h.data(p) }
 func (h handlerFunc) OnClose(err error) { h.closed(err) }
+
+// TestSendsKeepOrderAcrossAFullSocket sends from many loop turns, each
+// queuing small writes, file ranges larger than a socket buffer and, in
+// some, a write larger than one too, while the writer still holds the
+// rest of an earlier turn's: the peer must receive every byte in order.
+func TestSendsKeepOrderAcrossAFullSocket(t *testing.T) {
+	dir := t.TempDir()
+	loop := NewLoop()
+	n, err := New(Config{Dir: dir, Loop: loop})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	go loop.Run()
+	defer loop.Stop()
+	e := n.Env()
+
+	content := make([]byte, 4<<20)
+	for i := range content {
+		content[i] = byte(i*7 + i>>9)
+	}
+	got := make(chan []byte, 1)
+	ready := make(chan string, 1)
+	loop.Post(func() {
+		var buf []byte
+		ln, err := e.Net.Listen("127.0.0.1:0", func(env.Conn) env.ConnHandler {
+			return handlerFunc{data: func(p []byte) { buf = append(buf, p...) }, closed: func(error) { got <- buf }}
+		})
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		ready <- ln.Addr()
+	})
+	addr := <-ready
+	var want []byte
+	const turns = 40
+	loop.Post(func() {
+		f, err := e.FS.Create("seg")
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		if _, err := f.WriteAt(content, 0); err != nil {
+			t.Error(err)
+			return
+		}
+		e.Net.Dial(addr, func(c env.Conn, err error) env.ConnHandler {
+			if err != nil {
+				t.Error(err)
+				return nil
+			}
+			fsend := c.(env.FileSender)
+			var turn func(i int)
+			turn = func(i int) {
+				if i == turns {
+					f.Close()
+					c.Close()
+					return
+				}
+				head := []byte(fmt.Sprintf("turn %d;", i))
+				c.Write(head)
+				want = append(want, head...)
+				if i%3 == 1 {
+					// Larger than a socket buffer: a short writev.
+					big := bytes.Repeat([]byte{byte(i), 1, 2}, 500_000)
+					c.Write(big)
+					want = append(want, big...)
+				}
+				off, size := int64(i*9973), int64(100+i*i*2000) // up to 3 MB
+				if err := fsend.SendFile(f, off, size); err != nil {
+					t.Error(err)
+				}
+				want = append(want, content[off:off+size]...)
+				tail := bytes.Repeat([]byte{byte(i), byte(i >> 3)}, i*i*300) // up to 0.9 MB
+				c.Write(tail)
+				want = append(want, tail...)
+				loop.Post(func() { turn(i + 1) }) // the next turn
+			}
+			turn(0)
+			return handlerFunc{data: func([]byte) {}, closed: func(error) {}}
+		})
+	})
+	select {
+	case buf := <-got:
+		if !bytes.Equal(buf, want) {
+			i := 0
+			for i < min(len(buf), len(want)) && buf[i] == want[i] {
+				i++
+			}
+			t.Fatalf("received %d bytes, want %d; first difference at %d", len(buf), len(want), i)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("no close after the sends")
+	}
+}
