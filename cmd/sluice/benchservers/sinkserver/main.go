@@ -11,9 +11,21 @@
 // batches of each partition to a file of their own, and makes them durable
 // with one syncfs(2) per request before acknowledging it.
 //
+// With -cluster and -id, it is one of several durable sinks that replicate
+// to one another, the floor of BenchmarkClusterReplication: the least a
+// cluster at replication factor n can do. Partition p is led by sink
+// p % n, and each of the others follows it. A leader stores and checks a
+// produce request's batches as above, sends them to every follower over a
+// connection of its own (a length-prefixed frame of (partition, batches)
+// entries), syncs, and acknowledges once every follower has answered that
+// it checked, stored and synced them too. No protocol, no positions, no
+// high watermark: just the bytes every node must take, store, sync and
+// (the leader) send on.
+//
 // It listens on -addr (port 0 picks one), prints "listening <host:port>" on
 // stdout, and serves until killed. Every topic a client asks about exists,
-// with -partitions partitions led by node 0, the sink itself.
+// with -partitions partitions led by node 0, the sink itself (clustered:
+// by the sinks in turn).
 package main
 
 import (
@@ -42,14 +54,25 @@ func main() {
 	addr := flag.String("addr", "127.0.0.1:0", "listen address")
 	partitions := flag.Int("partitions", 6, "partitions of every topic")
 	dir := flag.String("dir", "", "store batches here and sync them before acknowledging")
+	cluster := flag.String("cluster", "", "with -dir: client/replication address pairs of every sink, comma-separated (client1/repl1,client2/repl2,...)")
+	id := flag.Int("id", -1, "with -cluster: this sink's index in it")
 	flag.Parse()
-	err := run(*addr, int32(*partitions), *dir)
+	var err error
+	var peers []peer
+	if *cluster != "" {
+		if peers, err = parseCluster(*cluster, *id, *dir); err == nil {
+			*addr = peers[*id].client
+		}
+	}
+	if err == nil {
+		err = run(*addr, int32(*partitions), *dir, peers, *id)
+	}
 	fmt.Fprintln(os.Stderr, "sinkserver:", err)
 	os.Exit(1)
 }
 
 // run serves until accepting fails; it returns only with an error.
-func run(addr string, partitions int32, dir string) error {
+func run(addr string, partitions int32, dir string, peers []peer, id int) error {
 	table, err := wire.NewTable([]wire.APIRange{
 		{Key: 0, Min: 3, Max: (&kmsg.ProduceRequest{}).MaxVersion()},
 		{Key: 3, Min: 0, Max: (&kmsg.MetadataRequest{}).MaxVersion()},
@@ -68,12 +91,19 @@ func run(addr string, partitions int32, dir string) error {
 	host, portText, _ := net.SplitHostPort(ln.Addr().String())
 	port, _ := strconv.Atoi(portText)
 	fmt.Printf("listening %s\n", ln.Addr())
-	s := &sink{table: table, host: host, port: int32(port), partitions: partitions, offsets: map[string]int64{}}
+	s := &sink{table: table, host: host, port: int32(port), partitions: partitions, offsets: map[string]int64{}, peers: peers, id: id}
 	if dir != "" {
 		if s.dir, err = os.Open(dir); err != nil {
 			return err
 		}
 		s.files = map[string]*os.File{}
+	}
+	if peers != nil {
+		rl, err := net.Listen("tcp", peers[id].repl)
+		if err != nil {
+			return err
+		}
+		go s.serveReplication(rl)
 	}
 	for {
 		c, err := ln.Accept()
@@ -98,10 +128,20 @@ type sink struct {
 
 	dir   *os.File            // with -dir: where batches are stored
 	files map[string]*os.File // "topic/partition" -> its file in dir
+
+	peers []peer // with -cluster: every sink, this one at index id
+	id    int
+	// stored counts the replication frames stored here as a leader, and
+	// synced those a syncfs covered (replicate.go). Under mu.
+	stored, synced uint64
 }
 
 // serve answers one connection's requests in order until it closes.
 func (s *sink) serve(c net.Conn) {
+	if s.peers != nil {
+		s.serveReplicated(c)
+		return
+	}
 	defer c.Close()
 	r := bufio.NewReaderSize(c, 1<<20)
 	var frame, out []byte
@@ -174,6 +214,9 @@ func (s *sink) answer(body kmsg.Request) kmsg.Response {
 
 func (s *sink) metadata(req *kmsg.MetadataRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.MetadataResponse)
+	if s.peers != nil {
+		return s.clusterMetadata(req, resp)
+	}
 	broker := kmsg.NewMetadataResponseBroker()
 	broker.NodeID, broker.Host, broker.Port = 0, s.host, s.port
 	resp.Brokers = []kmsg.MetadataResponseBroker{broker}

@@ -1,0 +1,375 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/sluicemq/sluice/wire"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// peer is one sink of a cluster: where clients reach it and where its
+// leaders send it what it follows.
+type peer struct{ client, repl string }
+
+// parseCluster reads -cluster's client/replication address pairs.
+func parseCluster(text string, id int, dir string) ([]peer, error) {
+	if dir == "" {
+		return nil, errors.New("-cluster needs -dir: a replicating sink stores what it takes")
+	}
+	var peers []peer
+	for _, pair := range strings.Split(text, ",") {
+		client, repl, ok := strings.Cut(pair, "/")
+		if !ok || client == "" || repl == "" {
+			return nil, fmt.Errorf("-cluster entry %q: want client-address/replication-address", pair)
+		}
+		peers = append(peers, peer{client: client, repl: repl})
+	}
+	if id < 0 || id >= len(peers) {
+		return nil, fmt.Errorf("-id %d: want 0 to %d, an index into -cluster", id, len(peers)-1)
+	}
+	return peers, nil
+}
+
+// clusterMetadata lists every sink, and partition p led by sink p % n with
+// every sink in its ISR.
+func (s *sink) clusterMetadata(req *kmsg.MetadataRequest, resp *kmsg.MetadataResponse) kmsg.Response {
+	n := int32(len(s.peers))
+	for i, p := range s.peers {
+		host, portText, _ := net.SplitHostPort(p.client)
+		port, _ := strconv.Atoi(portText)
+		broker := kmsg.NewMetadataResponseBroker()
+		broker.NodeID, broker.Host, broker.Port = int32(i), host, int32(port)
+		resp.Brokers = append(resp.Brokers, broker)
+	}
+	clusterID := "sink"
+	resp.ClusterID = &clusterID
+	for _, rt := range req.Topics {
+		if rt.Topic == nil {
+			continue
+		}
+		t := kmsg.NewMetadataResponseTopic()
+		t.Topic = rt.Topic
+		t.TopicID = topicID(*rt.Topic)
+		for p := range s.partitions {
+			mp := kmsg.NewMetadataResponseTopicPartition()
+			mp.Partition, mp.Leader = p, p%n
+			for r := range n {
+				mp.Replicas = append(mp.Replicas, (p+r)%n)
+			}
+			mp.ISR = mp.Replicas
+			t.Partitions = append(t.Partitions, mp)
+		}
+		resp.Topics = append(resp.Topics, t)
+	}
+	return resp
+}
+
+// serveReplicated answers one client connection of a clustered sink. Its
+// requests are taken as they come: a produce request's batches are stored
+// and sent to the followers at once, and the answers go out in order, each
+// once this sink's files are synced past it (one syncfs covers every
+// request stored before it started) and every follower has acknowledged
+// its frame. Like a broker, it overlaps the requests in flight.
+func (s *sink) serveReplicated(c net.Conn) {
+	defer c.Close()
+	followers, err := s.dialFollowers()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "sinkserver:", err)
+		return
+	}
+	defer func() {
+		for _, f := range followers {
+			if f != nil {
+				f.Close()
+			}
+		}
+	}()
+	answers := make(chan pendingAnswer, 64)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		s.answerInOrder(c, followers, answers)
+	}()
+	defer func() { close(answers); <-done }()
+	r := bufio.NewReaderSize(c, 1<<20)
+	var size [4]byte
+	var frame []byte
+	for {
+		if _, err := io.ReadFull(r, size[:]); err != nil {
+			return
+		}
+		n := int32(binary.BigEndian.Uint32(size[:]))
+		if n < 0 || n > wire.DefaultMaxRequestBytes {
+			fmt.Fprintf(os.Stderr, "sinkserver: frame size %d\n", n)
+			return
+		}
+		// Reused: the batches are copied into the replication frame, and no
+		// answer refers to the request.
+		if cap(frame) < int(n) {
+			frame = make([]byte, n)
+		}
+		frame = frame[:n]
+		if _, err := io.ReadFull(r, frame); err != nil {
+			return
+		}
+		req, err := s.table.ParseRequest(frame)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "sinkserver: %v\n", err)
+			return
+		}
+		a := pendingAnswer{correlationID: req.Header.CorrelationID}
+		if produce, ok := req.Body.(*kmsg.ProduceRequest); ok {
+			a.resp, a.seq, err = s.produceReplicated(produce, followers)
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "sinkserver:", err)
+				os.Exit(1)
+			}
+		} else {
+			a.resp = s.answer(req.Body)
+		}
+		answers <- a
+	}
+}
+
+// pendingAnswer is a response waiting for its turn, and for replication
+// frame seq (0: none) to be durable here and at every follower.
+type pendingAnswer struct {
+	correlationID int32
+	resp          kmsg.Response // nil: acks=0, nothing to send
+	seq           uint64
+}
+
+// answerInOrder sends each answer once what it waits for is durable.
+func (s *sink) answerInOrder(c net.Conn, followers []net.Conn, answers <-chan pendingAnswer) {
+	acks := make([]*bufio.Reader, len(followers))
+	for i, f := range followers {
+		if f != nil {
+			acks[i] = bufio.NewReader(f)
+		}
+	}
+	var out []byte
+	for a := range answers {
+		if a.seq > 0 {
+			if err := s.syncThrough(a.seq); err != nil {
+				fmt.Fprintln(os.Stderr, "sinkserver:", err)
+				os.Exit(1)
+			}
+			for _, r := range acks {
+				if r == nil {
+					continue
+				}
+				if _, err := r.ReadByte(); err != nil {
+					fmt.Fprintln(os.Stderr, "sinkserver: follower's acknowledgement:", err)
+					os.Exit(1)
+				}
+			}
+		}
+		if a.resp == nil {
+			continue
+		}
+		out = wire.AppendResponse(out[:0], a.correlationID, a.resp)
+		if _, err := c.Write(out); err != nil {
+			for range answers { // let the reader finish
+			}
+			return
+		}
+	}
+}
+
+// syncThrough makes this sink's files durable past frame seq: one syncfs
+// covers every frame stored before it starts.
+func (s *sink) syncThrough(seq uint64) error {
+	s.mu.Lock()
+	if s.synced >= seq {
+		s.mu.Unlock()
+		return nil
+	}
+	upTo := s.stored
+	s.mu.Unlock()
+	if err := unix.Syncfs(int(s.dir.Fd())); err != nil {
+		return fmt.Errorf("syncfs: %w", err)
+	}
+	s.mu.Lock()
+	s.synced = max(s.synced, upTo)
+	s.mu.Unlock()
+	return nil
+}
+
+// dialFollowers connects to every other sink's replication listener.
+func (s *sink) dialFollowers() ([]net.Conn, error) {
+	conns := make([]net.Conn, len(s.peers))
+	for i, p := range s.peers {
+		if i == s.id {
+			continue
+		}
+		c, err := net.Dial("tcp", p.repl)
+		if err != nil {
+			return nil, err
+		}
+		conns[i] = c
+	}
+	return conns, nil
+}
+
+// produceReplicated stores the batches of the partitions this sink leads
+// and sends them to every follower as one frame, whose number it returns
+// (0 if nothing was stored). A partition it does not lead is
+// NOT_LEADER_FOR_PARTITION.
+func (s *sink) produceReplicated(req *kmsg.ProduceRequest, followers []net.Conn) (kmsg.Response, uint64, error) {
+	resp := req.ResponseKind().(*kmsg.ProduceResponse)
+	frame := make([]byte, 4, 64)
+	s.mu.Lock()
+	for _, rt := range req.Topics {
+		t := kmsg.NewProduceResponseTopic()
+		t.Topic, t.TopicID = rt.Topic, rt.TopicID
+		for _, rp := range rt.Partitions {
+			p := kmsg.NewProduceResponseTopicPartition()
+			p.Partition = rp.Partition
+			name := rt.Topic
+			if name == "" {
+				name = fmt.Sprintf("%x", rt.TopicID)
+			}
+			key := name + "/" + strconv.Itoa(int(rp.Partition))
+			n, err := countRecords(rp.Records, true)
+			switch {
+			case int(rp.Partition)%len(s.peers) != s.id:
+				p.ErrorCode = 6 // NOT_LEADER_FOR_PARTITION
+			case err != nil:
+				fmt.Fprintf(os.Stderr, "sinkserver: %s: %v\n", key, err)
+				p.ErrorCode = 2 // CORRUPT_MESSAGE
+			default:
+				if err := s.store(key, rp.Records); err != nil {
+					s.mu.Unlock()
+					return nil, 0, fmt.Errorf("%s: %w", key, err)
+				}
+				p.BaseOffset = s.offsets[key]
+				s.offsets[key] += n
+				frame = binary.BigEndian.AppendUint16(frame, uint16(len(key)))
+				frame = append(frame, key...)
+				frame = binary.BigEndian.AppendUint32(frame, uint32(len(rp.Records)))
+				frame = append(frame, rp.Records...)
+			}
+			t.Partitions = append(t.Partitions, p)
+		}
+		resp.Topics = append(resp.Topics, t)
+	}
+	var seq uint64
+	if len(frame) > 4 {
+		s.stored++
+		seq = s.stored
+	}
+	s.mu.Unlock()
+	if req.Acks == 0 {
+		resp = nil
+	}
+	if seq == 0 {
+		return resp, 0, nil
+	}
+	binary.BigEndian.PutUint32(frame, uint32(len(frame)-4))
+	for _, f := range followers {
+		if f != nil {
+			if _, err := f.Write(frame); err != nil {
+				return nil, 0, fmt.Errorf("send to a follower: %w", err)
+			}
+		}
+	}
+	return resp, seq, nil
+}
+
+// serveReplication takes leaders' connections.
+func (s *sink) serveReplication(ln net.Listener) {
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "sinkserver: replication listener:", err)
+			os.Exit(1)
+		}
+		go s.follow(c)
+	}
+}
+
+// follow checks, stores and syncs each frame a leader sends, and answers
+// each with one byte; frames that arrive together share a syncfs.
+func (s *sink) follow(c net.Conn) {
+	defer c.Close()
+	r := bufio.NewReaderSize(c, 1<<20)
+	var size [4]byte
+	var frame []byte
+	unacked := 0 // frames stored and not yet synced and acknowledged
+	for {
+		if _, err := io.ReadFull(r, size[:]); err != nil {
+			return
+		}
+		n := int(binary.BigEndian.Uint32(size[:]))
+		if cap(frame) < n {
+			frame = make([]byte, n)
+		}
+		frame = frame[:n]
+		if _, err := io.ReadFull(r, frame); err != nil {
+			return
+		}
+		if err := s.storeFrame(frame); err != nil {
+			fmt.Fprintln(os.Stderr, "sinkserver: follower:", err)
+			os.Exit(1)
+		}
+		unacked++
+		if r.Buffered() >= 4 && r.Buffered() >= 4+int(binary.BigEndian.Uint32(peek(r))) {
+			continue // another whole frame is here: one syncfs for both
+		}
+		if err := unix.Syncfs(int(s.dir.Fd())); err != nil {
+			fmt.Fprintln(os.Stderr, "sinkserver: follower: syncfs:", err)
+			os.Exit(1)
+		}
+		if _, err := c.Write(bytes.Repeat([]byte{1}, unacked)); err != nil {
+			return
+		}
+		unacked = 0
+	}
+}
+
+// storeFrame checks and appends each (partition, batches) entry of a
+// replication frame.
+func (s *sink) storeFrame(p []byte) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for len(p) > 0 {
+		if len(p) < 2 {
+			return errors.New("truncated frame")
+		}
+		kl := int(binary.BigEndian.Uint16(p))
+		if len(p) < 2+kl+4 {
+			return errors.New("truncated frame")
+		}
+		key := string(p[2 : 2+kl])
+		bl := int(binary.BigEndian.Uint32(p[2+kl:]))
+		p = p[2+kl+4:]
+		if len(p) < bl {
+			return errors.New("truncated frame")
+		}
+		if _, err := countRecords(p[:bl], true); err != nil {
+			return fmt.Errorf("%s: %w", key, err)
+		}
+		if err := s.store(key, p[:bl]); err != nil {
+			return err
+		}
+		p = p[bl:]
+	}
+	return nil
+}
+
+// peek returns the next four buffered bytes of r.
+func peek(r *bufio.Reader) []byte {
+	p, _ := r.Peek(4)
+	return p
+}
