@@ -191,10 +191,10 @@ func (r replRun) totalCPU() float64 {
 }
 
 type replResult struct {
-	runs        []replRun // rf1, rf3 in the default mode; rf1, rf3 in page-cache mode
-	counted     []replRun // rf1, rf3, default mode, under perf stat
-	dsink       replRun
-	dsinkCount  replRun
+	runs       []replRun // rf1, rf3 in the default mode; rf1, rf3 in page-cache mode
+	counted    []replRun // rf1, rf3, default mode, under perf stat
+	dsink      replRun
+	dsinkCount replRun
 	// rsink is the three replicating sinks (sinkserver -cluster): the
 	// floor of an rf=3 cluster, and rsinkLat its latency at the same load.
 	rsink       replRun
