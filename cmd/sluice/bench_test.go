@@ -428,6 +428,7 @@ func measureLatencyTo(ctx context.Context, b *testing.B, addr, topic string, cfg
 	if err := cl.ProduceSync(ctx, &kgo.Record{Value: valueAt(values, 0)}).FirstErr(); err != nil {
 		b.Fatalf("latency warm-up produce to %s: %v", addr, err)
 	}
+	syscall.Sync() // as measureProduce: an earlier run's dirty pages are not this one's to flush
 	n := int(cfg.latencyDur.Seconds() * float64(cfg.latencyRate))
 	took := make([]time.Duration, n)
 	var wg sync.WaitGroup
