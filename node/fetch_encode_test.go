@@ -45,6 +45,7 @@ func TestFetchFrameMatchesKmsg(t *testing.T) {
 	_, err = f.WriteAt(content, 0)
 	require.NoError(t, err)
 
+	fileParts := 0 // chunks above copyChunkMax, sent from their file
 	for version := lo; version <= hi; version++ {
 		for trial := 0; trial < 20; trial++ {
 			t.Run(fmt.Sprintf("v%d/%d", version, trial), func(t *testing.T) {
@@ -89,10 +90,13 @@ func TestFetchFrameMatchesKmsg(t *testing.T) {
 						got = append(got, part.bytes...)
 						continue
 					}
+					require.Greater(t, part.chunk.Size, int64(copyChunkMax), "a small chunk is copied in, not sent from its file")
+					fileParts++
 					got = append(got, content[part.chunk.Position:part.chunk.Position+part.chunk.Size]...)
 				}
 				require.Equal(t, want, got)
 			})
 		}
 	}
+	require.Positive(t, fileParts, "no chunk was large enough to be sent from its file")
 }

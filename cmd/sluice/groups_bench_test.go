@@ -227,9 +227,13 @@ func syncRate(b *testing.B, writers int, d time.Duration) (perSecond, cpuMicros 
 // writers at once; an acknowledged commit waits for the coordinator's and
 // a follower's sync; and the fdatasyncs per second and CPU each of one and
 // of three writers), and the cores the nodes, this process and other
-// programs used. SLUICE_BENCH_PERF_DIR records a perf profile of each node
-// instead of the counts. Target: at least 20,000 commits/s, p99 under
-// 20 ms. Missed here, by the nodes' CPU per commit (ARCHITECTURE.md
+// programs used; then, with the nodes gone, the ceiling: the same
+// committers against the sink server, which answers every commit at once.
+// The filesystem is synced before the measured run, so that the build's
+// dirty pages do not turn the nodes' syncfs into per-file fdatasyncs (see
+// osenv's groupSyncer). SLUICE_BENCH_PERF_DIR records a perf profile of
+// each node instead of the counts. Target: at least 20,000 commits/s, p99
+// under 20 ms. Missed here, by the nodes' CPU per commit (ARCHITECTURE.md
 // section 5).
 //
 //	go test -run '^$' -bench GroupCommits -benchtime 1x ./cmd/sluice

@@ -199,6 +199,7 @@ type replResult struct {
 	// floor of an rf=3 cluster, and rsinkLat its latency at the same load.
 	rsink       replRun
 	rsinkLat    latency
+	rsink1      replRun // the same sinks at rf=1: the floor of rf=1's CPU
 	latFresh    latency // on the new cluster, before the throughput runs
 	lat         latency // after them
 	failover    []time.Duration // kill to first acknowledged produce
@@ -276,7 +277,8 @@ func runReplBench(b *testing.B, cfg replConfig, bins benchBins) replResult {
 	r.dsinkCount.nodeCPU = []float64{dsinkCPU}
 	dsink.kill()
 
-	r.rsink, r.rsinkLat = measureReplicatingSinks(ctx, b, cfg, bins, values)
+	r.rsink, r.rsinkLat = measureReplicatingSinks(ctx, b, cfg, bins, values, 3)
+	r.rsink1, _ = measureReplicatingSinks(ctx, b, cfg, bins, values, 1)
 
 	c := newCluster(b, 3, cfg.nodeConfig...)
 	adm := c.adminClient()
@@ -326,11 +328,12 @@ func runReplBench(b *testing.B, cfg replConfig, bins benchBins) replResult {
 }
 
 // measureReplicatingSinks runs the produce and latency loads against three
-// replicating sinks (sinkserver -cluster): each partition led by one,
-// every byte checked, stored and synced by all three and sent on twice by
-// its leader before the acknowledgement, and nothing else. What they reach
-// on this machine is the floor of an rf=3 cluster of three nodes on it.
-func measureReplicatingSinks(ctx context.Context, b *testing.B, cfg replConfig, bins benchBins, values []byte) (replRun, latency) {
+// replicating sinks (sinkserver -cluster) at replication factor rf: each
+// partition led by one, every byte checked, stored and synced by rf of
+// them and sent on rf-1 times by its leader before the acknowledgement,
+// and nothing else. What they reach on this machine is the floor of an
+// rf=3 (or rf=1) cluster of three nodes on it.
+func measureReplicatingSinks(ctx context.Context, b *testing.B, cfg replConfig, bins benchBins, values []byte, rf int) (replRun, latency) {
 	var pairs []string
 	for range 3 {
 		pairs = append(pairs, freeAddr(b)+"/"+freeAddr(b))
@@ -338,10 +341,10 @@ func measureReplicatingSinks(ctx context.Context, b *testing.B, cfg replConfig, 
 	cluster := strings.Join(pairs, ",")
 	sinks := make([]*serverProc, 3)
 	for i := range sinks {
-		sinks[i] = startChild(b, fmt.Sprintf("rsink-%d", i), bins.sink, "-dir", b.TempDir(), "-cluster", cluster, "-id", strconv.Itoa(i))
+		sinks[i] = startChild(b, fmt.Sprintf("rsink-%d", i), bins.sink, "-dir", b.TempDir(), "-cluster", cluster, "-id", strconv.Itoa(i), "-rf", strconv.Itoa(rf))
 		defer sinks[i].kill()
 	}
-	run := replRun{name: "replicating sinks (3), rf=3", rf: 3, flush: "1"}
+	run := replRun{name: fmt.Sprintf("replicating sinks (3), rf=%d", rf), rf: int16(rf), flush: "1"}
 	run.pageCache = pageCacheWriteCPU(b, cfg.records)
 	cpu0 := make([]float64, len(sinks))
 	for i, s := range sinks {
@@ -356,6 +359,9 @@ func measureReplicatingSinks(ctx context.Context, b *testing.B, cfg replConfig, 
 	}
 	// measureProduce's warm-up record is in sink 0's figure and not the
 	// others': a GB's worth makes that nothing.
+	if rf == 1 {
+		return run, latency{}
+	}
 	lat := measureLatency(ctx, b, sinks[0].addr, benchConfig{latencyDur: cfg.latencyDur, latencyRate: 20000}, values, 0)
 	return run, lat
 }
@@ -734,6 +740,7 @@ func (r replResult) report(b *testing.B, cfg replConfig) {
 	}
 	row(r.dsink)
 	row(r.rsink)
+	row(r.rsink1)
 	ratio := func(mode int) float64 { return r.runs[2*mode+1].mbps / r.runs[2*mode].mbps }
 	fmt.Fprintf(w, "  %-52s %7.3f (target >= 0.5)\n", "rf=3 / rf=1 MB/s, flush.messages=1", ratio(0))
 	// Client and nodes share the machine's cores: if they are the limit,
@@ -744,10 +751,12 @@ func (r replResult) report(b *testing.B, cfg replConfig) {
 	}
 	fmt.Fprintf(w, "  %-52s %7.3f\n", "  if CPU-bound: rf=1 / rf=3 CPU s/GB, nodes+client", cpuBound(0))
 	fmt.Fprintf(w, "  %-52s %7.3f (replicating sinks' MB/s / rf=1's)\n", "  floor: no rf=3 cluster here does better than", r.rsink.mbps/r.runs[0].mbps)
+	fmt.Fprintf(w, "  %-52s %7.3f\n", "  the sinks' own rf=3 / rf=1 MB/s", r.rsink.mbps/r.rsink1.mbps)
 	fmt.Fprintf(w, "  %-52s %7.3f\n", "rf=3 / rf=1 MB/s, flush.messages=max (page cache)", ratio(1))
 	fmt.Fprintf(w, "  %-52s %7.3f\n", "  if CPU-bound, page cache", cpuBound(1))
 	fmt.Fprintf(w, "  %-52s %7.3f\n", "rf=3 flush.messages=1 / durable sink MB/s", r.runs[1].mbps/r.dsink.mbps)
 	fmt.Fprintf(w, "  %-52s %7.3f\n", "rf=1 flush.messages=1, CPU sum / durable sink's", r.runs[0].totalCPU()/r.dsink.totalCPU())
+	fmt.Fprintf(w, "  %-52s %7.3f\n", "  floor: sinks' (3, rf=1) CPU sum / durable sink's", r.rsink1.totalCPU()/r.dsink.totalCPU())
 	fmt.Fprintf(w, "  %-52s %7.3f\n", "rf=3 flush.messages=1, CPU per node (mean) / sink's", r.runs[1].totalCPU()/3/r.dsink.totalCPU())
 	fmt.Fprintf(w, "  %-52s %7.3f\n", "  floor: replicating sinks' CPU per node / sink's", r.rsink.totalCPU()/3/r.dsink.totalCPU())
 	fmt.Fprintf(w, "  %-52s %7.3f\n", "  rf=3 flush.messages=1, CPU per node / replicating sinks'", r.runs[1].totalCPU()/r.rsink.totalCPU())

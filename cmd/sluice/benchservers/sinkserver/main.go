@@ -13,8 +13,8 @@
 //
 // With -cluster and -id, it is one of several durable sinks that replicate
 // to one another, the floor of BenchmarkClusterReplication: the least a
-// cluster at replication factor n can do. Partition p is led by sink
-// p % n, and each of the others follows it. A leader stores and checks a
+// cluster at replication factor -rf (default: all of them) can do.
+// Partition p is led by sink p % n, and the next rf-1 sinks follow it. A leader stores and checks a
 // produce request's batches as above, sends them to every follower over a
 // connection of its own (a length-prefixed frame of (partition, batches)
 // entries), syncs, and acknowledges once every follower has answered that
@@ -56,6 +56,7 @@ func main() {
 	dir := flag.String("dir", "", "store batches here and sync them before acknowledging")
 	cluster := flag.String("cluster", "", "with -dir: client/replication address pairs of every sink, comma-separated (client1/repl1,client2/repl2,...)")
 	id := flag.Int("id", -1, "with -cluster: this sink's index in it")
+	rf := flag.Int("rf", 0, "with -cluster: replicas of each partition, its leader first (default: every sink)")
 	flag.Parse()
 	var err error
 	var peers []peer
@@ -65,14 +66,17 @@ func main() {
 		}
 	}
 	if err == nil {
-		err = run(*addr, int32(*partitions), *dir, peers, *id)
+		err = run(*addr, int32(*partitions), *dir, peers, *id, *rf)
 	}
 	fmt.Fprintln(os.Stderr, "sinkserver:", err)
 	os.Exit(1)
 }
 
 // run serves until accepting fails; it returns only with an error.
-func run(addr string, partitions int32, dir string, peers []peer, id int) error {
+func run(addr string, partitions int32, dir string, peers []peer, id, rf int) error {
+	if rf <= 0 || rf > len(peers) {
+		rf = len(peers)
+	}
 	table, err := wire.NewTable([]wire.APIRange{
 		{Key: 0, Min: 3, Max: (&kmsg.ProduceRequest{}).MaxVersion()},
 		{Key: 3, Min: 0, Max: (&kmsg.MetadataRequest{}).MaxVersion()},
@@ -91,7 +95,7 @@ func run(addr string, partitions int32, dir string, peers []peer, id int) error 
 	host, portText, _ := net.SplitHostPort(ln.Addr().String())
 	port, _ := strconv.Atoi(portText)
 	fmt.Printf("listening %s\n", ln.Addr())
-	s := &sink{table: table, host: host, port: int32(port), partitions: partitions, offsets: map[string]int64{}, peers: peers, id: id}
+	s := &sink{table: table, host: host, port: int32(port), partitions: partitions, offsets: map[string]int64{}, peers: peers, id: id, rf: rf}
 	if dir != "" {
 		if s.dir, err = os.Open(dir); err != nil {
 			return err
@@ -131,6 +135,7 @@ type sink struct {
 
 	peers []peer // with -cluster: every sink, this one at index id
 	id    int
+	rf    int // with -cluster: partition p's replicas are sinks p, p+1, ... p+rf-1 (mod n)
 	// stored counts the replication frames stored here as a leader, and
 	// synced those a syncfs covered (replicate.go). Under mu.
 	stored, synced uint64

@@ -42,7 +42,7 @@ func parseCluster(text string, id int, dir string) ([]peer, error) {
 }
 
 // clusterMetadata lists every sink, and partition p led by sink p % n with
-// every sink in its ISR.
+// the rf sinks from it on as its replicas and ISR.
 func (s *sink) clusterMetadata(req *kmsg.MetadataRequest, resp *kmsg.MetadataResponse) kmsg.Response {
 	n := int32(len(s.peers))
 	for i, p := range s.peers {
@@ -64,7 +64,7 @@ func (s *sink) clusterMetadata(req *kmsg.MetadataRequest, resp *kmsg.MetadataRes
 		for p := range s.partitions {
 			mp := kmsg.NewMetadataResponseTopicPartition()
 			mp.Partition, mp.Leader = p, p%n
-			for r := range n {
+			for r := range int32(s.rf) {
 				mp.Replicas = append(mp.Replicas, (p+r)%n)
 			}
 			mp.ISR = mp.Replicas
@@ -206,13 +206,13 @@ func (s *sink) syncThrough(seq uint64) error {
 	return nil
 }
 
-// dialFollowers connects to every other sink's replication listener.
+// dialFollowers connects to the replication listener of every sink that
+// follows this one's partitions: the next rf-1.
 func (s *sink) dialFollowers() ([]net.Conn, error) {
 	conns := make([]net.Conn, len(s.peers))
-	for i, p := range s.peers {
-		if i == s.id {
-			continue
-		}
+	for r := 1; r < s.rf; r++ {
+		i := (s.id + r) % len(s.peers)
+		p := s.peers[i]
 		c, err := net.Dial("tcp", p.repl)
 		if err != nil {
 			return nil, err
