@@ -145,6 +145,11 @@ func (f *fetchWait) probe() (bytes int64, failed bool) {
 		if f.replica < 0 && f.b.consumerAnswerNow(f.req, p, sp) {
 			return total, true
 		}
+		if f.replica >= 0 && f.req.MinBytes <= 1 && f.b.followerCanRead(p, sp, f.replica) {
+			// A batch is there for it: enough to answer, and reading it
+			// here would only be done again by finish.
+			return total + 1, false
+		}
 		recs, err := f.b.readFetch(f.req, p, sp, total)
 		if err != nil {
 			return total, true
@@ -152,6 +157,16 @@ func (f *fetchWait) probe() (bytes int64, failed bool) {
 		total += recs.Size
 	}
 	return total, false
+}
+
+// followerCanRead says a follower's fetch of p would get a batch: its
+// offset lies in the log below the log end, and no throttle holds it back.
+func (b *Broker) followerCanRead(p *partition, sp *sessionPartition, replica int32) bool {
+	if sp.fetchOffset < p.log.LogStartOffset() || sp.fetchOffset >= p.log.LogEndOffset() {
+		return false
+	}
+	_, throttling := b.leaderThrottleRate()
+	return !throttling || !b.leaderThrottled(p, replica)
 }
 
 // consumerAnswerNow says a consumer's fetch of p is answered without its
