@@ -1,12 +1,11 @@
 package node
 
 import (
-	"time"
-
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/sluicemq/sluice/internal/invariants"
 	"github.com/sluicemq/sluice/isr"
@@ -67,10 +66,14 @@ func (b *Broker) assignFetcher(p *partition) {
 	if p.rep.Role() == isr.RoleFollower && b.partitions[key] == p {
 		leader = p.rep.Metadata().Leader
 	}
-	for _, id := range sortedKeys(b.fetchers) {
-		if f := b.fetchers[id]; id != leader && f.parts[key] == p {
+	// p is in the parts of the fetcher it was last given to, if any: every
+	// replica step comes here, and looking through every fetcher (sorted,
+	// for determinism) each time was 2.6% of a node under offset commits.
+	if f := p.fetcher; f != nil && f.leader != leader {
+		if f.parts[key] == p {
 			delete(f.parts, key)
 		}
+		p.fetcher = nil
 	}
 	if leader == isr.NoLeader {
 		return
@@ -81,6 +84,14 @@ func (b *Broker) assignFetcher(p *partition) {
 		b.fetchers[leader] = f
 	}
 	f.parts[key] = p
+	p.fetcher = f
+	if invariants.Enabled {
+		for _, id := range sortedKeys(b.fetchers) {
+			if other := b.fetchers[id]; other != f && other.parts[key] == p {
+				invariants.Panicf("partition %s-%d is followed from leaders %d and %d at once", p.topic, p.index, id, leader)
+			}
+		}
+	}
 	b.kickFetcher(f)
 }
 

@@ -78,6 +78,10 @@ type partition struct {
 	query      *isr.EpochQuery
 	fetching   bool
 	truncating bool
+	// fetcher is the fetcher last given the partition to follow its
+	// leader (assignFetcher), nil if none: no other fetcher's parts hold
+	// it.
+	fetcher *fetcher
 }
 
 // serving says this broker answers produces and fetches for the
