@@ -199,9 +199,9 @@ type replResult struct {
 	// floor of an rf=3 cluster, and rsinkLat its latency at the same load.
 	rsink       replRun
 	rsinkLat    latency
-	rsink1      replRun // the same sinks at rf=1: the floor of rf=1's CPU
-	latFresh    latency // on the new cluster, before the throughput runs
-	lat         latency // after them
+	rsink1      replRun         // the same sinks at rf=1: the floor of rf=1's CPU
+	latFresh    latency         // on the new cluster, before the throughput runs
+	lat         latency         // after them
 	failover    []time.Duration // kill to first acknowledged produce
 	rejoin      []time.Duration // restart to back in every ISR
 	victims     []int32
