@@ -725,20 +725,7 @@ func TestSendFileInterleavesWithWrites(t *testing.T) {
 	want := append(append(append([]byte("head"), content[100:100+2<<20]...), "mid"...), content[5:1005]...)
 	want = append(want, "tail"...)
 
-	got := make(chan []byte, 1)
-	ready := make(chan string, 1)
-	loop.Post(func() {
-		var buf []byte
-		ln, err := e.Net.Listen("127.0.0.1:0", func(env.Conn) env.ConnHandler {
-			return handlerFunc{data: func(p []byte) { buf = append(buf, p...) }, closed: func(error) { got <- buf }}
-		})
-		if err != nil {
-			t.Error(err)
-			return
-		}
-		ready <- ln.Addr()
-	})
-	addr := <-ready
+	addr, got := collectingListener(t, loop, e)
 	loop.Post(func() {
 		f, err := e.FS.Create("seg")
 		if err != nil {
@@ -780,6 +767,27 @@ func TestSendFileInterleavesWithWrites(t *testing.T) {
 	}
 }
 
+// collectingListener listens on the loop and returns its address and a
+// channel that gets all the bytes its first connection received once it
+// closes.
+func collectingListener(t *testing.T, loop *Loop, e env.Env) (string, <-chan []byte) {
+	got := make(chan []byte, 1)
+	ready := make(chan string, 1)
+	loop.Post(func() {
+		var buf []byte
+		ln, err := e.Net.Listen("127.0.0.1:0", func(env.Conn) env.ConnHandler {
+			return handlerFunc{data: func(p []byte) { buf = append(buf, p...) }, closed: func(error) { got <- buf }}
+		})
+		if err != nil {
+			t.Error(err)
+			ready <- ""
+			return
+		}
+		ready <- ln.Addr()
+	})
+	return <-ready, got
+}
+
 type handlerFunc struct {
 	data   func([]byte)
 	closed func(error)
@@ -808,20 +816,7 @@ func TestSendsKeepOrderAcrossAFullSocket(t *testing.T) {
 	for i := range content {
 		content[i] = byte(i*7 + i>>9)
 	}
-	got := make(chan []byte, 1)
-	ready := make(chan string, 1)
-	loop.Post(func() {
-		var buf []byte
-		ln, err := e.Net.Listen("127.0.0.1:0", func(env.Conn) env.ConnHandler {
-			return handlerFunc{data: func(p []byte) { buf = append(buf, p...) }, closed: func(error) { got <- buf }}
-		})
-		if err != nil {
-			t.Error(err)
-			return
-		}
-		ready <- ln.Addr()
-	})
-	addr := <-ready
+	addr, got := collectingListener(t, loop, e)
 	var want []byte
 	const turns = 40
 	loop.Post(func() {

@@ -148,28 +148,11 @@ func (s *sink) serve(c net.Conn) {
 		return
 	}
 	defer c.Close()
-	r := bufio.NewReaderSize(c, 1<<20)
-	var frame, out []byte
-	var size [4]byte
+	r := requestReader{r: bufio.NewReaderSize(c, 1<<20), table: s.table}
+	var out []byte
 	for {
-		if _, err := io.ReadFull(r, size[:]); err != nil {
-			return
-		}
-		n := int32(binary.BigEndian.Uint32(size[:]))
-		if n < 0 || n > wire.DefaultMaxRequestBytes {
-			fmt.Fprintf(os.Stderr, "sinkserver: frame size %d\n", n)
-			return
-		}
-		if cap(frame) < int(n) {
-			frame = make([]byte, n)
-		}
-		frame = frame[:n]
-		if _, err := io.ReadFull(r, frame); err != nil {
-			return
-		}
-		req, err := s.table.ParseRequest(frame)
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "sinkserver: %v\n", err)
+		req, ok := r.next()
+		if !ok {
 			return
 		}
 		resp := s.answer(req.Body)
@@ -181,6 +164,41 @@ func (s *sink) serve(c net.Conn) {
 			return
 		}
 	}
+}
+
+// requestReader reads a connection's requests, each into the same buffer:
+// a request is done with before the next is read.
+type requestReader struct {
+	r     *bufio.Reader
+	table *wire.Table
+	frame []byte
+}
+
+// next returns the next request, or false once the connection ends or
+// sends what is not a request (said on stderr).
+func (rr *requestReader) next() (wire.Request, bool) {
+	var size [4]byte
+	if _, err := io.ReadFull(rr.r, size[:]); err != nil {
+		return wire.Request{}, false
+	}
+	n := int32(binary.BigEndian.Uint32(size[:]))
+	if n < 0 || n > wire.DefaultMaxRequestBytes {
+		fmt.Fprintf(os.Stderr, "sinkserver: frame size %d\n", n)
+		return wire.Request{}, false
+	}
+	if cap(rr.frame) < int(n) {
+		rr.frame = make([]byte, n)
+	}
+	rr.frame = rr.frame[:n]
+	if _, err := io.ReadFull(rr.r, rr.frame); err != nil {
+		return wire.Request{}, false
+	}
+	req, err := rr.table.ParseRequest(rr.frame)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "sinkserver: %v\n", err)
+		return wire.Request{}, false
+	}
+	return req, true
 }
 
 func (s *sink) answer(body kmsg.Request) kmsg.Response {

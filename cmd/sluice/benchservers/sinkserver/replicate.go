@@ -102,36 +102,18 @@ func (s *sink) serveReplicated(c net.Conn) {
 		s.answerInOrder(c, followers, answers)
 	}()
 	defer func() { close(answers); <-done }()
-	r := bufio.NewReaderSize(c, 1<<20)
-	var size [4]byte
-	var frame []byte
+	// One buffer for every request: the batches are copied into the
+	// replication frame, and no answer refers to the request.
+	r := requestReader{r: bufio.NewReaderSize(c, 1<<20), table: s.table}
 	for {
-		if _, err := io.ReadFull(r, size[:]); err != nil {
-			return
-		}
-		n := int32(binary.BigEndian.Uint32(size[:]))
-		if n < 0 || n > wire.DefaultMaxRequestBytes {
-			fmt.Fprintf(os.Stderr, "sinkserver: frame size %d\n", n)
-			return
-		}
-		// Reused: the batches are copied into the replication frame, and no
-		// answer refers to the request.
-		if cap(frame) < int(n) {
-			frame = make([]byte, n)
-		}
-		frame = frame[:n]
-		if _, err := io.ReadFull(r, frame); err != nil {
-			return
-		}
-		req, err := s.table.ParseRequest(frame)
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "sinkserver: %v\n", err)
+		req, ok := r.next()
+		if !ok {
 			return
 		}
 		a := pendingAnswer{correlationID: req.Header.CorrelationID}
 		if produce, ok := req.Body.(*kmsg.ProduceRequest); ok {
-			a.resp, a.seq, err = s.produceReplicated(produce, followers)
-			if err != nil {
+			var err error
+			if a.resp, a.seq, err = s.produceReplicated(produce, followers); err != nil {
 				fmt.Fprintln(os.Stderr, "sinkserver:", err)
 				os.Exit(1)
 			}
