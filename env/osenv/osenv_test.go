@@ -726,36 +726,19 @@ func TestSendFileInterleavesWithWrites(t *testing.T) {
 	want = append(want, "tail"...)
 
 	addr, got := collectingListener(t, loop, e)
-	loop.Post(func() {
-		f, err := e.FS.Create("seg")
-		if err != nil {
+	dialWithSegment(t, loop, e, addr, content, func(c env.Conn, fsend env.FileSender, f env.File) {
+		c.Write([]byte("head"))
+		if err := fsend.SendFile(f, 100, 2<<20); err != nil {
 			t.Error(err)
-			return
 		}
-		if _, err := f.WriteAt(content, 0); err != nil {
-			t.Error(err)
-			return
+		f.Close() // the queued range still goes out
+		c.Write([]byte("mid"))
+		if err := fsend.SendFile(f, 5, 1000); err == nil {
+			t.Error("SendFile of a closed file succeeded")
 		}
-		e.Net.Dial(addr, func(c env.Conn, err error) env.ConnHandler {
-			if err != nil {
-				t.Error(err)
-				return nil
-			}
-			fsend := c.(env.FileSender)
-			c.Write([]byte("head"))
-			if err := fsend.SendFile(f, 100, 2<<20); err != nil {
-				t.Error(err)
-			}
-			f.Close() // the queued range still goes out
-			c.Write([]byte("mid"))
-			if err := fsend.SendFile(f, 5, 1000); err == nil {
-				t.Error("SendFile of a closed file succeeded")
-			}
-			c.Write(content[5:1005])
-			c.Write([]byte("tail"))
-			c.Close()
-			return handlerFunc{data: func([]byte) {}, closed: func(error) {}}
-		})
+		c.Write(content[5:1005])
+		c.Write([]byte("tail"))
+		c.Close()
 	})
 	select {
 	case buf := <-got:
@@ -786,6 +769,30 @@ func collectingListener(t *testing.T, loop *Loop, e env.Env) (string, <-chan []b
 		ready <- ln.Addr()
 	})
 	return <-ready, got
+}
+
+// dialWithSegment writes content to a new file "seg" and dials addr, on
+// the loop; send gets the connection and the file in the dial's callback.
+func dialWithSegment(t *testing.T, loop *Loop, e env.Env, addr string, content []byte, send func(c env.Conn, fsend env.FileSender, f env.File)) {
+	loop.Post(func() {
+		f, err := e.FS.Create("seg")
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		if _, err := f.WriteAt(content, 0); err != nil {
+			t.Error(err)
+			return
+		}
+		e.Net.Dial(addr, func(c env.Conn, err error) env.ConnHandler {
+			if err != nil {
+				t.Error(err)
+				return nil
+			}
+			send(c, c.(env.FileSender), f)
+			return handlerFunc{data: func([]byte) {}, closed: func(error) {}}
+		})
+	})
 }
 
 type handlerFunc struct {
@@ -819,51 +826,34 @@ func TestSendsKeepOrderAcrossAFullSocket(t *testing.T) {
 	addr, got := collectingListener(t, loop, e)
 	var want []byte
 	const turns = 40
-	loop.Post(func() {
-		f, err := e.FS.Create("seg")
-		if err != nil {
-			t.Error(err)
-			return
-		}
-		if _, err := f.WriteAt(content, 0); err != nil {
-			t.Error(err)
-			return
-		}
-		e.Net.Dial(addr, func(c env.Conn, err error) env.ConnHandler {
-			if err != nil {
+	dialWithSegment(t, loop, e, addr, content, func(c env.Conn, fsend env.FileSender, f env.File) {
+		var turn func(i int)
+		turn = func(i int) {
+			if i == turns {
+				f.Close()
+				c.Close()
+				return
+			}
+			head := []byte(fmt.Sprintf("turn %d;", i))
+			c.Write(head)
+			want = append(want, head...)
+			if i%3 == 1 {
+				// Larger than a socket buffer: a short writev.
+				big := bytes.Repeat([]byte{byte(i), 1, 2}, 500_000)
+				c.Write(big)
+				want = append(want, big...)
+			}
+			off, size := int64(i*9973), int64(100+i*i*2000) // up to 3 MB
+			if err := fsend.SendFile(f, off, size); err != nil {
 				t.Error(err)
-				return nil
 			}
-			fsend := c.(env.FileSender)
-			var turn func(i int)
-			turn = func(i int) {
-				if i == turns {
-					f.Close()
-					c.Close()
-					return
-				}
-				head := []byte(fmt.Sprintf("turn %d;", i))
-				c.Write(head)
-				want = append(want, head...)
-				if i%3 == 1 {
-					// Larger than a socket buffer: a short writev.
-					big := bytes.Repeat([]byte{byte(i), 1, 2}, 500_000)
-					c.Write(big)
-					want = append(want, big...)
-				}
-				off, size := int64(i*9973), int64(100+i*i*2000) // up to 3 MB
-				if err := fsend.SendFile(f, off, size); err != nil {
-					t.Error(err)
-				}
-				want = append(want, content[off:off+size]...)
-				tail := bytes.Repeat([]byte{byte(i), byte(i >> 3)}, i*i*300) // up to 0.9 MB
-				c.Write(tail)
-				want = append(want, tail...)
-				loop.Post(func() { turn(i + 1) }) // the next turn
-			}
-			turn(0)
-			return handlerFunc{data: func([]byte) {}, closed: func(error) {}}
-		})
+			want = append(want, content[off:off+size]...)
+			tail := bytes.Repeat([]byte{byte(i), byte(i >> 3)}, i*i*300) // up to 0.9 MB
+			c.Write(tail)
+			want = append(want, tail...)
+			loop.Post(func() { turn(i + 1) }) // the next turn
+		}
+		turn(0)
 	})
 	select {
 	case buf := <-got:
