@@ -12,8 +12,9 @@
 // with one syncfs(2) per request before acknowledging it.
 //
 // With -cluster and -id, it is one of several durable sinks that replicate
-// to one another, the floor of BenchmarkClusterReplication: the least a
-// cluster at replication factor -rf (default: all of them) can do.
+// to one another, BenchmarkClusterReplication's protocol-free reference:
+// the work a cluster at replication factor -rf (default: all of them)
+// cannot avoid.
 // Partition p is led by sink p % n, and the next rf-1 sinks follow it. A leader stores and checks a
 // produce request's batches as above, sends them to every follower over a
 // connection of its own (a length-prefixed frame of (partition, batches)
