@@ -411,6 +411,7 @@ func (l *Log) writeRun(p []byte, hs []header) error {
 	for i := range hs {
 		h := &hs[i]
 		s.noteBatch(h, pos, l.cfg.IndexIntervalBytes)
+		s.noteAppended(h, pos)
 		pos += h.size()
 		l.producers.apply(h)
 		l.epochs.assign(h.LeaderEpoch, h.BaseOffset)

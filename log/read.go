@@ -173,10 +173,24 @@ func (l *Log) Read(offset int64, maxBytes int64, upperBound int64, minOneBatch b
 
 // locate returns the position and header of the first batch of s that ends
 // at or after offset, or s.size when there is none. It starts from the
-// index entry at or before offset; if the data there disagrees with the
+// batch itself if it is one of the last appended, else from the index
+// entry at or before offset; if the data there disagrees with the
 // entry, the segment's indexes are rebuilt from its batch headers and the
 // search starts again from the segment's beginning.
 func (l *Log) locate(s *segment, r *headerReader, offset int64) (int64, header, error) {
+	if p, base, ok := s.recentBatch(offset); ok {
+		at, found := s.size, header{}
+		_, _, err := s.walk(r, p, base, -1, func(p int64, h *header) bool {
+			at, found = p, *h
+			return false
+		})
+		if err == nil {
+			return at, found, nil
+		}
+		// Not what the append left there: a corrupt medium, which the
+		// index's way below finds and reports too.
+		r.drop()
+	}
 	for attempt := 0; ; attempt++ {
 		pos, wantBase, wantLast := int64(0), s.base, int64(-1)
 		if o, p, ok := s.idx.lookup(offset); ok && attempt == 0 {

@@ -362,3 +362,64 @@ func TestOffsetForLeaderEpoch(t *testing.T) {
 		}
 	}
 }
+
+// TestReadAtTheTailFindsRecentBatchesWithoutTheIndex: a read of one of the
+// last batches appended starts at the batch itself (segment.recent); what
+// it returns is what the index's way returns, a wrong remembered position
+// falls back to the index, and a truncation forgets the positions past it.
+func TestReadAtTheTailFindsRecentBatchesWithoutTheIndex(t *testing.T) {
+	h := newHarness(t, 1)
+	l := h.open(h.config("t-0"))
+	stored := fill(t, h, l, 40, 100) // 172-byte batches, an index entry every 4 KiB
+	readAll := func(offset int64) []byte {
+		t.Helper()
+		recs, err := l.Read(offset, 1<<20, l.LogEndOffset(), true)
+		must(t, err)
+		p, err := recs.AppendTo(nil)
+		must(t, err)
+		return p
+	}
+	want := func(from, to int64) []byte {
+		var p []byte
+		for o := from; o < to; o++ {
+			p = append(p, stored[o]...)
+		}
+		return p
+	}
+	s := l.active()
+	if _, _, ok := s.recentBatch(39); !ok {
+		t.Fatal("the last batch appended is not remembered")
+	}
+	if _, _, ok := s.recentBatch(20); ok {
+		t.Fatal("batch 20 of 40 is remembered: the ring holds more than its last batches")
+	}
+	for o := int64(0); o < 40; o++ {
+		if got := readAll(o); !bytes.Equal(got, want(o, 40)) {
+			t.Fatalf("read at %d: %d bytes, want %d", o, len(got), len(want(o, 40)))
+		}
+	}
+
+	// A remembered position that is wrong is not trusted.
+	for i := range s.recent.at[:s.recent.n] {
+		s.recent.at[i].pos += 7
+	}
+	if got := readAll(36); !bytes.Equal(got, want(36, 40)) {
+		t.Fatal("a wrong remembered position changed what the read returned")
+	}
+
+	// After a truncation, new batches take the old ones' offsets.
+	must(t, l.TruncateTo(35))
+	h.waitReady(l)
+	if s.recent != nil {
+		t.Fatal("the truncation kept the positions it cut")
+	}
+	for o := int64(35); o < 38; o++ {
+		b := spec(values(1, 300, "n")...).at(h.nowMs()).build()
+		res, err := l.AppendLeader(b, 0)
+		must(t, err)
+		stored[res.BaseOffset] = b
+	}
+	if got := readAll(35); !bytes.Equal(got, want(35, 38)) {
+		t.Fatal("a read after the truncation returned other batches")
+	}
+}

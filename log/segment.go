@@ -51,6 +51,46 @@ type segment struct {
 	// counted (noTimestamp: count from created instead).
 	firstTs int64
 	created time.Time
+	// recent are where the last batches appended to it start, so that a
+	// read at the log end (a follower's fetch, a consumer caught up) goes
+	// to its batch without an index lookup and a walk over the headers
+	// before it. Appends make it; a truncation forgets it; nil until the
+	// first append, so that a log's many idle segments pay a pointer.
+	recent *recentBatches
+}
+
+// recentBatches is a ring of the last len(at) batches appended.
+type recentBatches struct {
+	at   [8]batchAt
+	n    int // entries filled
+	next int // where the next goes
+}
+
+type batchAt struct{ base, last, pos int64 }
+
+// noteAppended remembers that the batch h was appended at pos.
+func (s *segment) noteAppended(h *header, pos int64) {
+	if s.recent == nil {
+		s.recent = &recentBatches{}
+	}
+	r := s.recent
+	r.at[r.next] = batchAt{base: h.BaseOffset, last: h.lastOffset(), pos: pos}
+	r.next = (r.next + 1) % len(r.at)
+	r.n = min(r.n+1, len(r.at))
+}
+
+// recentBatch returns the position and base offset of a recently appended
+// batch holding offset.
+func (s *segment) recentBatch(offset int64) (pos, base int64, ok bool) {
+	if s.recent == nil {
+		return 0, 0, false
+	}
+	for _, b := range s.recent.at[:s.recent.n] {
+		if b.base <= offset && offset <= b.last {
+			return b.pos, b.base, true
+		}
+	}
+	return 0, 0, false
 }
 
 func segmentPath(dir string, base int64) string { return fmt.Sprintf("%s/%020d", dir, base) }

@@ -118,6 +118,7 @@ func (l *Log) TruncateTo(offset int64) error {
 	l.segs = l.segs[:i+1]
 	l.dur.pending = append(l.dur.pending, pendingOp{kind: opCut, seg: s, pos: pos})
 	s.size, s.next = pos, end
+	s.recent = nil
 	s.idx.truncateAt(pos, end)
 	s.tix.truncateFrom(end)
 	s.idxWritten = min(s.idxWritten, len(s.idx.buf))
