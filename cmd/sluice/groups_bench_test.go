@@ -310,6 +310,7 @@ func BenchmarkGroupCommits(b *testing.B) {
 			c.kill(nd) // the ceiling's run must not share the cores with them
 		}
 		ceiling := commitCeiling(ctx, b, bins.sink, groups, topic, committers, dur)
+		reference := commitReference(ctx, b, bins.sink, groups, topic, committers, dur)
 		floor := syncFloor(b, 3, 2*time.Second)
 		rate3, cpu3 := syncRate(b, 3, time.Second)
 		rate1, cpu1Sync := syncRate(b, 1, time.Second)
@@ -327,6 +328,7 @@ func BenchmarkGroupCommits(b *testing.B) {
 			nGroups, perNode[1], perNode[2], perNode[3], committers, elapsed.Round(time.Millisecond), offsetsPartitions, loadAverage())
 		fmt.Fprintf(w, "  %-44s %10.0f (target >= 20000)\n", "commits per second", rate)
 		fmt.Fprintf(w, "  %-44s %10.0f (p50 %.2f ms, p99 %.2f ms; the client's %.1f CPU µs per commit)\n", "ceiling: the same clients, a sink answering", ceiling.rate, ms(ceiling.p50), ms(ceiling.p99), ceiling.clientCPU)
+		fmt.Fprintf(w, "  %-44s %10.0f (p50 %.2f ms, p99 %.2f ms; the sinks' %.1f and the client's %.1f CPU µs per commit)\n", "protocol-free: three replicating sinks", reference.rate, ms(reference.p50), ms(reference.p99), reference.serverCPU, reference.clientCPU)
 		fmt.Fprintf(w, "  %-44s %10.2f\n", "commit latency p50, ms", ms(percentile(all, 0.5)))
 		fmt.Fprintf(w, "  %-44s %10.2f (target < 20)\n", "commit latency p99, ms", ms(percentile(all, 0.99)))
 		fmt.Fprintf(w, "  %-44s %10.2f\n", "commit latency max, ms", ms(slices.Max(all)))
@@ -346,6 +348,8 @@ func BenchmarkGroupCommits(b *testing.B) {
 		b.ReportMetric(ms(percentile(all, 0.5)), "commit-p50-ms")
 		b.ReportMetric(ms(percentile(all, 0.99)), "commit-p99-ms")
 		b.ReportMetric(flushes/n, "flushes/commit")
+		b.ReportMetric(ceiling.rate, "ceiling-commits/s")
+		b.ReportMetric(reference.rate, "rsink-commits/s")
 	}
 }
 
@@ -412,28 +416,66 @@ func runCommitters(ctx context.Context, clients []*kgo.Client, groups []string, 
 // here.
 type commitCeilingFigures struct {
 	rate, clientCPU float64 // commits/s, the client's CPU µs per commit
+	serverCPU       float64 // the servers' CPU µs per commit, all of them
 	p50, p99        time.Duration
 }
 
 func commitCeiling(ctx context.Context, b *testing.B, sinkBin string, groups []string, topic string, committers int, dur time.Duration) commitCeilingFigures {
 	sink := startChild(b, "sink", sinkBin)
 	defer sink.kill()
-	clients := commitClients(b, []string{sink.addr}, committers)
+	return commitAgainst(ctx, b, []*serverProc{sink}, groups, topic, committers, dur)
+}
+
+// commitReference is what the same committers reach against three
+// replicating sinks (sinkserver -cluster): each group's offsets appended
+// to its shard's file on the shard's leader, sent to both followers,
+// synced by all three (syncs shared) before the answer, and nothing else:
+// the work no replicated coordinator avoids, without a protocol.
+func commitReference(ctx context.Context, b *testing.B, sinkBin string, groups []string, topic string, committers int, dur time.Duration) commitCeilingFigures {
+	var pairs []string
+	for range 3 {
+		pairs = append(pairs, freeAddr(b)+"/"+freeAddr(b))
+	}
+	sinks := make([]*serverProc, 3)
+	for i := range sinks {
+		sinks[i] = startChild(b, fmt.Sprintf("rsink-%d", i), sinkBin, "-dir", b.TempDir(), "-cluster", strings.Join(pairs, ","), "-id", strconv.Itoa(i))
+		defer sinks[i].kill()
+	}
+	return commitAgainst(ctx, b, sinks, groups, topic, committers, dur)
+}
+
+// commitAgainst runs the committers against servers (seeded with them
+// all) after a warm-up commit per group.
+func commitAgainst(ctx context.Context, b *testing.B, servers []*serverProc, groups []string, topic string, committers int, dur time.Duration) commitCeilingFigures {
+	var addrs []string
+	for _, s := range servers {
+		addrs = append(addrs, s.addr)
+	}
+	clients := commitClients(b, addrs, committers)
 	offsets := make([]int64, len(groups))
 	if _, err := runCommitters(ctx, clients, groups, topic, offsets, 0); err != nil {
-		b.Fatalf("ceiling warm-up: %v", err)
+		b.Fatalf("warm-up against %s: %v", servers[0].name, err)
 	}
-	self0, start := selfCPUSeconds(), time.Now()
+	syscall.Sync()
+	cpu := func() float64 {
+		var sum float64
+		for _, s := range servers {
+			sum += s.cpuSeconds(b)
+		}
+		return sum
+	}
+	self0, server0, start := selfCPUSeconds(), cpu(), time.Now()
 	all, err := runCommitters(ctx, clients, groups, topic, offsets, dur)
-	elapsed, cpu := time.Since(start), selfCPUSeconds()-self0
+	elapsed, self, server := time.Since(start), selfCPUSeconds()-self0, cpu()-server0
 	if err != nil {
-		b.Fatalf("ceiling: %v", err)
+		b.Fatalf("against %s: %v", servers[0].name, err)
 	}
 	for _, cl := range clients {
 		cl.Close()
 	}
 	n := float64(len(all))
-	return commitCeilingFigures{rate: n / elapsed.Seconds(), clientCPU: cpu / n * 1e6, p50: percentile(all, 0.5), p99: percentile(all, 0.99)}
+	return commitCeilingFigures{rate: n / elapsed.Seconds(), clientCPU: self / n * 1e6, serverCPU: server / n * 1e6,
+		p50: percentile(all, 0.5), p99: percentile(all, 0.99)}
 }
 
 // BenchmarkGroupRebalance measures the rebalance of a group of

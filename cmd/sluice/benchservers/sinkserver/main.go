@@ -97,6 +97,7 @@ func run(addr string, partitions int32, dir string, peers []peer, id, rf int) er
 	port, _ := strconv.Atoi(portText)
 	fmt.Printf("listening %s\n", ln.Addr())
 	s := &sink{table: table, host: host, port: int32(port), partitions: partitions, offsets: map[string]int64{}, peers: peers, id: id, rf: rf}
+	s.syncDone = sync.NewCond(&s.mu)
 	if dir != "" {
 		if s.dir, err = os.Open(dir); err != nil {
 			return err
@@ -137,9 +138,12 @@ type sink struct {
 	peers []peer // with -cluster: every sink, this one at index id
 	id    int
 	rf    int // with -cluster: partition p's replicas are sinks p, p+1, ... p+rf-1 (mod n)
-	// stored counts the replication frames stored here as a leader, and
-	// synced those a syncfs covered (replicate.go). Under mu.
+	// stored counts the replication frames stored here, as a leader or a
+	// follower, and synced those a syncfs covered; syncing says one runs,
+	// and syncDone is broadcast when it ends (replicate.go). Under mu.
 	stored, synced uint64
+	syncing        bool
+	syncDone       *sync.Cond
 }
 
 // serve answers one connection's requests in order until it closes.

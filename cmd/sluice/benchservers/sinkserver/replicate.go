@@ -111,14 +111,20 @@ func (s *sink) serveReplicated(c net.Conn) {
 			return
 		}
 		a := pendingAnswer{correlationID: req.Header.CorrelationID}
-		if produce, ok := req.Body.(*kmsg.ProduceRequest); ok {
-			var err error
-			if a.resp, a.seq, err = s.produceReplicated(produce, followers); err != nil {
-				fmt.Fprintln(os.Stderr, "sinkserver:", err)
-				os.Exit(1)
-			}
-		} else {
+		var err error
+		switch body := req.Body.(type) {
+		case *kmsg.ProduceRequest:
+			a.resp, a.seq, err = s.produceReplicated(body, followers)
+		case *kmsg.OffsetCommitRequest:
+			a.resp, a.seq, err = s.commitReplicated(body, followers)
+		case *kmsg.FindCoordinatorRequest:
+			a.resp = s.findClusterCoordinator(body)
+		default:
 			a.resp = s.answer(req.Body)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "sinkserver:", err)
+			os.Exit(1)
 		}
 		answers <- a
 	}
@@ -169,22 +175,30 @@ func (s *sink) answerInOrder(c net.Conn, followers []net.Conn, answers <-chan pe
 	}
 }
 
-// syncThrough makes this sink's files durable past frame seq: one syncfs
-// covers every frame stored before it starts.
+// syncThrough makes this sink's files durable past frame seq (a frame
+// stored as a leader or as a follower: one count for both): one syncfs
+// covers every frame stored before it starts, and callers that arrive
+// while one runs wait for it instead of starting their own.
 func (s *sink) syncThrough(seq uint64) error {
 	s.mu.Lock()
-	if s.synced >= seq {
+	defer s.mu.Unlock()
+	for s.synced < seq {
+		if s.syncing {
+			s.syncDone.Wait()
+			continue
+		}
+		s.syncing = true
+		upTo := s.stored
 		s.mu.Unlock()
-		return nil
+		err := unix.Syncfs(int(s.dir.Fd()))
+		s.mu.Lock()
+		s.syncing = false
+		s.syncDone.Broadcast()
+		if err != nil {
+			return fmt.Errorf("syncfs: %w", err)
+		}
+		s.synced = max(s.synced, upTo)
 	}
-	upTo := s.stored
-	s.mu.Unlock()
-	if err := unix.Syncfs(int(s.dir.Fd())); err != nil {
-		return fmt.Errorf("syncfs: %w", err)
-	}
-	s.mu.Lock()
-	s.synced = max(s.synced, upTo)
-	s.mu.Unlock()
 	return nil
 }
 
@@ -246,27 +260,126 @@ func (s *sink) produceReplicated(req *kmsg.ProduceRequest, followers []net.Conn)
 		}
 		resp.Topics = append(resp.Topics, t)
 	}
-	var seq uint64
-	if len(frame) > 4 {
-		s.stored++
-		seq = s.stored
-	}
+	seq := s.storedFrame(frame)
 	s.mu.Unlock()
 	if req.Acks == 0 {
 		resp = nil
 	}
+	return resp, seq, sendFrame(frame, seq, followers)
+}
+
+// storedFrame counts frame, stored here, if it holds an entry, and returns
+// its number (0: none). Called with mu held.
+func (s *sink) storedFrame(frame []byte) uint64 {
+	if len(frame) == 4 {
+		return 0
+	}
+	s.stored++
+	return s.stored
+}
+
+// sendFrame sends frame number seq (none if 0) to every follower.
+func sendFrame(frame []byte, seq uint64, followers []net.Conn) error {
 	if seq == 0 {
-		return resp, 0, nil
+		return nil
 	}
 	binary.BigEndian.PutUint32(frame, uint32(len(frame)-4))
 	for _, f := range followers {
 		if f != nil {
 			if _, err := f.Write(frame); err != nil {
-				return nil, 0, fmt.Errorf("send to a follower: %w", err)
+				return fmt.Errorf("send to a follower: %w", err)
 			}
 		}
 	}
-	return resp, seq, nil
+	return nil
+}
+
+// offsetsKey prefixes the files of committed offsets, one per shard.
+const offsetsKey = "__offsets/"
+
+// offsetShards is how many shards the groups are spread over, as
+// __consumer_offsets' 50 partitions; shard i is led by sink i % n.
+const offsetShards = 50
+
+// groupShard is the shard a group's offsets live on.
+func groupShard(group string) int {
+	var h uint32
+	for i := 0; i < len(group); i++ {
+		h = 31*h + uint32(group[i])
+	}
+	return int(h % offsetShards)
+}
+
+// findClusterCoordinator names the sink leading each group's shard.
+func (s *sink) findClusterCoordinator(req *kmsg.FindCoordinatorRequest) kmsg.Response {
+	resp := req.ResponseKind().(*kmsg.FindCoordinatorResponse)
+	keys := req.CoordinatorKeys
+	if req.Version < 4 {
+		keys = []string{req.CoordinatorKey}
+	}
+	for i, key := range keys {
+		id := groupShard(key) % len(s.peers)
+		host, portText, _ := net.SplitHostPort(s.peers[id].client)
+		port, _ := strconv.Atoi(portText)
+		c := kmsg.NewFindCoordinatorResponseCoordinator()
+		c.Key, c.NodeID, c.Host, c.Port = key, int32(id), host, int32(port)
+		resp.Coordinators = append(resp.Coordinators, c)
+		if i == 0 {
+			resp.NodeID, resp.Host, resp.Port = c.NodeID, c.Host, c.Port
+		}
+	}
+	return resp
+}
+
+// commitReplicated stores an OffsetCommit's offsets, one record of (group,
+// topic, partition, offset, metadata) each, in its group's shard file and
+// sends them to every follower, as a coordinator writes them to its
+// __consumer_offsets partition. A group whose shard another sink leads is
+// NOT_COORDINATOR.
+func (s *sink) commitReplicated(req *kmsg.OffsetCommitRequest, followers []net.Conn) (kmsg.Response, uint64, error) {
+	resp := req.ResponseKind().(*kmsg.OffsetCommitResponse)
+	shard := groupShard(req.Group)
+	var code int16
+	if shard%len(s.peers) != s.id {
+		code = 16 // NOT_COORDINATOR
+	}
+	var rec []byte
+	for _, rt := range req.Topics {
+		t := kmsg.NewOffsetCommitResponseTopic()
+		t.Topic = rt.Topic
+		for _, rp := range rt.Partitions {
+			p := kmsg.NewOffsetCommitResponseTopicPartition()
+			p.Partition, p.ErrorCode = rp.Partition, code
+			t.Partitions = append(t.Partitions, p)
+			rec = binary.BigEndian.AppendUint16(rec, uint16(len(req.Group)))
+			rec = append(rec, req.Group...)
+			rec = binary.BigEndian.AppendUint16(rec, uint16(len(rt.Topic)))
+			rec = append(rec, rt.Topic...)
+			rec = binary.BigEndian.AppendUint32(rec, uint32(rp.Partition))
+			rec = binary.BigEndian.AppendUint64(rec, uint64(rp.Offset))
+			if rp.Metadata != nil {
+				rec = append(rec, *rp.Metadata...)
+			}
+		}
+		resp.Topics = append(resp.Topics, t)
+	}
+	if code != 0 || len(rec) == 0 {
+		return resp, 0, nil
+	}
+	key := offsetsKey + strconv.Itoa(shard)
+	frame := make([]byte, 4, 4+2+len(key)+4+len(rec))
+	frame = binary.BigEndian.AppendUint16(frame, uint16(len(key)))
+	frame = append(frame, key...)
+	frame = binary.BigEndian.AppendUint32(frame, uint32(len(rec)))
+	frame = append(frame, rec...)
+	s.mu.Lock()
+	if err := s.store(key, rec); err != nil {
+		s.mu.Unlock()
+		return nil, 0, fmt.Errorf("%s: %w", key, err)
+	}
+	seq := s.storedFrame(frame)
+	s.mu.Unlock()
+	return resp, seq, sendFrame(frame, seq, followers)
 }
 
 // serveReplication takes leaders' connections.
@@ -301,7 +414,8 @@ func (s *sink) follow(c net.Conn) {
 		if _, err := io.ReadFull(r, frame); err != nil {
 			return
 		}
-		if err := s.storeFrame(frame); err != nil {
+		seq, err := s.storeFrame(frame)
+		if err != nil {
 			fmt.Fprintln(os.Stderr, "sinkserver: follower:", err)
 			os.Exit(1)
 		}
@@ -309,8 +423,8 @@ func (s *sink) follow(c net.Conn) {
 		if r.Buffered() >= 4 && r.Buffered() >= 4+int(binary.BigEndian.Uint32(peek(r))) {
 			continue // another whole frame is here: one syncfs for both
 		}
-		if err := unix.Syncfs(int(s.dir.Fd())); err != nil {
-			fmt.Fprintln(os.Stderr, "sinkserver: follower: syncfs:", err)
+		if err := s.syncThrough(seq); err != nil {
+			fmt.Fprintln(os.Stderr, "sinkserver: follower:", err)
 			os.Exit(1)
 		}
 		if _, err := c.Write(bytes.Repeat([]byte{1}, unacked)); err != nil {
@@ -322,9 +436,19 @@ func (s *sink) follow(c net.Conn) {
 
 // storeFrame checks and appends each (partition, batches) entry of a
 // replication frame.
-func (s *sink) storeFrame(p []byte) error {
+func (s *sink) storeFrame(p []byte) (uint64, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if err := s.storeEntries(p); err != nil {
+		return 0, err
+	}
+	s.stored++
+	return s.stored, nil
+}
+
+// storeEntries checks and appends each entry of a frame. Called with mu
+// held.
+func (s *sink) storeEntries(p []byte) error {
 	for len(p) > 0 {
 		if len(p) < 2 {
 			return errors.New("truncated frame")
@@ -339,8 +463,10 @@ func (s *sink) storeFrame(p []byte) error {
 		if len(p) < bl {
 			return errors.New("truncated frame")
 		}
-		if _, err := countRecords(p[:bl], true); err != nil {
-			return fmt.Errorf("%s: %w", key, err)
+		if !strings.HasPrefix(key, offsetsKey) {
+			if _, err := countRecords(p[:bl], true); err != nil {
+				return fmt.Errorf("%s: %w", key, err)
+			}
 		}
 		if err := s.store(key, p[:bl]); err != nil {
 			return err
