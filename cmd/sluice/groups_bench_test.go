@@ -228,7 +228,9 @@ func syncRate(b *testing.B, writers int, d time.Duration) (perSecond, cpuMicros 
 // a follower's sync; and the fdatasyncs per second and CPU each of one and
 // of three writers), and the cores the nodes, this process and other
 // programs used; then, with the nodes gone, the ceiling: the same
-// committers against the sink server, which answers every commit at once.
+// committers against the sink server, which answers every commit at once;
+// and the protocol-free reference: against three replicating sinks
+// (commitReference).
 // The filesystem is synced before the measured run, so that the build's
 // dirty pages do not turn the nodes' syncfs into per-file fdatasyncs (see
 // osenv's groupSyncer). SLUICE_BENCH_PERF_DIR records a perf profile of
