@@ -41,6 +41,9 @@ func TestMain(m *testing.M) {
 		fmt.Fprintf(os.Stderr, "build sluice: %v\n%s", err, out)
 		os.Exit(1)
 	}
+	// A parallel sweep's workers are this program: the built one, not the
+	// test binary.
+	sweepExecutable = func() (string, error) { return sluiceBin, nil }
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)

@@ -1,12 +1,18 @@
 package main
 
 import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -100,10 +106,12 @@ func newSimSweepCommand() *cobra.Command {
 		nodes    int
 		brokers  int
 		metaOnly bool
+		parallel int
+		worker   string
 	)
 	cmd := &cobra.Command{
-		Use:   "sweep --seeds A-B [--nodes N [--broker-only K]] [--duration D] [--out DIR]",
-		Short: "Run seeds A to B one after another; print how to replay each failure; exit 1 if any failed",
+		Use:   "sweep --seeds A-B [--nodes N [--broker-only K]] [--duration D] [--parallel P] [--out DIR]",
+		Short: "Run seeds A to B, in P processes at once; print how to replay each failure; exit 1 if any failed",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			first, last, err := parseSeedRange(seeds)
@@ -116,11 +124,26 @@ func newSimSweepCommand() *cobra.Command {
 			if err := checkNodes(nodes, brokers); err != nil {
 				return err
 			}
+			if parallel < 1 || parallel > 256 {
+				return fmt.Errorf("--parallel %d: want 1 to 256 processes", parallel)
+			}
 			if err := checkWritable(out); err != nil {
 				return err
 			}
 			base := simrun.Config{Nodes: nodes, BrokerOnly: brokers, Duration: duration, MetaOnly: metaOnly}
-			return sweep(cmd.OutOrStdout(), base, first, last, out, verbose)
+			if worker != "" {
+				return sweepWorker(cmd.OutOrStdout(), base, first, last, worker, out)
+			}
+			t := &sweepTally{w: cmd.OutOrStdout(), base: base, verbose: verbose, fired: map[string]int{}}
+			if n := last - first + 1; parallel > 1 && n > 1 {
+				err = sweepInProcesses(cmd.Context(), t, first, last, min(uint64(parallel), n), out)
+			} else {
+				err = sweepHere(t, first, last, out)
+			}
+			if err != nil {
+				return err
+			}
+			return t.report()
 		},
 	}
 	cmd.Flags().StringVar(&seeds, "seeds", "", "the seeds to run, A-B inclusive (or one seed)")
@@ -130,71 +153,227 @@ func newSimSweepCommand() *cobra.Command {
 	cmd.Flags().IntVar(&brokers, "broker-only", 0, brokerOnlyUsage)
 	cmd.Flags().BoolVar(&metaOnly, "meta-only", false, "with --nodes 3 or more: the metadata clients alone")
 	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "print every seed's summary line, not only the failures'")
+	cmd.Flags().IntVar(&parallel, "parallel", runtime.NumCPU(), "processes running seeds at once (a process runs one seed at a time)")
+	cmd.Flags().StringVar(&worker, "worker", "", "internal: run the seeds of worker I of P (I/P) and print each result as JSON")
+	_ = cmd.Flags().MarkHidden("worker")
 	_ = cmd.MarkFlagRequired("seeds")
 	return cmd
 }
 
-// sweep runs the seeds one at a time: each run swaps crypto/rand's reader,
-// so two worlds never run at once in a process.
-func sweep(w io.Writer, base simrun.Config, first, last uint64, out string, verbose bool) error {
-	nodes, duration := base.Nodes, base.Duration
-	passed, failed := 0, 0
-	fired := make(map[string]int) // probe -> seeds it fired in
-	for seed := first; ; seed++ {
-		cfg := base
-		cfg.Seed = seed
-		s := simrun.Run(cfg)
-		for _, c := range s.Probes {
-			fired[c.Name]++
-		}
-		if s.OK() {
-			passed++
-			if verbose {
-				fmt.Fprintln(w, s.Line())
-			}
-		} else {
-			failed++
-			fmt.Fprintln(w, s.Line())
-			if nodes > 1 {
-				flag := ""
-				if base.MetaOnly {
-					flag = " --meta-only"
-				}
-				if base.BrokerOnly > 0 {
-					flag += fmt.Sprintf(" --broker-only %d", base.BrokerOnly)
-				}
-				fmt.Fprintf(w, "  replay: sluice sim run%s --nodes %d --seed %d --duration %s\n", flag, nodes, seed, duration)
-			} else {
-				fmt.Fprintf(w, "  replay: sluice sim run --seed %d --duration %s\n", seed, duration)
-			}
-			if out != "" {
-				if err := writeSimArtifacts(filepath.Join(out, fmt.Sprintf("seed-%d", seed)), s); err != nil {
-					return err
-				}
-			}
-		}
-		if seed == last {
-			break
+// seedResult is what a sweep learns of one seed: all a worker process
+// tells its parent.
+type seedResult struct {
+	Seed   uint64   `json:"seed"`
+	OK     bool     `json:"ok"`
+	Line   string   `json:"line"`
+	Probes []string `json:"probes"` // the probes that fired
+}
+
+func resultOf(s simrun.Summary) seedResult {
+	r := seedResult{Seed: s.Seed, OK: s.OK(), Line: s.Line()}
+	for _, c := range s.Probes {
+		r.Probes = append(r.Probes, c.Name)
+	}
+	return r
+}
+
+// runSeed runs one seed of a sweep, writing its artifacts to
+// out/seed-N if it fails and out is set.
+func runSeed(base simrun.Config, seed uint64, out string) (seedResult, error) {
+	cfg := base
+	cfg.Seed = seed
+	s := simrun.Run(cfg)
+	if !s.OK() && out != "" {
+		if err := writeSimArtifacts(filepath.Join(out, fmt.Sprintf("seed-%d", seed)), s); err != nil {
+			return seedResult{}, err
 		}
 	}
+	return resultOf(s), nil
+}
+
+// sweepHere runs the seeds one at a time in this process: each run swaps
+// crypto/rand's reader, so two worlds never run at once in a process.
+func sweepHere(t *sweepTally, first, last uint64, out string) error {
+	for seed := first; ; seed++ {
+		r, err := runSeed(t.base, seed, out)
+		if err != nil {
+			return err
+		}
+		t.add(r)
+		if seed == last {
+			return nil
+		}
+	}
+}
+
+// sweepWorker runs the seeds of worker i of p (first+i, first+i+p, ...)
+// and prints each one's result as a JSON line for the parent sweep.
+func sweepWorker(w io.Writer, base simrun.Config, first, last uint64, worker, out string) error {
+	var i, p uint64
+	if _, err := fmt.Sscanf(worker, "%d/%d", &i, &p); err != nil || p == 0 || i >= p {
+		return fmt.Errorf("--worker %q: want I/P with I < P", worker)
+	}
+	enc := json.NewEncoder(w)
+	for seed := first + i; seed <= last && seed >= first; seed += p {
+		r, err := runSeed(base, seed, out)
+		if err != nil {
+			return err
+		}
+		if err := enc.Encode(r); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// sweepExecutable is the program a parallel sweep starts its workers
+// from: this one (tests point it at the built binary).
+var sweepExecutable = os.Executable
+
+// sweepInProcesses runs the seeds in p worker processes of this program,
+// each taking every p-th seed, and tallies their results as they come.
+// Each seed's run is the same as in one process (the trace hash says so);
+// only the order in which failures are printed depends on timing.
+func sweepInProcesses(ctx context.Context, t *sweepTally, first, last, p uint64, out string) error {
+	exe, err := sweepExecutable()
+	if err != nil {
+		return fmt.Errorf("find this program to start the sweep's workers: %w", err)
+	}
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel() // a worker still running when this returns is killed
+	args := []string{"sim", "sweep", "--seeds", fmt.Sprintf("%d-%d", first, last),
+		"--nodes", strconv.Itoa(t.base.Nodes), "--broker-only", strconv.Itoa(t.base.BrokerOnly),
+		"--duration", t.base.Duration.String(), "--parallel", "1"}
+	if t.base.MetaOnly {
+		args = append(args, "--meta-only")
+	}
+	if out != "" {
+		args = append(args, "--out", out)
+	}
+	results := make(chan seedResult)
+	errs := make(chan error, p)
+	for i := range p {
+		cmd := exec.CommandContext(ctx, exe, append(args, "--worker", fmt.Sprintf("%d/%d", i, p))...)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		stdout, err := cmd.StdoutPipe()
+		if err != nil {
+			return err
+		}
+		if err := cmd.Start(); err != nil {
+			return fmt.Errorf("start sweep worker %d of %d: %w", i+1, p, err)
+		}
+		go func() {
+			sc := bufio.NewScanner(stdout)
+			sc.Buffer(make([]byte, 64<<10), 16<<20)
+			var bad error
+			for sc.Scan() {
+				var r seedResult
+				if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+					bad = fmt.Errorf("sweep worker %d of %d printed %q: %w", i+1, p, sc.Text(), err)
+					break
+				}
+				results <- r
+			}
+			io.Copy(io.Discard, stdout)
+			err := cmd.Wait()
+			if bad == nil && err != nil {
+				bad = fmt.Errorf("sweep worker %d of %d: %w\n%s", i+1, p, err, strings.TrimSpace(stderr.String()))
+			}
+			errs <- bad
+		}()
+	}
+	seen := map[uint64]bool{}
+	var failure error
+	for done := uint64(0); done < p; {
+		select {
+		case r := <-results:
+			if !seen[r.Seed] && r.Seed >= first && r.Seed <= last {
+				seen[r.Seed] = true
+				t.add(r)
+			}
+		case err := <-errs:
+			done++
+			if err != nil && failure == nil {
+				failure = err
+				cancel()
+			}
+		}
+	}
+	if failure != nil {
+		return failure
+	}
+	if n := uint64(len(seen)); n != last-first+1 {
+		return fmt.Errorf("the sweep's workers reported %d of the %d seeds", n, last-first+1)
+	}
+	return nil
+}
+
+// sweepTally counts a sweep's results, printing each failure (and, if
+// verbose, every seed) as it comes, and then the probes and the counts.
+type sweepTally struct {
+	w              io.Writer
+	base           simrun.Config
+	verbose        bool
+	passed, failed int
+	fired          map[string]int // probe -> seeds it fired in
+}
+
+func (t *sweepTally) add(r seedResult) {
+	for _, name := range r.Probes {
+		t.fired[name]++
+	}
+	if r.OK {
+		t.passed++
+		if t.verbose {
+			fmt.Fprintln(t.w, r.Line)
+		}
+		return
+	}
+	t.failed++
+	fmt.Fprintln(t.w, r.Line)
+	fmt.Fprintf(t.w, "  replay: %s\n", replayCommand(t.base, r.Seed))
+}
+
+// replayCommand is the command line that runs seed alone.
+func replayCommand(base simrun.Config, seed uint64) string {
+	if base.Nodes <= 1 {
+		return fmt.Sprintf("sluice sim run --seed %d --duration %s", seed, base.Duration)
+	}
+	flag := ""
+	if base.MetaOnly {
+		flag = " --meta-only"
+	}
+	if base.BrokerOnly > 0 {
+		flag += fmt.Sprintf(" --broker-only %d", base.BrokerOnly)
+	}
+	return fmt.Sprintf("sluice sim run%s --nodes %d --seed %d --duration %s", flag, base.Nodes, seed, base.Duration)
+}
+
+// report prints the probes and the counts, and says whether any seed
+// failed.
+func (t *sweepTally) report() error {
 	var never, reached []string
 	known := simrun.KnownProbes()
-	if nodes > 1 {
-		known = simrun.KnownClusterProbes(base.MetaOnly)
+	if t.base.Nodes > 1 {
+		known = simrun.KnownClusterProbes(t.base.MetaOnly)
 	}
 	for _, name := range known {
-		if fired[name] == 0 {
+		if t.fired[name] == 0 {
 			never = append(never, name)
 		}
-		reached = append(reached, fmt.Sprintf("%s=%d", name, fired[name]))
+		reached = append(reached, fmt.Sprintf("%s=%d", name, t.fired[name]))
 	}
-	fmt.Fprintf(w, "probes (seeds that reached each, of %d): %s\n", passed+failed, strings.Join(reached, " "))
+	fmt.Fprintf(t.w, "probes (seeds that reached each, of %d): %s\n", t.passed+t.failed, strings.Join(reached, " "))
 	if len(never) > 0 {
-		fmt.Fprintf(w, "probes that never fired: %s\n", strings.Join(never, ", "))
+		fmt.Fprintf(t.w, "probes that never fired: %s\n", strings.Join(never, ", "))
 	}
-	fmt.Fprintf(w, "%d passed, %d failed\n", passed, failed)
-	if failed > 0 {
-		return fmt.Errorf("%d of %d seeds: %w", failed, passed+failed, errSimFailed)
+	fmt.Fprintf(t.w, "%d passed, %d failed\n", t.passed, t.failed)
+	if t.failed > 0 {
+		return fmt.Errorf("%d of %d seeds: %w", t.failed, t.passed+t.failed, errSimFailed)
 	}
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -65,6 +66,31 @@ func TestSimSweepEndsWithTheCounts(t *testing.T) {
 	}
 }
 
+// TestSimSweepInProcessesIsTheSameSweep: seeds run by worker processes
+// are the runs one process makes, line for line (trace hashes included),
+// and the probes and counts add up the same.
+func TestSimSweepInProcessesIsTheSameSweep(t *testing.T) {
+	sweepOf := func(parallel string) (lines []string, tail []string) {
+		t.Helper()
+		out, _, err := runSluice("sim", "sweep", "--seeds", "11-15", "--duration", "2s", "-v", "--parallel", parallel)
+		all := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+		require.GreaterOrEqual(t, len(all), 7, "output: %q", out)
+		tail = all[len(all)-2:]
+		if strings.HasPrefix(tail[0], "probes that never fired") {
+			tail = all[len(all)-3:]
+		}
+		lines = all[:len(all)-len(tail)]
+		require.Equal(t, strings.Contains(out, "result=violation"), err != nil, "output: %q", out)
+		slices.Sort(lines) // workers report in the order they finish
+		return lines, tail
+	}
+	oneLines, oneTail := sweepOf("1")
+	manyLines, manyTail := sweepOf("3")
+	require.Equal(t, oneLines, manyLines, "the seeds ran differently in worker processes")
+	require.Equal(t, oneTail, manyTail)
+	require.Regexp(t, `^5 passed, 0 failed$`, oneTail[len(oneTail)-1])
+}
+
 func TestSimRefusesBadArguments(t *testing.T) {
 	for _, args := range [][]string{
 		{"sim", "run"},
@@ -75,6 +101,8 @@ func TestSimRefusesBadArguments(t *testing.T) {
 		{"sim", "sweep"},
 		{"sim", "run", "--seed", "1", "--nodes", "2"},
 		{"sim", "sweep", "--seeds", "1-2", "--nodes", "0"},
+		{"sim", "sweep", "--seeds", "1-2", "--parallel", "0"},
+		{"sim", "sweep", "--seeds", "1-2", "--worker", "3/2"},
 		{"sim", "run", "--seed", "1", "--nodes", "3", "--broker-only", "1"},
 		{"sim", "sweep", "--seeds", "1-2", "--nodes", "5", "--broker-only", "-1"},
 	} {
