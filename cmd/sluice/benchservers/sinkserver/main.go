@@ -224,18 +224,7 @@ func (s *sink) answer(body kmsg.Request) kmsg.Response {
 	case *kmsg.FindCoordinatorRequest:
 		return s.findCoordinator(req)
 	case *kmsg.OffsetCommitRequest:
-		resp := req.ResponseKind().(*kmsg.OffsetCommitResponse)
-		for _, rt := range req.Topics {
-			t := kmsg.NewOffsetCommitResponseTopic()
-			t.Topic = rt.Topic
-			for _, rp := range rt.Partitions {
-				p := kmsg.NewOffsetCommitResponseTopicPartition()
-				p.Partition = rp.Partition
-				t.Partitions = append(t.Partitions, p)
-			}
-			resp.Topics = append(resp.Topics, t)
-		}
-		return resp
+		return commitResponse(req, 0)
 	}
 	panic(fmt.Sprintf("sinkserver: the table serves %T but answer does not", body))
 }
@@ -262,6 +251,22 @@ func (s *sink) metadata(req *kmsg.MetadataRequest) kmsg.Response {
 			mp := kmsg.NewMetadataResponseTopicPartition()
 			mp.Partition, mp.Leader, mp.Replicas, mp.ISR = p, 0, []int32{0}, []int32{0}
 			t.Partitions = append(t.Partitions, mp)
+		}
+		resp.Topics = append(resp.Topics, t)
+	}
+	return resp
+}
+
+// commitResponse answers every partition of req with code.
+func commitResponse(req *kmsg.OffsetCommitRequest, code int16) *kmsg.OffsetCommitResponse {
+	resp := req.ResponseKind().(*kmsg.OffsetCommitResponse)
+	for _, rt := range req.Topics {
+		t := kmsg.NewOffsetCommitResponseTopic()
+		t.Topic = rt.Topic
+		for _, rp := range rt.Partitions {
+			p := kmsg.NewOffsetCommitResponseTopicPartition()
+			p.Partition, p.ErrorCode = rp.Partition, code
+			t.Partitions = append(t.Partitions, p)
 		}
 		resp.Topics = append(resp.Topics, t)
 	}

@@ -337,20 +337,14 @@ func (s *sink) findClusterCoordinator(req *kmsg.FindCoordinatorRequest) kmsg.Res
 // __consumer_offsets partition. A group whose shard another sink leads is
 // NOT_COORDINATOR.
 func (s *sink) commitReplicated(req *kmsg.OffsetCommitRequest, followers []net.Conn) (kmsg.Response, uint64, error) {
-	resp := req.ResponseKind().(*kmsg.OffsetCommitResponse)
 	shard := groupShard(req.Group)
-	var code int16
 	if shard%len(s.peers) != s.id {
-		code = 16 // NOT_COORDINATOR
+		return commitResponse(req, 16), 0, nil // NOT_COORDINATOR
 	}
+	resp := commitResponse(req, 0)
 	var rec []byte
 	for _, rt := range req.Topics {
-		t := kmsg.NewOffsetCommitResponseTopic()
-		t.Topic = rt.Topic
 		for _, rp := range rt.Partitions {
-			p := kmsg.NewOffsetCommitResponseTopicPartition()
-			p.Partition, p.ErrorCode = rp.Partition, code
-			t.Partitions = append(t.Partitions, p)
 			rec = binary.BigEndian.AppendUint16(rec, uint16(len(req.Group)))
 			rec = append(rec, req.Group...)
 			rec = binary.BigEndian.AppendUint16(rec, uint16(len(rt.Topic)))
@@ -361,9 +355,8 @@ func (s *sink) commitReplicated(req *kmsg.OffsetCommitRequest, followers []net.C
 				rec = append(rec, *rp.Metadata...)
 			}
 		}
-		resp.Topics = append(resp.Topics, t)
 	}
-	if code != 0 || len(rec) == 0 {
+	if len(rec) == 0 {
 		return resp, 0, nil
 	}
 	key := offsetsKey + strconv.Itoa(shard)
