@@ -11,10 +11,12 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -242,7 +244,11 @@ func sweepInProcesses(ctx context.Context, t *sweepTally, first, last, p uint64,
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	ctx, cancel := context.WithCancel(ctx)
+	// Interrupted, the sweep kills its workers (exec.CommandContext) and
+	// ends with an error, instead of leaving them to finish their seeds.
+	signalled, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	ctx, cancel := context.WithCancel(signalled)
 	defer cancel() // a worker still running when this returns is killed
 	args := []string{"sim", "sweep", "--seeds", fmt.Sprintf("%d-%d", first, last),
 		"--nodes", strconv.Itoa(t.base.Nodes), "--broker-only", strconv.Itoa(t.base.BrokerOnly),
@@ -302,6 +308,9 @@ func sweepInProcesses(ctx context.Context, t *sweepTally, first, last, p uint64,
 				cancel()
 			}
 		}
+	}
+	if signalled.Err() != nil {
+		return fmt.Errorf("sweep interrupted after %d of %d seeds", len(seen), last-first+1)
 	}
 	if failure != nil {
 		return failure

@@ -167,3 +167,19 @@ func TestSimSweepCluster(t *testing.T) {
 	require.Contains(t, out, "2 passed, 0 failed")
 	require.Contains(t, out, "observe.applied_samples=2")
 }
+
+// TestSimSweepFailsWhenAWorkerFails: a worker that dies, or prints what is
+// not a seed's result, fails the sweep and says which.
+func TestSimSweepFailsWhenAWorkerFails(t *testing.T) {
+	saved := sweepExecutable
+	defer func() { sweepExecutable = saved }()
+	for _, c := range []struct{ exe, want string }{
+		{"/bin/false", "exit status 1"},
+		{"/bin/echo", "printed"},
+	} {
+		sweepExecutable = func() (string, error) { return c.exe, nil }
+		_, _, err := runSluice("sim", "sweep", "--seeds", "1-4", "--parallel", "2")
+		require.ErrorContains(t, err, "sweep worker", c.exe)
+		require.ErrorContains(t, err, c.want, c.exe)
+	}
+}
