@@ -39,13 +39,20 @@ type World struct {
 var baseEpoch = time.Date(2026, time.January, 1, 0, 0, 0, 0, time.UTC)
 
 // New returns a world for seed, at virtual time zero with no nodes.
-func New(seed uint64) *World {
+func New(seed uint64) *World { return NewTraced(seed, nil) }
+
+// NewTraced is New with observe called for every entry of the trace, the
+// seed's own first (see sched.Scheduler.Observe); nil observes nothing.
+func NewTraced(seed uint64, observe func(sched.TraceEntry)) *World {
 	root := rng.New(seed)
 	w := &World{
 		seed:   seed,
 		sched:  sched.New(),
 		rand:   root,
 		byName: make(map[string]*Node),
+	}
+	if observe != nil {
+		w.sched.Observe(observe)
 	}
 	offset := root.Fork("epoch").Uint64n(uint64(365 * 24 * time.Hour / time.Millisecond))
 	w.crypto = newCryptoReader(w, root.Fork("crypto"))

@@ -52,12 +52,13 @@ func newSimRunCommand() *cobra.Command {
 		duration time.Duration
 		out      string
 		logNodes bool
+		trace    bool
 		nodes    int
 		brokers  int
 		metaOnly bool
 	)
 	cmd := &cobra.Command{
-		Use:   "run --seed N [--nodes N [--broker-only K]] [--duration D] [--out DIR]",
+		Use:   "run --seed N [--nodes N [--broker-only K]] [--duration D] [--trace] [--out DIR]",
 		Short: "Run one seed and print its summary line; exit 1 on a violation",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -74,7 +75,16 @@ func newSimRunCommand() *cobra.Command {
 			if logNodes {
 				cfg.Log, cfg.LogLevel = cmd.ErrOrStderr(), slog.LevelDebug
 			}
+			if trace {
+				bw := bufio.NewWriterSize(cmd.OutOrStdout(), 1<<20)
+				defer bw.Flush()
+				cfg.Trace = bw
+				fmt.Fprintf(bw, "%15s %-10s %-28s %-16s %-16s\n", "virtual time", "node", "event (or folded fact)", "digest (value)", "trace hash")
+			}
 			s := simrun.Run(cfg)
+			if w, ok := cfg.Trace.(*bufio.Writer); ok {
+				w.Flush() // the trace, then the summary
+			}
 			fmt.Fprintln(cmd.OutOrStdout(), s.Line())
 			if out != "" {
 				if err := writeSimArtifacts(out, s); err != nil {
@@ -95,6 +105,7 @@ func newSimRunCommand() *cobra.Command {
 	cmd.Flags().IntVar(&brokers, "broker-only", 0, brokerOnlyUsage)
 	cmd.Flags().BoolVar(&metaOnly, "meta-only", false, "with --nodes 3 or more: the metadata clients alone, no producers or consumers")
 	cmd.Flags().BoolVar(&logNodes, "log", false, "write every node's logs and the faults injected, in virtual time, to stderr")
+	cmd.Flags().BoolVar(&trace, "trace", false, "print every event the trace hash covers (virtual time, node, kind, payload digest, running hash), then the summary")
 	_ = cmd.MarkFlagRequired("seed")
 	return cmd
 }

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -182,4 +183,30 @@ func TestSimSweepFailsWhenAWorkerFails(t *testing.T) {
 		require.ErrorContains(t, err, "sweep worker", c.exe)
 		require.ErrorContains(t, err, c.want, c.exe)
 	}
+}
+
+// TestSimRunTracePrintsWhatTheHashCovers: --trace prints one line per
+// delivered event and folded fact, each with the running hash; the last
+// hash is the summary's trace, and the events are the summary's count.
+func TestSimRunTracePrintsWhatTheHashCovers(t *testing.T) {
+	out, _, err := runSluice("sim", "run", "--seed", "11", "--duration", "2s", "--trace")
+	require.NoError(t, err)
+	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	require.Greater(t, len(lines), 3)
+	require.Contains(t, lines[0], "trace hash", "a header first")
+	summary := summaryLine.FindStringSubmatch(lines[len(lines)-1])
+	require.NotNil(t, summary, "the summary last: %q", lines[len(lines)-1])
+	entries := lines[1 : len(lines)-1]
+	events := 0
+	for _, l := range entries {
+		f := strings.Fields(l)
+		require.Len(t, f, 5, "entry %q", l)
+		if f[1] != "-" {
+			events++
+		}
+	}
+	last := strings.Fields(entries[len(entries)-1])
+	require.Equal(t, summary[3], last[4], "the last entry's hash is the summary's trace")
+	m := regexp.MustCompile(` events=(\d+) `).FindStringSubmatch(lines[len(lines)-1])
+	require.Equal(t, m[1], strconv.Itoa(events), "one entry per delivered event")
 }

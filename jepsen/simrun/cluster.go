@@ -246,7 +246,7 @@ func runCluster(cfg Config) Summary {
 	if cfg.CheckTimeout <= 0 {
 		cfg.CheckTimeout = DefaultCheckTimeout
 	}
-	r := &clusterRun{cfg: cfg, opts: ChooseClusterOptions(cfg.Seed, cfg.Nodes), w: sim.New(cfg.Seed), mh: jepsen.NewMetaHistory(), h: jepsen.NewHistory()}
+	r := &clusterRun{cfg: cfg, opts: ChooseClusterOptions(cfg.Seed, cfg.Nodes), w: newWorld(cfg), mh: jepsen.NewMetaHistory(), h: jepsen.NewHistory()}
 	if cfg.noFaults {
 		r.opts.Faults = nil
 	}

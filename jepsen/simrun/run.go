@@ -14,6 +14,7 @@ import (
 	"github.com/sluicemq/sluice/jepsen"
 	"github.com/sluicemq/sluice/node"
 	"github.com/sluicemq/sluice/sim"
+	"github.com/sluicemq/sluice/sim/sched"
 	"github.com/sluicemq/sluice/sim/simfs"
 )
 
@@ -106,6 +107,9 @@ type Config struct {
 	// Log, if set, receives every node's logs at LogLevel and above.
 	Log      io.Writer
 	LogLevel slog.Level
+	// Trace, if set, receives every entry of the trace the hash covers,
+	// one line each (sched.TraceEntry.String), as the run folds it.
+	Trace    io.Writer
 	Sabotage Sabotage
 	// NoOracle turns the durability oracle off (durable.go), for tests
 	// that show what the other checks catch without it.
@@ -114,6 +118,15 @@ type Config struct {
 	// simfs.Sabotage), as a broker relying on what the contract forbids
 	// would: for tests that the simulation catches it.
 	DiskSabotage simfs.Sabotage
+}
+
+// newWorld makes the run's world, printing its trace to cfg.Trace if set.
+func newWorld(cfg Config) *sim.World {
+	if cfg.Trace == nil {
+		return sim.New(cfg.Seed)
+	}
+	w := cfg.Trace
+	return sim.NewTraced(cfg.Seed, func(e sched.TraceEntry) { fmt.Fprintln(w, e.String()) })
 }
 
 // Summary is what a run did and what the check found.
@@ -254,7 +267,7 @@ func Run(cfg Config) Summary {
 	if cfg.Options != nil {
 		opts = *cfg.Options
 	}
-	r := &run{cfg: cfg, opts: opts, w: sim.New(cfg.Seed), h: jepsen.NewHistory(), topic: topicName}
+	r := &run{cfg: cfg, opts: opts, w: newWorld(cfg), h: jepsen.NewHistory(), topic: topicName}
 	if err := opts.validate(); err != nil {
 		r.fail("%v", err)
 		return r.summarize()

@@ -61,7 +61,37 @@ type Scheduler struct {
 	heap      []*Event
 	trace     uint64
 	delivered uint64
+	observe   func(TraceEntry) // nil: nobody watches the trace
 }
+
+// TraceEntry is one thing folded into the trace: a delivered event (its
+// kind, node, time and payload digest) or a Fold (kind and value; Node
+// empty, At the time it was folded).
+type TraceEntry struct {
+	At     time.Duration
+	Kind   string
+	Node   string
+	Digest uint64 // a Fold's value
+	Fold   bool
+	// Hash is the trace's hash once the entry is folded in.
+	Hash uint64
+}
+
+// String is the entry as one line: virtual time, node ("-" for a fold),
+// kind, digest or value in hex, and the running hash.
+func (e TraceEntry) String() string {
+	node := e.Node
+	if e.Fold {
+		node = "-"
+	} else if node == "" {
+		node = "world"
+	}
+	return fmt.Sprintf("%14.6fs %-10s %-28s %016x %016x", e.At.Seconds(), node, e.Kind, e.Digest, e.Hash)
+}
+
+// Observe has f called with every entry as it is folded into the trace,
+// in order: what the trace hash covers, for a reader to step through.
+func (s *Scheduler) Observe(f func(TraceEntry)) { s.observe = f }
 
 // New returns an empty scheduler at virtual time zero.
 func New() *Scheduler {
@@ -169,6 +199,9 @@ func (s *Scheduler) Trace() string {
 func (s *Scheduler) Fold(kind string, v uint64) {
 	s.mix(hashString(kind))
 	s.mix(v)
+	if s.observe != nil {
+		s.observe(TraceEntry{At: s.now, Kind: kind, Digest: v, Fold: true, Hash: s.trace})
+	}
 }
 
 func (s *Scheduler) fold(e *Event) {
@@ -177,6 +210,9 @@ func (s *Scheduler) fold(e *Event) {
 	s.mix(hashString(e.label.Node))
 	s.mix(uint64(e.at))
 	s.mix(e.label.Digest)
+	if s.observe != nil {
+		s.observe(TraceEntry{At: e.at, Kind: e.label.Kind, Node: e.label.Node, Digest: e.label.Digest, Hash: s.trace})
+	}
 }
 
 // mix folds v into the trace with a multiply-xorshift step; collisions only

@@ -1,6 +1,7 @@
 package sched
 
 import (
+	"fmt"
 	"testing"
 	"time"
 )
@@ -109,6 +110,37 @@ func TestTraceSeesKindNodeTimeAndDigest(t *testing.T) {
 		if other == base {
 			t.Errorf("changing the event's %s left the trace unchanged", name)
 		}
+	}
+}
+
+func TestObserveSeesEveryEntryOfTheTrace(t *testing.T) {
+	s := New()
+	var got []TraceEntry
+	s.Observe(func(e TraceEntry) { got = append(got, e) })
+	s.Fold("seed", 7)
+	s.After(time.Second, Label{Kind: "a", Node: "n1", Digest: 3}, func() {})
+	canceled := s.After(2*time.Second, Label{Kind: "gone"}, func() {})
+	s.After(3*time.Second, Label{Kind: "b", Node: "n2"}, func() {})
+	canceled.Cancel()
+	for s.Step() {
+	}
+	want := []TraceEntry{
+		{At: 0, Kind: "seed", Digest: 7, Fold: true},
+		{At: time.Second, Kind: "a", Node: "n1", Digest: 3},
+		{At: 3 * time.Second, Kind: "b", Node: "n2"},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("observed %d entries, want %d: %+v", len(got), len(want), got)
+	}
+	for i := range want {
+		w := want[i]
+		w.Hash = got[i].Hash
+		if got[i] != w {
+			t.Errorf("entry %d: %+v, want %+v", i, got[i], w)
+		}
+	}
+	if h := got[len(got)-1].Hash; fmt.Sprintf("%016x", h) != s.Trace() {
+		t.Fatalf("last entry's hash %016x, trace %s", h, s.Trace())
 	}
 }
 
