@@ -250,7 +250,7 @@ func (f *fetchWait) finish() {
 		f.r.respond(resp)
 		return
 	}
-	f.r.respondParts(encodeFetchFrame(f.r.header.CorrelationID, resp, records), sender)
+	f.r.respondParts(encodeFetchFrame(f.r.header.CorrelationID, resp, records, f.b.cfg.FetchCopyMax), sender)
 }
 
 // hasDivergingEpoch says a partition of resp carries a diverging epoch.

@@ -224,6 +224,13 @@ type Config struct {
 	// the client retries, and the write may still commit. 0 is the
 	// default.
 	OffsetsCommitTimeout time.Duration
+	// FetchCopyMax is the largest chunk of record batches a Fetch
+	// response reads into its bytes instead of sending from the segment
+	// file (fetch_encode.go); 0 sends every chunk from its file. No
+	// property sets it: DefaultConfig's 16 KiB is measured, and the
+	// simulator sends every chunk in some seeds so that the file path's
+	// faults stay covered.
+	FetchCopyMax int64
 	// SabotageCoordinatorEarlyAck, for the simulator's sabotage tests
 	// alone (no property sets it), makes the group coordinator answer a
 	// request as soon as its shard does, before the high watermark passes
@@ -327,6 +334,7 @@ func DefaultConfig() Config {
 		OffsetsTopicNumPartitions:        50,
 		OffsetsTopicReplicationFactor:    3,
 		GroupInitialRebalanceDelay:       3 * time.Second,
+		FetchCopyMax:                     defaultFetchCopyMax,
 		LogRetentionMs:                   7 * 24 * 3600 * 1000,
 		LogRetentionBytes:                Unlimited,
 		LogSegmentBytes:                  1 << 30,

@@ -37,8 +37,8 @@ func (p framePart) size() int64 {
 // encodeFetchFrame lays out a whole response frame (size prefix and header
 // included). records[t][p] holds the batches of resp.Topics[t].Partitions[p],
 // whose RecordBatches field is ignored.
-func encodeFetchFrame(correlationID int32, resp *kmsg.FetchResponse, records [][]log.Records) []framePart {
-	e := fetchEncoder{flexible: resp.Version >= 12, version: resp.Version}
+func encodeFetchFrame(correlationID int32, resp *kmsg.FetchResponse, records [][]log.Records, copyMax int64) []framePart {
+	e := fetchEncoder{flexible: resp.Version >= 12, version: resp.Version, copyMax: copyMax}
 	e.buf = append(e.buf, 0, 0, 0, 0) // the frame size, patched below
 	hv, _ := wire.ResponseHeaderVersion(resp.Key(), resp.Version)
 	e.buf = wire.AppendResponseHeader(e.buf, correlationID, hv)
@@ -76,6 +76,7 @@ func encodeFetchFrame(correlationID int32, resp *kmsg.FetchResponse, records [][
 type fetchEncoder struct {
 	version  int16
 	flexible bool
+	copyMax  int64 // chunks up to this size are read in (copyChunk)
 	buf      []byte
 	parts    []framePart
 }
@@ -100,7 +101,7 @@ func (e *fetchEncoder) partition(rp *kmsg.FetchResponseTopicPartition, recs log.
 	}
 	e.bytesLen(recs.Size)
 	for _, c := range recs.Chunks {
-		if c.Size <= copyChunkMax && e.copyChunk(c) {
+		if c.Size <= e.copyMax && e.copyChunk(c) {
 			continue
 		}
 		e.flush()
@@ -109,14 +110,15 @@ func (e *fetchEncoder) partition(rp *kmsg.FetchResponseTopicPartition, recs log.
 	e.tags()
 }
 
-// copyChunkMax is the largest chunk copied into the response's bytes
-// instead of being sent from its file. A file range costs the writer a
+// defaultFetchCopyMax is Config.FetchCopyMax's default: the largest chunk
+// copied into the response's bytes instead of being sent from its file.
+// A file range costs the writer a
 // descriptor's dup and close, a sendfile and a write of its own for the
 // bytes after it; a small one costs less as one read here, its bytes then
 // going out with the rest in one writev. Offset commits replicated to
 // followers are chunks of a few hundred bytes: there, four syscalls of
 // about ten a commit.
-const copyChunkMax = 16 << 10
+const defaultFetchCopyMax = 16 << 10
 
 // copyChunk reads c into the current bytes part and reports whether it
 // could; on a failed read the chunk is sent from its file instead, where

@@ -45,9 +45,13 @@ func TestFetchFrameMatchesKmsg(t *testing.T) {
 	_, err = f.WriteAt(content, 0)
 	require.NoError(t, err)
 
-	fileParts := 0 // chunks above copyChunkMax, sent from their file
+	fileParts := 0 // chunks above copyMax, sent from their file
 	for version := lo; version <= hi; version++ {
 		for trial := 0; trial < 20; trial++ {
+			copyMax := int64(defaultFetchCopyMax)
+			if trial%2 == 1 {
+				copyMax = 0 // every chunk from its file
+			}
 			t.Run(fmt.Sprintf("v%d/%d", version, trial), func(t *testing.T) {
 				resp := kmsg.NewPtrFetchResponse()
 				resp.Version = version
@@ -85,12 +89,12 @@ func TestFetchFrameMatchesKmsg(t *testing.T) {
 				}
 				want := wire.AppendResponse(nil, 77, resp)
 				var got []byte
-				for _, part := range encodeFetchFrame(77, resp, records) {
+				for _, part := range encodeFetchFrame(77, resp, records, copyMax) {
 					if part.bytes != nil {
 						got = append(got, part.bytes...)
 						continue
 					}
-					require.Greater(t, part.chunk.Size, int64(copyChunkMax), "a small chunk is copied in, not sent from its file")
+					require.Greater(t, part.chunk.Size, copyMax, "a small chunk is copied in, not sent from its file")
 					fileParts++
 					got = append(got, content[part.chunk.Position:part.chunk.Position+part.chunk.Size]...)
 				}

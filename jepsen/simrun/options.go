@@ -98,6 +98,11 @@ type Options struct {
 	// Fetch reads and checks the batches and writes them instead of sending
 	// file ranges (its production path, which most seeds take).
 	CopyFetch bool
+	// SendSmallChunks has the broker send every chunk of batches from its
+	// file (node.Config.FetchCopyMax 0), as it did before small chunks
+	// were copied in: the sendfile path's faults then reach the small
+	// batches of a simulated run too.
+	SendSmallChunks bool
 	// InFlight is how many Produce requests a producer keeps in flight on
 	// its connection. 1 (or 0) sends one at a time and waits for its
 	// answer; 2 to 5 pipelines idempotent batches with consecutive
@@ -153,6 +158,7 @@ func ChooseOptions(seed uint64) Options {
 		}
 	}
 	o.DeleteRecords = r.Chance(0.5)
+	o.SendSmallChunks = r.Chance(0.5)
 	return o
 }
 
@@ -169,8 +175,11 @@ func (o Options) String() string {
 		faults = strings.Join(names, ",")
 	}
 	fetchPath := "sendfile"
-	if o.CopyFetch {
+	switch {
+	case o.CopyFetch:
 		fetchPath = "copy"
+	case o.SendSmallChunks:
+		fetchPath = "sendfile-all"
 	}
 	return fmt.Sprintf("partitions=%d producers=%d consumers=%d batch=%d think=%s produce=v%d fetch=v%d fetchpath=%s inflight=%d segment=%d index=%d/%d checkpoint=%s deleterecords=%v faults=%s every=%s",
 		o.Partitions, o.Producers, o.Consumers, o.BatchMax, o.Think, o.ProduceVersion, o.FetchVersion, fetchPath, o.inFlight(),

@@ -302,6 +302,9 @@ func (r *run) setup() {
 	cfg.Listeners = []node.Listener{{Name: "PLAINTEXT", Host: brokerName, Port: 9092}}
 	cfg.NumPartitions = int32(r.opts.Partitions)
 	cfg.LogSegmentBytes = r.opts.SegmentBytes
+	if r.opts.SendSmallChunks {
+		cfg.FetchCopyMax = 0
+	}
 	if o := r.opts; o.IndexIntervalBytes > 0 {
 		cfg.LogIndexIntervalBytes = o.IndexIntervalBytes
 	}
