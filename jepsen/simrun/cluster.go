@@ -86,6 +86,11 @@ type ClusterOptions struct {
 	// Groups is the seed's group workload (cluster_groups.go), none in
 	// about half the seeds.
 	Groups []GroupOptions
+	// SendSmallChunks sends every chunk of a fetch response from its file
+	// (node.Config.FetchCopyMax 0), as Options.SendSmallChunks does: the
+	// replicated commits' and small batches' file path is then simulated
+	// too.
+	SendSmallChunks bool
 }
 
 func (o ClusterOptions) String() string {
@@ -103,6 +108,9 @@ func (o ClusterOptions) String() string {
 	}
 	if len(o.Groups) > 0 {
 		flush += " groups=" + groupsString(o.Groups)
+	}
+	if o.SendSmallChunks {
+		flush += " fetchpath=sendfile-all"
 	}
 	return fmt.Sprintf("%s clients=%d partitions=%d rf=%d min_isr=%d acks1=%.2f flush=%s lag=%s racks=%d rebalance=%s moves=%t producers=%d consumers=%d snapshots=%dB/%s faults=%s every=%s",
 		shape, o.Clients, o.Partitions, o.ReplicationFactor, o.MinInSync, o.LeaderAcks, flush, o.ReplicaLagTime, o.Racks, o.RebalanceEvery, o.Moves, o.Producers, o.Consumers,
@@ -159,6 +167,7 @@ func ChooseClusterOptions(seed uint64, nodes int) ClusterOptions {
 	}
 	// Drawn after everything else, for the same reason.
 	o.Groups = chooseGroups(r)
+	o.SendSmallChunks = r.Chance(0.5)
 	return o
 }
 
@@ -304,6 +313,9 @@ func (r *clusterRun) setup() {
 		voter := i < voterCount
 		cfg := node.DefaultConfig()
 		cfg.NodeID = int32(i + 1)
+		if r.opts.SendSmallChunks {
+			cfg.FetchCopyMax = 0
+		}
 		cfg.ProcessRoles = node.Roles{Broker: true, Controller: voter}
 		cfg.ControllerQuorumVoters = voters
 		cfg.ControllerListenerNames = []string{"CONTROLLER"}
