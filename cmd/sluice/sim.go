@@ -272,17 +272,23 @@ func sweepInProcesses(ctx context.Context, t *sweepTally, first, last, p uint64,
 	}
 	results := make(chan seedResult)
 	errs := make(chan error, p)
+	var failure error
+	started := uint64(0)
 	for i := range p {
 		cmd := exec.CommandContext(ctx, exe, append(args, "--worker", fmt.Sprintf("%d/%d", i, p))...)
 		var stderr bytes.Buffer
 		cmd.Stderr = &stderr
 		stdout, err := cmd.StdoutPipe()
+		if err == nil {
+			err = cmd.Start()
+		}
 		if err != nil {
-			return err
+			// The workers started already are killed, and waited for below.
+			failure = fmt.Errorf("start sweep worker %d of %d: %w", i+1, p, err)
+			cancel()
+			break
 		}
-		if err := cmd.Start(); err != nil {
-			return fmt.Errorf("start sweep worker %d of %d: %w", i+1, p, err)
-		}
+		started++
 		go func() {
 			sc := bufio.NewScanner(stdout)
 			sc.Buffer(make([]byte, 64<<10), 16<<20)
@@ -304,8 +310,7 @@ func sweepInProcesses(ctx context.Context, t *sweepTally, first, last, p uint64,
 		}()
 	}
 	seen := map[uint64]bool{}
-	var failure error
-	for done := uint64(0); done < p; {
+	for done := uint64(0); done < started; {
 		select {
 		case r := <-results:
 			if !seen[r.Seed] && r.Seed >= first && r.Seed <= last {

@@ -210,3 +210,11 @@ func TestSimRunTracePrintsWhatTheHashCovers(t *testing.T) {
 	m := regexp.MustCompile(` events=(\d+) `).FindStringSubmatch(lines[len(lines)-1])
 	require.Equal(t, m[1], strconv.Itoa(events), "one entry per delivered event")
 }
+
+func TestSimSweepFailsWhenAWorkerCannotStart(t *testing.T) {
+	saved := sweepExecutable
+	defer func() { sweepExecutable = saved }()
+	sweepExecutable = func() (string, error) { return filepath.Join(t.TempDir(), "missing"), nil }
+	_, _, err := runSluice("sim", "sweep", "--seeds", "1-4", "--parallel", "2")
+	require.ErrorContains(t, err, "start sweep worker 1 of 2")
+}
