@@ -707,16 +707,7 @@ func BenchmarkRawTCP(b *testing.B) {
 }
 
 func TestSendFileInterleavesWithWrites(t *testing.T) {
-	dir := t.TempDir()
-	loop := NewLoop()
-	n, err := New(Config{Dir: dir, Loop: loop})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer n.Close()
-	go loop.Run()
-	defer loop.Stop()
-	e := n.Env()
+	loop, e := runningNode(t)
 
 	content := make([]byte, 3<<20)
 	for i := range content {
@@ -748,6 +739,22 @@ func TestSendFileInterleavesWithWrites(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("no close after the sends")
 	}
+}
+
+// runningNode makes a node over a fresh directory and runs its loop, both
+// stopped when the test ends.
+func runningNode(t *testing.T) (*Loop, env.Env) {
+	loop := NewLoop()
+	n, err := New(Config{Dir: t.TempDir(), Loop: loop})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go loop.Run()
+	t.Cleanup(func() {
+		loop.Stop()
+		n.Close()
+	})
+	return loop, n.Env()
 }
 
 // collectingListener listens on the loop and returns its address and a
@@ -808,16 +815,7 @@ func (h handlerFunc) OnClose(err error) { h.closed(err) }
 // some, a write larger than one too, while the writer still holds the
 // rest of an earlier turn's: the peer must receive every byte in order.
 func TestSendsKeepOrderAcrossAFullSocket(t *testing.T) {
-	dir := t.TempDir()
-	loop := NewLoop()
-	n, err := New(Config{Dir: dir, Loop: loop})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer n.Close()
-	go loop.Run()
-	defer loop.Stop()
-	e := n.Env()
+	loop, e := runningNode(t)
 
 	content := make([]byte, 4<<20)
 	for i := range content {
