@@ -160,13 +160,14 @@ func (f *fetchWait) probe() (bytes int64, failed bool) {
 }
 
 // followerCanRead says a follower's fetch of p would get a batch: its
-// offset lies in the log below the log end, and no throttle holds it back.
+// offset lies in the log below the log end, and the throttle (if any)
+// leaves it room, as readFetch would find.
 func (b *Broker) followerCanRead(p *partition, sp *sessionPartition, replica int32) bool {
 	if sp.fetchOffset < p.log.LogStartOffset() || sp.fetchOffset >= p.log.LogEndOffset() {
 		return false
 	}
-	_, throttling := b.leaderThrottleRate()
-	return !throttling || !b.leaderThrottled(p, replica)
+	room, _ := b.throttledRoom(p, replica, 1, true)
+	return room > 0
 }
 
 // consumerAnswerNow says a consumer's fetch of p is answered without its

@@ -328,9 +328,7 @@ func scriptGroupTest(t *testing.T, name string, client func() []string) {
 	adm := c.adminClient()
 	topic, group := name+"-topic", name+"-group"
 	const partitions, members = 4, 2
-	resp, err := adm.CreateTopic(ctx, partitions, 3, nil, topic)
-	require.NoError(t, err)
-	require.NoError(t, resp.Err)
+	createReplicatedTopic(ctx, t, adm, topic, partitions)
 	// Uncompressed and gzip batches: both codecs every client decodes.
 	// Not franz-go's default, snappy, which kafkajs cannot read without a
 	// codec package (KafkaJSNotImplemented: Snappy compression not

@@ -457,6 +457,16 @@ func createTopic(ctx context.Context, adm *kadm.Client, name string, partitions 
 	return resp.Err
 }
 
+// createReplicatedTopic creates a topic of partitions partitions at
+// replication factor 3 and fails the test unless the creation was
+// acknowledged.
+func createReplicatedTopic(ctx context.Context, t testing.TB, adm *kadm.Client, name string, partitions int32) {
+	t.Helper()
+	resp, err := adm.CreateTopic(ctx, partitions, 3, nil, name)
+	require.NoError(t, err)
+	require.NoError(t, resp.Err, "create %s", name)
+}
+
 // produceConsume produces n records to topic through a kgo client seeded
 // with addrs and reads back every record of the topic from the start,
 // checking that the last n are the ones produced.

@@ -36,9 +36,7 @@ func TestServeSendsARackAwareFranzGoConsumerToItsRacksFollower(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	adm := c.adminClient()
-	created, err := adm.CreateTopic(ctx, 1, 3, nil, "near")
-	require.NoError(t, err)
-	require.NoError(t, created.Err)
+	createReplicatedTopic(ctx, t, adm, "near", 1)
 	var leader int32 = -1
 	require.Eventually(t, func() bool {
 		topics, merr := adm.ListTopics(ctx, "near")

@@ -25,7 +25,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
-	"golang.org/x/sys/unix"
 )
 
 // The group benchmarks: three combined `sluice serve` nodes on 127.0.0.1,
@@ -174,43 +173,6 @@ func machineBusy() (busy, total float64) {
 		}
 	}
 	return busy / 100, total / 100 // USER_HZ
-}
-
-// syncRate is the machine's flush floor: how many 1 KiB appends each
-// followed by fdatasync writers goroutines (on files of their own) make
-// per second together, for d, and the CPU each costs this process.
-func syncRate(b *testing.B, writers int, d time.Duration) (perSecond, cpuMicros float64) {
-	dir := b.TempDir()
-	var n atomic.Int64
-	var wg sync.WaitGroup
-	buf := make([]byte, 1024)
-	self0 := selfCPUSeconds()
-	start := time.Now()
-	for w := range writers {
-		f, err := os.Create(filepath.Join(dir, fmt.Sprintf("rate-%d", w)))
-		if err != nil {
-			b.Fatal(err)
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer f.Close()
-			for end := start.Add(d); time.Now().Before(end); {
-				if _, err := f.Write(buf); err != nil {
-					b.Error(err)
-					return
-				}
-				if err := unix.Fdatasync(int(f.Fd())); err != nil {
-					b.Error(err)
-					return
-				}
-				n.Add(1)
-			}
-		}()
-	}
-	wg.Wait()
-	elapsed, cpu := time.Since(start).Seconds(), selfCPUSeconds()-self0
-	return float64(n.Load()) / elapsed, cpu / float64(n.Load()) * 1e6
 }
 
 // BenchmarkGroupCommits measures offset commits per second across three
@@ -412,17 +374,18 @@ func runCommitters(ctx context.Context, clients []*kgo.Client, groups []string, 
 	return slices.Concat(took...), errors.Join(errs...)
 }
 
-// commitCeiling is what the same committers reach against the bench's sink
-// server, which answers every OffsetCommit at once and stores nothing: the
-// client's and loopback's share of the two cores, which no broker can beat
-// here.
-type commitCeilingFigures struct {
+// commitFigures are what committers reached against some servers.
+type commitFigures struct {
 	rate, clientCPU float64 // commits/s, the client's CPU µs per commit
 	serverCPU       float64 // the servers' CPU µs per commit, all of them
 	p50, p99        time.Duration
 }
 
-func commitCeiling(ctx context.Context, b *testing.B, sinkBin string, groups []string, topic string, committers int, dur time.Duration) commitCeilingFigures {
+// commitCeiling is what the same committers reach against the bench's sink
+// server, which answers every OffsetCommit at once and stores nothing: the
+// client's and loopback's share of the two cores, which no broker can beat
+// here.
+func commitCeiling(ctx context.Context, b *testing.B, sinkBin string, groups []string, topic string, committers int, dur time.Duration) commitFigures {
 	sink := startChild(b, "sink", sinkBin)
 	defer sink.kill()
 	return commitAgainst(ctx, b, []*serverProc{sink}, groups, topic, committers, dur)
@@ -433,7 +396,7 @@ func commitCeiling(ctx context.Context, b *testing.B, sinkBin string, groups []s
 // to its shard's file on the shard's leader, sent to both followers,
 // synced by all three (syncs shared) before the answer, and nothing else:
 // the work no replicated coordinator avoids, without a protocol.
-func commitReference(ctx context.Context, b *testing.B, sinkBin string, groups []string, topic string, committers int, dur time.Duration) commitCeilingFigures {
+func commitReference(ctx context.Context, b *testing.B, sinkBin string, groups []string, topic string, committers int, dur time.Duration) commitFigures {
 	var pairs []string
 	for range 3 {
 		pairs = append(pairs, freeAddr(b)+"/"+freeAddr(b))
@@ -448,7 +411,7 @@ func commitReference(ctx context.Context, b *testing.B, sinkBin string, groups [
 
 // commitAgainst runs the committers against servers (seeded with them
 // all) after a warm-up commit per group.
-func commitAgainst(ctx context.Context, b *testing.B, servers []*serverProc, groups []string, topic string, committers int, dur time.Duration) commitCeilingFigures {
+func commitAgainst(ctx context.Context, b *testing.B, servers []*serverProc, groups []string, topic string, committers int, dur time.Duration) commitFigures {
 	var addrs []string
 	for _, s := range servers {
 		addrs = append(addrs, s.addr)
@@ -476,7 +439,7 @@ func commitAgainst(ctx context.Context, b *testing.B, servers []*serverProc, gro
 		cl.Close()
 	}
 	n := float64(len(all))
-	return commitCeilingFigures{rate: n / elapsed.Seconds(), clientCPU: self / n * 1e6, serverCPU: server / n * 1e6,
+	return commitFigures{rate: n / elapsed.Seconds(), clientCPU: self / n * 1e6, serverCPU: server / n * 1e6,
 		p50: percentile(all, 0.5), p99: percentile(all, 0.99)}
 }
 

@@ -181,9 +181,7 @@ func TestGroupConsumersShareATopicAndOneTakesOverWhenTheOtherLeaves(t *testing.T
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 			defer cancel()
 			topic, group := "orders-"+tc.protocol, "shop-"+tc.protocol
-			resp, err := adm.CreateTopic(ctx, 4, 3, nil, topic)
-			require.NoError(t, err)
-			require.NoError(t, resp.Err)
+			createReplicatedTopic(ctx, t, adm, topic, 4)
 
 			first := produceTagged(ctx, t, addrs, topic, "first", 200)
 			a := startMember(ctx, t, addrs, group, topic, "member-a", tc.opts...)
@@ -289,9 +287,7 @@ func TestGroupCarriesOnFromItsCommitsWhenTheCoordinatorIsKilled(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	adm := c.adminClient()
-	resp, err := adm.CreateTopic(ctx, 3, 3, nil, "payments")
-	require.NoError(t, err)
-	require.NoError(t, resp.Err)
+	createReplicatedTopic(ctx, t, adm, "payments", 3)
 	addrs := c.addrs()
 
 	before := produceTagged(ctx, t, addrs, "payments", "before", 150)

@@ -90,9 +90,7 @@ func TestKafkaGoReadersShareATopicAndTheSurvivorTakesOver(t *testing.T) {
 	addrs := c.addrs()
 	const partitions = 4
 	topic, group := "kafka-go-orders", "kafka-go-shop"
-	resp, err := adm.CreateTopic(ctx, partitions, 3, nil, topic)
-	require.NoError(t, err)
-	require.NoError(t, resp.Err)
+	createReplicatedTopic(ctx, t, adm, topic, partitions)
 
 	first := produceTagged(ctx, t, addrs, topic, "first", 200)
 	consumed := &consumedLog{}
@@ -138,9 +136,7 @@ func TestKafkaGoGroupCarriesOnFromItsCommitsWhenTheCoordinatorIsKilled(t *testin
 	adm := c.adminClient()
 	const partitions = 4
 	topic, group := "kafka-go-payments", "kafka-go-ledger"
-	resp, err := adm.CreateTopic(ctx, partitions, 3, nil, topic)
-	require.NoError(t, err)
-	require.NoError(t, resp.Err)
+	createReplicatedTopic(ctx, t, adm, topic, partitions)
 	addrs := c.addrs()
 
 	before := produceTagged(ctx, t, addrs, topic, "before", 150)

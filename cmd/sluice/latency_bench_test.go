@@ -64,13 +64,32 @@ func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond)
 // goroutines on files of their own in one directory of the test's
 // filesystem, for d.
 func syncFloor(b *testing.B, writers int, d time.Duration) latency {
+	took, _, _ := timedSyncs(b, writers, d)
+	slices.Sort(took)
+	at := func(q float64) time.Duration { return took[min(len(took)-1, int(q*float64(len(took))))] }
+	return latency{p50: at(0.5), p99: at(0.99), p999: at(0.999)}
+}
+
+// syncRate is the machine's flush floor: how many 1 KiB appends each
+// followed by fdatasync writers goroutines (on files of their own) make
+// per second together, for d, and the CPU each costs this process.
+func syncRate(b *testing.B, writers int, d time.Duration) (perSecond, cpuMicros float64) {
+	took, elapsed, cpu := timedSyncs(b, writers, d)
+	n := float64(len(took))
+	return n / elapsed.Seconds(), cpu / n * 1e6
+}
+
+// timedSyncs has writers goroutines append 1 KiB and fdatasync, each to a
+// file of its own in a fresh directory, for d, and returns each append's
+// time, how long they all took, and this process's CPU seconds meanwhile.
+func timedSyncs(b *testing.B, writers int, d time.Duration) (took []time.Duration, elapsed time.Duration, cpu float64) {
 	dir := b.TempDir()
 	var mu sync.Mutex
-	var took []time.Duration
 	var wg sync.WaitGroup
 	buf := make([]byte, 1024)
+	self0, start := selfCPUSeconds(), time.Now()
 	for w := range writers {
-		f, err := os.Create(filepath.Join(dir, fmt.Sprintf("floor-%d", w)))
+		f, err := os.Create(filepath.Join(dir, fmt.Sprintf("sync-%d", w)))
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -79,7 +98,7 @@ func syncFloor(b *testing.B, writers int, d time.Duration) latency {
 			defer wg.Done()
 			defer f.Close()
 			var mine []time.Duration
-			for end := time.Now().Add(d); time.Now().Before(end); {
+			for end := start.Add(d); time.Now().Before(end); {
 				t := time.Now()
 				if _, err := f.Write(buf); err != nil {
 					b.Error(err)
@@ -97,10 +116,9 @@ func syncFloor(b *testing.B, writers int, d time.Duration) latency {
 		}()
 	}
 	wg.Wait()
+	elapsed, cpu = time.Since(start), selfCPUSeconds()-self0
 	if len(took) == 0 {
 		b.Fatal("sync floor: no samples")
 	}
-	slices.Sort(took)
-	at := func(q float64) time.Duration { return took[min(len(took)-1, int(q*float64(len(took))))] }
-	return latency{p50: at(0.5), p99: at(0.99), p999: at(0.999)}
+	return took, elapsed, cpu
 }

@@ -25,9 +25,7 @@ func TestServeReassignsAPartitionWithKadm(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
 	adm := c.adminClient()
-	created, err := adm.CreateTopic(ctx, 1, 3, nil, "moved")
-	require.NoError(t, err)
-	require.NoError(t, created.Err)
+	createReplicatedTopic(ctx, t, adm, "moved", 1)
 	var before kadm.PartitionDetail
 	require.Eventually(t, func() bool {
 		topics, merr := adm.ListTopics(ctx, "moved")

@@ -561,9 +561,7 @@ func TestReplicatedTopicShowsReplicasAndISR(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	adm := c.adminClient(kgo.MetadataMinAge(50 * time.Millisecond))
-	created, err := adm.CreateTopic(ctx, 3, 3, nil, "shown")
-	require.NoError(t, err)
-	require.NoError(t, created.Err)
+	createReplicatedTopic(ctx, t, adm, "shown", 3)
 	td := waitFullISR(ctx, t, adm, "shown", 20*time.Second)
 	leaders := map[int32]bool{}
 	for _, pd := range td.Partitions.Sorted() {

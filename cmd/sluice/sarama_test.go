@@ -155,9 +155,7 @@ func TestSaramaConsumerGroupSharesATopicAndSurvivorsTakeOver(t *testing.T) {
 			defer cancel()
 			const partitions = 6
 			topic, group := "sarama-"+tc.name, "sarama-group-"+tc.name
-			resp, err := adm.CreateTopic(ctx, partitions, 3, nil, topic)
-			require.NoError(t, err)
-			require.NoError(t, resp.Err)
+			createReplicatedTopic(ctx, t, adm, topic, partitions)
 
 			first := produceTagged(ctx, t, addrs, topic, "first", 300)
 			consumed := &consumedLog{}
@@ -223,9 +221,7 @@ func TestSaramaGroupCarriesOnFromItsCommitsWhenTheCoordinatorIsKilled(t *testing
 	adm := c.adminClient()
 	const partitions = 3
 	topic, group := "sarama-payments", "sarama-ledger"
-	resp, err := adm.CreateTopic(ctx, partitions, 3, nil, topic)
-	require.NoError(t, err)
-	require.NoError(t, resp.Err)
+	createReplicatedTopic(ctx, t, adm, topic, partitions)
 	addrs := c.addrs()
 
 	before := produceTagged(ctx, t, addrs, topic, "before", 150)

@@ -306,10 +306,7 @@ func (s *sink) produce(req *kmsg.ProduceRequest) kmsg.Response {
 	for _, rt := range req.Topics {
 		t := kmsg.NewProduceResponseTopic()
 		t.Topic, t.TopicID = rt.Topic, rt.TopicID
-		name := rt.Topic
-		if name == "" {
-			name = fmt.Sprintf("%x", rt.TopicID)
-		}
+		name := topicName(rt)
 		for _, rp := range rt.Partitions {
 			p := kmsg.NewProduceResponseTopicPartition()
 			p.Partition = rp.Partition
@@ -354,6 +351,15 @@ func (s *sink) store(key string, batches []byte) error {
 	}
 	_, err := f.Write(batches)
 	return err
+}
+
+// topicName is how a produce request names its topic: by name, or (v13+)
+// by id, in hex.
+func topicName(rt kmsg.ProduceRequestTopic) string {
+	if rt.Topic == "" {
+		return fmt.Sprintf("%x", rt.TopicID)
+	}
+	return rt.Topic
 }
 
 // countRecords returns the offsets the v2 batches in p take: the sum of each

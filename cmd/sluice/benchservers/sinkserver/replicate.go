@@ -232,11 +232,7 @@ func (s *sink) produceReplicated(req *kmsg.ProduceRequest, followers []net.Conn)
 		for _, rp := range rt.Partitions {
 			p := kmsg.NewProduceResponseTopicPartition()
 			p.Partition = rp.Partition
-			name := rt.Topic
-			if name == "" {
-				name = fmt.Sprintf("%x", rt.TopicID)
-			}
-			key := name + "/" + strconv.Itoa(int(rp.Partition))
+			key := topicName(rt) + "/" + strconv.Itoa(int(rp.Partition))
 			n, err := countRecords(rp.Records, true)
 			switch {
 			case int(rp.Partition)%len(s.peers) != s.id:
