@@ -14,6 +14,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -42,36 +43,126 @@ deleting and describing topics, and checks the metadata history and the
 quorum (one leader per term, applied logs that agree, converged images). The same seed always gives the same run,
 byte for byte: the trace hash printed shows it.`,
 	}
-	sim.AddCommand(newSimRunCommand(), newSimSweepCommand())
+	sim.AddCommand(newSimRunCommand(), newSimSweepCommand(), newSimMinimizeCommand())
 	return sim
+}
+
+// shapeFlags are the flags that say what a seed runs, shared by every sim
+// command: the cluster's shape (or --swarm), the safety phase, and the
+// settings that override the seed's choices.
+type shapeFlags struct {
+	duration   time.Duration
+	nodes      int
+	brokers    int
+	metaOnly   bool
+	swarm      bool
+	set        []string
+	skipFaults string
+}
+
+func (f *shapeFlags) register(cmd *cobra.Command) {
+	cmd.Flags().DurationVar(&f.duration, "duration", simrun.DefaultDuration, "virtual time of the safety phase (the liveness phase follows)")
+	cmd.Flags().IntVar(&f.nodes, "nodes", 1, "1 runs one broker with the data workload; 3 or more a KRaft cluster with the metadata workload")
+	cmd.Flags().IntVar(&f.brokers, "broker-only", 0, brokerOnlyUsage)
+	cmd.Flags().BoolVar(&f.metaOnly, "meta-only", false, "with --nodes 3 or more: the metadata clients alone, no producers or consumers")
+	cmd.Flags().BoolVar(&f.swarm, "swarm", false, "let each seed choose its shape too: one broker, or 3 to 5 nodes, some broker-only (instead of --nodes)")
+	cmd.Flags().StringArrayVar(&f.set, "set", nil, "override one of the seed's choices, key=value as the summary line prints it (repeatable; an unknown key is refused with the list of keys)")
+	cmd.Flags().StringVar(&f.skipFaults, "skip-faults", "", "fault draws that inject nothing, numbered from 0 (\"0-3,7\"), as sim minimize prints them")
+}
+
+// config checks the flags and returns the run they describe (seed 0).
+func (f *shapeFlags) config(cmd *cobra.Command) (simrun.Config, error) {
+	if err := checkDuration(f.duration); err != nil {
+		return simrun.Config{}, err
+	}
+	if f.swarm && (cmd.Flags().Changed("nodes") || cmd.Flags().Changed("broker-only") || cmd.Flags().Changed("meta-only")) {
+		return simrun.Config{}, errors.New("--swarm lets each seed choose its shape: leave out --nodes, --broker-only and --meta-only")
+	}
+	if !f.swarm {
+		if err := checkNodes(f.nodes, f.brokers); err != nil {
+			return simrun.Config{}, err
+		}
+	}
+	skips, err := simrun.ParseDraws(f.skipFaults)
+	if err != nil {
+		return simrun.Config{}, fmt.Errorf("--skip-faults: %w", err)
+	}
+	cfg := simrun.Config{Duration: f.duration, Nodes: f.nodes, BrokerOnly: f.brokers, MetaOnly: f.metaOnly, Swarm: f.swarm,
+		Set: f.set, SkipFaults: skips}
+	if len(f.set) > 0 {
+		if f.swarm {
+			return cfg, errors.New("--set needs one shape for every seed: name it with --nodes instead of --swarm")
+		}
+		if _, err := simrun.Choose(cfg); err != nil {
+			return cfg, fmt.Errorf("--set: %w", err)
+		}
+	}
+	return cfg, nil
+}
+
+// runArgs are the arguments of sim run that replay cfg.
+func runArgs(cfg simrun.Config) []string {
+	return append([]string{"--seed", strconv.FormatUint(cfg.Seed, 10)}, shapeArgs(cfg)...)
+}
+
+// shapeArgs are the flags (shapeFlags) that give every seed cfg's shape,
+// duration and settings.
+func shapeArgs(cfg simrun.Config) []string {
+	var args []string
+	switch {
+	case cfg.Swarm:
+		args = append(args, "--swarm")
+	case cfg.Nodes > 1:
+		args = append(args, "--nodes", strconv.Itoa(cfg.Nodes))
+		if cfg.BrokerOnly > 0 {
+			args = append(args, "--broker-only", strconv.Itoa(cfg.BrokerOnly))
+		}
+		if cfg.MetaOnly {
+			args = append(args, "--meta-only")
+		}
+	}
+	args = append(args, "--duration", cfg.Duration.String())
+	for _, kv := range cfg.Set {
+		args = append(args, "--set", kv)
+	}
+	if len(cfg.SkipFaults) > 0 {
+		args = append(args, "--skip-faults", simrun.FormatDraws(cfg.SkipFaults))
+	}
+	return args
+}
+
+// replayCommand is the command line that runs cfg alone.
+func replayCommand(cfg simrun.Config) string {
+	return "sluice sim run " + strings.Join(runArgs(cfg), " ")
 }
 
 func newSimRunCommand() *cobra.Command {
 	var (
 		seed     uint64
-		duration time.Duration
+		shape    shapeFlags
 		out      string
 		logNodes bool
 		trace    bool
-		nodes    int
-		brokers  int
-		metaOnly bool
 	)
 	cmd := &cobra.Command{
-		Use:   "run --seed N [--nodes N [--broker-only K]] [--duration D] [--trace] [--out DIR]",
-		Short: "Run one seed and print its summary line; exit 1 on a violation",
+		Use:   "run --seed N [--nodes N [--broker-only K] | --swarm] [--set key=value ...] [--duration D] [--trace] [--out DIR]",
+		Short: "Run one seed: print what it chose, then its summary line; exit 1 on a violation",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := checkDuration(duration); err != nil {
-				return err
-			}
-			if err := checkNodes(nodes, brokers); err != nil {
+			cfg, err := shape.config(cmd)
+			if err != nil {
 				return err
 			}
 			if err := checkWritable(out); err != nil {
 				return err
 			}
-			cfg := simrun.Config{Seed: seed, Duration: duration, Nodes: nodes, BrokerOnly: brokers, MetaOnly: metaOnly}
+			cfg.Seed = seed
+			choice, err := simrun.Choose(cfg)
+			if err != nil {
+				return err
+			}
+			// What the seed chose comes first: a long run shows it at once.
+			fmt.Fprintf(cmd.OutOrStdout(), "seed=%d chose %s\n", seed, choice)
 			if logNodes {
 				cfg.Log, cfg.LogLevel = cmd.ErrOrStderr(), slog.LevelDebug
 			}
@@ -99,11 +190,8 @@ func newSimRunCommand() *cobra.Command {
 		},
 	}
 	cmd.Flags().Uint64Var(&seed, "seed", 0, "the seed that decides everything in the run")
-	cmd.Flags().DurationVar(&duration, "duration", simrun.DefaultDuration, "virtual time of the safety phase (the liveness phase follows)")
+	shape.register(cmd)
 	cmd.Flags().StringVar(&out, "out", "", "write the history, porcupine's visualization and the summary to this directory")
-	cmd.Flags().IntVar(&nodes, "nodes", 1, "1 runs one broker with the data workload; 3 or more a KRaft cluster with the metadata workload")
-	cmd.Flags().IntVar(&brokers, "broker-only", 0, brokerOnlyUsage)
-	cmd.Flags().BoolVar(&metaOnly, "meta-only", false, "with --nodes 3 or more: the metadata clients alone, no producers or consumers")
 	cmd.Flags().BoolVar(&logNodes, "log", false, "write every node's logs and the faults injected, in virtual time, to stderr")
 	cmd.Flags().BoolVar(&trace, "trace", false, "print every event the trace hash covers (virtual time, node, kind, payload digest, running hash), then the summary")
 	_ = cmd.MarkFlagRequired("seed")
@@ -113,17 +201,14 @@ func newSimRunCommand() *cobra.Command {
 func newSimSweepCommand() *cobra.Command {
 	var (
 		seeds    string
-		duration time.Duration
+		shape    shapeFlags
 		out      string
 		verbose  bool
-		nodes    int
-		brokers  int
-		metaOnly bool
 		parallel int
 		worker   string
 	)
 	cmd := &cobra.Command{
-		Use:   "sweep --seeds A-B [--nodes N [--broker-only K]] [--duration D] [--parallel P] [--out DIR]",
+		Use:   "sweep --seeds A-B [--nodes N [--broker-only K] | --swarm] [--set key=value ...] [--duration D] [--parallel P] [--out DIR]",
 		Short: "Run seeds A to B, in P processes at once; print how to replay each failure; exit 1 if any failed",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -131,10 +216,8 @@ func newSimSweepCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if err := checkDuration(duration); err != nil {
-				return err
-			}
-			if err := checkNodes(nodes, brokers); err != nil {
+			base, err := shape.config(cmd)
+			if err != nil {
 				return err
 			}
 			if parallel < 1 || parallel > 256 {
@@ -143,7 +226,6 @@ func newSimSweepCommand() *cobra.Command {
 			if err := checkWritable(out); err != nil {
 				return err
 			}
-			base := simrun.Config{Nodes: nodes, BrokerOnly: brokers, Duration: duration, MetaOnly: metaOnly}
 			if worker != "" {
 				return sweepWorker(cmd.OutOrStdout(), base, first, last, worker, out)
 			}
@@ -160,11 +242,8 @@ func newSimSweepCommand() *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&seeds, "seeds", "", "the seeds to run, A-B inclusive (or one seed)")
-	cmd.Flags().DurationVar(&duration, "duration", simrun.DefaultDuration, "virtual time of each run's safety phase")
+	shape.register(cmd)
 	cmd.Flags().StringVar(&out, "out", "", "write each failed seed's artifacts to DIR/seed-N")
-	cmd.Flags().IntVar(&nodes, "nodes", 1, "the node count of every run (see sim run --nodes)")
-	cmd.Flags().IntVar(&brokers, "broker-only", 0, brokerOnlyUsage)
-	cmd.Flags().BoolVar(&metaOnly, "meta-only", false, "with --nodes 3 or more: the metadata clients alone")
 	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "print every seed's summary line, not only the failures'")
 	cmd.Flags().IntVar(&parallel, "parallel", runtime.NumCPU(), "processes running seeds at once (a process runs one seed at a time)")
 	cmd.Flags().StringVar(&worker, "worker", "", "internal: run the seeds of worker I of P (I/P) and print each result as JSON")
@@ -261,12 +340,9 @@ func sweepInProcesses(ctx context.Context, t *sweepTally, first, last, p uint64,
 	defer stop()
 	ctx, cancel := context.WithCancel(signalled)
 	defer cancel() // a worker still running when this returns is killed
-	args := []string{"sim", "sweep", "--seeds", fmt.Sprintf("%d-%d", first, last),
-		"--nodes", strconv.Itoa(t.base.Nodes), "--broker-only", strconv.Itoa(t.base.BrokerOnly),
-		"--duration", t.base.Duration.String(), "--parallel", "1"}
-	if t.base.MetaOnly {
-		args = append(args, "--meta-only")
-	}
+	// The workers run the seeds this sweep would: its flags, as a replay
+	// of each seed gives them, with the range and the worker's share.
+	args := append([]string{"sim", "sweep", "--seeds", fmt.Sprintf("%d-%d", first, last), "--parallel", "1"}, shapeArgs(t.base)...)
 	if out != "" {
 		args = append(args, "--out", out)
 	}
@@ -360,22 +436,9 @@ func (t *sweepTally) add(r seedResult) {
 	}
 	t.failed++
 	fmt.Fprintln(t.w, r.Line)
-	fmt.Fprintf(t.w, "  replay: %s\n", replayCommand(t.base, r.Seed))
-}
-
-// replayCommand is the command line that runs seed alone.
-func replayCommand(base simrun.Config, seed uint64) string {
-	if base.Nodes <= 1 {
-		return fmt.Sprintf("sluice sim run --seed %d --duration %s", seed, base.Duration)
-	}
-	flag := ""
-	if base.MetaOnly {
-		flag = " --meta-only"
-	}
-	if base.BrokerOnly > 0 {
-		flag += fmt.Sprintf(" --broker-only %d", base.BrokerOnly)
-	}
-	return fmt.Sprintf("sluice sim run%s --nodes %d --seed %d --duration %s", flag, base.Nodes, seed, base.Duration)
+	cfg := t.base
+	cfg.Seed = r.Seed
+	fmt.Fprintf(t.w, "  replay: %s\n", replayCommand(cfg))
 }
 
 // report prints the probes and the counts, and says whether any seed
@@ -383,7 +446,15 @@ func replayCommand(base simrun.Config, seed uint64) string {
 func (t *sweepTally) report() error {
 	var never, reached []string
 	known := simrun.KnownProbes()
-	if t.base.Nodes > 1 {
+	switch {
+	case t.base.Swarm:
+		// Every shape's probes: a long swarm sweep reaches them all.
+		for _, name := range simrun.KnownClusterProbes(false) {
+			if !slices.Contains(known, name) {
+				known = append(known, name)
+			}
+		}
+	case t.base.Nodes > 1:
 		known = simrun.KnownClusterProbes(t.base.MetaOnly)
 	}
 	for _, name := range known {

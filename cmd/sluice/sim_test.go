@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -9,8 +10,11 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/sluicemq/sluice/jepsen/simrun"
 )
 
 // runSluice runs the command line in process and returns stdout, stderr
@@ -27,17 +31,33 @@ func runSluice(args ...string) (string, string, error) {
 
 var summaryLine = regexp.MustCompile(`^seed=(\d+) time=\S+ events=\d+ ops=\d+ result=(ok|violation) trace=([0-9a-f]+) partitions=\d+ .*faults=\S+ .*injected=\S+$`)
 
+// choseLine is what sim run prints first: the seed's choices.
+var choseLine = regexp.MustCompile(`^seed=(\d+) chose (nodes=\d+ .*)$`)
+
+// runOutput splits sim run's output into what the seed chose and the
+// summary line.
+func runOutput(t *testing.T, out string) (chose []string, summary string) {
+	t.Helper()
+	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	require.Len(t, lines, 2, "what the seed chose, then the summary: %q", out)
+	chose = choseLine.FindStringSubmatch(lines[0])
+	require.NotNil(t, chose, "first line: %q", lines[0])
+	return chose, lines[1]
+}
+
 func TestSimRunDeterminism(t *testing.T) {
 	var traces []string
 	for range 2 {
 		out, _, err := runSluice("sim", "run", "--seed", "11", "--duration", "3s")
 		require.NoError(t, err)
-		lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
-		require.Len(t, lines, 1, "one summary line: %q", out)
-		m := summaryLine.FindStringSubmatch(lines[0])
-		require.NotNil(t, m, "summary line: %q", lines[0])
+		chose, line := runOutput(t, out)
+		m := summaryLine.FindStringSubmatch(line)
+		require.NotNil(t, m, "summary line: %q", line)
 		require.Equal(t, "11", m[1])
-		traces = append(traces, lines[0])
+		require.Equal(t, "11", chose[1])
+		options := strings.TrimPrefix(chose[2], "nodes=1 ")
+		require.Contains(t, line, " trace="+m[3]+" "+options+" injected=", "the summary's options are what the seed chose")
+		traces = append(traces, line)
 	}
 	require.Equal(t, traces[0], traces[1], "the same seed printed two different runs")
 }
@@ -106,6 +126,11 @@ func TestSimRefusesBadArguments(t *testing.T) {
 		{"sim", "sweep", "--seeds", "1-2", "--worker", "3/2"},
 		{"sim", "run", "--seed", "1", "--nodes", "3", "--broker-only", "1"},
 		{"sim", "sweep", "--seeds", "1-2", "--nodes", "5", "--broker-only", "-1"},
+		{"sim", "run", "--seed", "1", "--swarm", "--nodes", "3"},
+		{"sim", "sweep", "--seeds", "1-2", "--swarm", "--set", "producers=1"},
+		{"sim", "run", "--seed", "1", "--set", "producers=99"},
+		{"sim", "run", "--seed", "1", "--skip-faults", "3-1"},
+		{"sim", "minimize", "--seed", "1", "--budget", "0"},
 	} {
 		_, _, err := runSluice(args...)
 		require.Error(t, err, "%v", args)
@@ -137,15 +162,16 @@ func TestSimRefusesAnOutItCannotWrite(t *testing.T) {
 	}
 }
 
-var clusterLine = regexp.MustCompile(`^seed=(\d+) time=\S+ events=\d+ ops=\d+ result=(ok|violation) trace=([0-9a-f]+) nodes=3 clients=\d+ .*injected=\S+$`)
+var clusterLine = regexp.MustCompile(`^seed=(\d+) time=\S+ events=\d+ ops=\d+ result=(ok|violation) trace=([0-9a-f]+) nodes=3 (meta_only=true )?clients=\d+ .*injected=\S+$`)
 
 func TestSimRunClusterDeterminism(t *testing.T) {
 	var lines []string
 	for range 2 {
 		out, _, err := runSluice("sim", "run", "--nodes", "3", "--meta-only", "--seed", "5", "--duration", "3s")
 		require.NoError(t, err)
-		line := strings.TrimSuffix(out, "\n")
+		chose, line := runOutput(t, out)
 		require.Regexp(t, clusterLine, line)
+		require.Contains(t, line, chose[2]+" injected=")
 		lines = append(lines, line)
 	}
 	require.Equal(t, lines[0], lines[1], "the same seed printed two different cluster runs")
@@ -192,11 +218,12 @@ func TestSimRunTracePrintsWhatTheHashCovers(t *testing.T) {
 	out, _, err := runSluice("sim", "run", "--seed", "11", "--duration", "2s", "--trace")
 	require.NoError(t, err)
 	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
-	require.Greater(t, len(lines), 3)
-	require.Contains(t, lines[0], "trace hash", "a header first")
+	require.Greater(t, len(lines), 4)
+	require.Regexp(t, choseLine, lines[0], "what the seed chose first")
+	require.Contains(t, lines[1], "trace hash", "then a header")
 	summary := summaryLine.FindStringSubmatch(lines[len(lines)-1])
 	require.NotNil(t, summary, "the summary last: %q", lines[len(lines)-1])
-	entries := lines[1 : len(lines)-1]
+	entries := lines[2 : len(lines)-1]
 	events := 0
 	for _, l := range entries {
 		f := strings.Fields(l)
@@ -217,4 +244,91 @@ func TestSimSweepFailsWhenAWorkerCannotStart(t *testing.T) {
 	sweepExecutable = func() (string, error) { return filepath.Join(t.TempDir(), "missing"), nil }
 	_, _, err := runSluice("sim", "sweep", "--seeds", "1-4", "--parallel", "2")
 	require.ErrorContains(t, err, "start sweep worker 1 of 2")
+}
+
+// TestSimRegressions replays every regression case sim minimize saved
+// under testdata/sim-regressions: each is a run that once showed a
+// violation, and must pass now.
+func TestSimRegressions(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join("testdata", "sim-regressions", "*.txt"))
+	require.NoError(t, err)
+	require.NotEmpty(t, files)
+	for _, file := range files {
+		t.Run(filepath.Base(file), func(t *testing.T) {
+			args, err := readRegressionCase(file)
+			require.NoError(t, err)
+			out, stderr, err := runSluice(args...)
+			require.NoError(t, err, "%s\n%s%s", strings.Join(args, " "), out, stderr)
+		})
+	}
+}
+
+// readRegressionCase reads the sim run command of a regression file (the
+// one line that is not a comment).
+func readRegressionCase(file string) ([]string, error) {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return nil, err
+	}
+	var args []string
+	for _, line := range strings.Split(string(data), "\n") {
+		if line = strings.TrimSpace(line); line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		if args != nil || !strings.HasPrefix(line, "sluice sim run ") {
+			return nil, fmt.Errorf("%s: want one line \"sluice sim run ...\" besides the comments, got %q", file, line)
+		}
+		args = strings.Fields(line)[1:]
+	}
+	if args == nil {
+		return nil, fmt.Errorf("%s: no sluice sim run line", file)
+	}
+	return args, nil
+}
+
+// A swarm sweep runs every shape, each seed choosing its own, and a
+// failure's replay command names --swarm.
+func TestSimSweepSwarm(t *testing.T) {
+	out, _, err := runSluice("sim", "sweep", "--swarm", "--seeds", "1-8", "--duration", "2s", "-v")
+	require.NoError(t, err, out)
+	require.Contains(t, out, "8 passed, 0 failed")
+	shapes := map[string]bool{}
+	for _, m := range regexp.MustCompile(`trace=[0-9a-f]+ (nodes=\d+)?`).FindAllStringSubmatch(out, -1) {
+		shapes[m[1]] = true
+	}
+	require.GreaterOrEqual(t, len(shapes), 3, "seeds 1-8 chose one broker and clusters of two sizes: %v", shapes)
+	cfg, err := (&shapeFlags{duration: 2 * time.Second, swarm: true}).config(newSimRunCommand())
+	require.NoError(t, err)
+	cfg.Seed = 5
+	require.Equal(t, "sluice sim run --seed 5 --swarm --duration 2s", replayCommand(cfg))
+}
+
+// --set narrows what a seed chose, and the chose line shows it.
+func TestSimRunAppliesSettings(t *testing.T) {
+	out, _, err := runSluice("sim", "run", "--seed", "11", "--duration", "2s", "--set", "faults=none", "--set", "producers=1")
+	require.NoError(t, err)
+	chose, line := runOutput(t, out)
+	require.Contains(t, chose[2], " producers=1 ")
+	require.Contains(t, chose[2], " faults=none ")
+	require.Contains(t, line, "injected=none")
+	_, _, err = runSluice("sim", "run", "--seed", "11", "--set", "partitions=0")
+	require.ErrorContains(t, err, "setting partitions=0: want a whole number from 1 to 64")
+}
+
+func TestSimMinimizeRefusesAPassingSeed(t *testing.T) {
+	_, _, err := runSluice("sim", "minimize", "--seed", "11", "--duration", "2s")
+	require.ErrorContains(t, err, "seed 11 passes")
+}
+
+// The regression file minimize saves replays as its smallest run.
+func TestRegressionCaseReplaysTheSmallestRun(t *testing.T) {
+	cfg := simrun.Config{Seed: 3, Nodes: 3, Duration: 5 * time.Second, Set: []string{"faults=kill"}, SkipFaults: []int{0, 1, 2, 5}}
+	file := filepath.Join(t.TempDir(), "case.txt")
+	require.NoError(t, os.WriteFile(file, []byte(regressionCase(simrun.Minimized{Smallest: cfg})), 0o644))
+	args, err := readRegressionCase(file)
+	require.NoError(t, err)
+	require.Equal(t, "run --seed 3 --nodes 3 --duration 5s --set faults=kill --skip-faults 0-2,5", strings.Join(args[1:], " "))
+	require.NoError(t, os.WriteFile(file, []byte("# nothing\nsluice sim sweep --seeds 1-2\n"), 0o644))
+	_, err = readRegressionCase(file)
+	require.ErrorContains(t, err, "want one line")
 }

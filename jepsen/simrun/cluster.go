@@ -40,7 +40,9 @@ type ClusterOptions struct {
 	Nodes int
 	// BrokerOnly is how many of the nodes (the last) are broker-only.
 	BrokerOnly int
-	Clients    int
+	// MetaOnly says the metadata clients run alone (Config.MetaOnly).
+	MetaOnly bool
+	Clients  int
 	// Faults are the faults this seed mixes, one every FaultEvery on
 	// average; PowerLoss says the seed is of the power-loss kind (every
 	// node loses power at once, now and then).
@@ -101,6 +103,9 @@ func (o ClusterOptions) String() string {
 	shape := fmt.Sprintf("nodes=%d", o.Nodes)
 	if o.BrokerOnly > 0 {
 		shape += fmt.Sprintf(" broker_only=%d", o.BrokerOnly)
+	}
+	if o.MetaOnly {
+		shape += " meta_only=true"
 	}
 	flush := "sync"
 	if o.PageCache {
@@ -248,19 +253,21 @@ func (n *clusterNode) running() bool {
 // nodes' quorum state.
 const observeEvery = 5 * time.Millisecond
 
-func runCluster(cfg Config) Summary {
+// runCluster runs cfg with the options chosen for it (Choose), or fails
+// at once with the error choosing them gave.
+func runCluster(cfg Config, opts ClusterOptions, chooseErr error) Summary {
 	if cfg.Duration <= 0 {
 		cfg.Duration = DefaultDuration
 	}
 	if cfg.CheckTimeout <= 0 {
 		cfg.CheckTimeout = DefaultCheckTimeout
 	}
-	r := &clusterRun{cfg: cfg, opts: ChooseClusterOptions(cfg.Seed, cfg.Nodes), w: newWorld(cfg), mh: jepsen.NewMetaHistory(), h: jepsen.NewHistory()}
-	if cfg.noFaults {
-		r.opts.Faults = nil
-	}
-	r.opts.BrokerOnly = cfg.BrokerOnly
+	r := &clusterRun{cfg: cfg, opts: opts, w: newWorld(cfg), mh: jepsen.NewMetaHistory(), h: jepsen.NewHistory()}
 	r.partitions = r.opts.Partitions
+	if chooseErr != nil {
+		r.fail("%v", chooseErr)
+		return r.summarize()
+	}
 	if cfg.Nodes < 3 {
 		r.fail("a cluster run needs at least 3 nodes, not %d", cfg.Nodes)
 		return r.summarize()
@@ -284,9 +291,7 @@ func (r *clusterRun) execute() {
 	}()
 	r.setup()
 	r.observe()
-	if r.cfg.MetaOnly {
-		r.opts.Partitions, r.opts.Producers, r.opts.Consumers = 0, 0, 0
-	} else if !r.makeTopic() {
+	if !r.cfg.MetaOnly && !r.makeTopic() {
 		return
 	}
 	r.addClients()
@@ -729,6 +734,9 @@ func (r *clusterRun) summarize() Summary {
 	}
 	if r.groups != nil {
 		s.GroupHistory = r.groups.h.Events()
+	}
+	if r.nemesis != nil {
+		s.FaultDraws = r.nemesis.draws
 	}
 	w.Scheduler().Fold("check.verdict", hashString(s.Result()+string(meta.Verdict)+string(check.Verdict)))
 	w.Scheduler().Fold("check.ops", uint64(ops))

@@ -38,6 +38,8 @@ type clusterNemesis struct {
 	// connNext is the next one's event.
 	connRand *rng.Rand
 	connNext *sched.Event
+	// draws counts the faults drawn so far (Config.SkipFaults).
+	draws int
 	// safetyEnd is when the safety phase ends, and the heal with it.
 	safetyEnd time.Duration
 }
@@ -94,9 +96,11 @@ func (n *clusterNemesis) observeFollowerSync(i int, id int32, ev simfs.Event) {
 		if n.r.stopping {
 			return
 		}
-		n.r.probes.add("moment.follower_sync_inflight.fired")
-		n.r.logf("moment follower_sync_inflight (%s on n%d): power loss", ev.Name, id)
-		n.inject(FaultPowerLoss)
+		if n.draw() {
+			n.r.probes.add("moment.follower_sync_inflight.fired")
+			n.r.logf("moment follower_sync_inflight (%s on n%d): power loss", ev.Name, id)
+			n.inject(FaultPowerLoss)
+		}
 		n.r.w.After(n.uniform(3*time.Second, 10*time.Second), "nemesis.rearm", func() {
 			if !n.r.stopping {
 				n.armFollowerSync()
@@ -109,9 +113,20 @@ func (n *clusterNemesis) schedule() {
 	mean := float64(n.r.opts.FaultEvery)
 	d := time.Duration(-math.Log(1-n.rand.Float64()) * mean)
 	n.next = n.r.w.After(d, "nemesis.fault", func() {
-		n.inject(n.r.opts.Faults[n.rand.Intn(len(n.r.opts.Faults))])
+		f := n.r.opts.Faults[n.rand.Intn(len(n.r.opts.Faults))]
+		if n.draw() {
+			n.inject(f)
+		}
 		n.schedule()
 	})
+}
+
+// draw counts a fault about to strike (one the schedule drew, or a
+// moment's) and says whether it may: Config.SkipFaults names the draws
+// that inject nothing.
+func (n *clusterNemesis) draw() bool {
+	n.draws++
+	return !n.r.cfg.skipsDraw(n.draws-1, n.r.logf)
 }
 
 func (n *clusterNemesis) later(d time.Duration, f func()) {

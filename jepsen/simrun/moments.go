@@ -184,9 +184,11 @@ func (n *nemesis) strikeWithin(a *armed, ev simfs.Event) {
 		if n.r.stopping {
 			return
 		}
-		n.r.probes.add("moment." + a.moment.name + ".fired")
-		n.r.logf("moment %s (%s %s): %s", a.moment.name, ev.Op, ev.Name, a.fault)
-		n.inject(a.fault)
+		if n.draw() {
+			n.r.probes.add("moment." + a.moment.name + ".fired")
+			n.r.logf("moment %s (%s %s): %s", a.moment.name, ev.Op, ev.Name, a.fault)
+			n.inject(a.fault)
+		}
 		// Armed again a while after: often enough that a run strikes a
 		// moment more than once, not so often that the broker spends the
 		// run recovering.

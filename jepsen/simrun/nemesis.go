@@ -24,6 +24,8 @@ type nemesis struct {
 	// flips counts the FlipNextRead calls made, to compare with the flips
 	// the disk has done.
 	flips int
+	// draws counts the faults drawn so far (Config.SkipFaults).
+	draws int
 	// armed are the faults waiting for the moments of the broker's disk
 	// (moments.go), by moment: nil where none waits.
 	armed []*armed
@@ -49,12 +51,23 @@ func (n *nemesis) schedule() {
 	mean := float64(n.r.opts.FaultEvery)
 	d := time.Duration(-math.Log(1-n.rand.Float64()) * mean)
 	n.next = n.r.w.After(d, "nemesis.fault", func() {
-		n.inject(n.r.opts.Faults[n.rand.Intn(len(n.r.opts.Faults))])
+		f := n.r.opts.Faults[n.rand.Intn(len(n.r.opts.Faults))]
+		if n.draw() {
+			n.inject(f)
+		}
 		n.schedule()
 	})
 }
 
 // later arranges for f to undo a fault after d.
+// draw counts a fault about to strike (one the schedule drew, or a
+// moment's) and says whether it may: Config.SkipFaults names the draws
+// that inject nothing.
+func (n *nemesis) draw() bool {
+	n.draws++
+	return !n.r.cfg.skipsDraw(n.draws-1, n.r.logf)
+}
+
 func (n *nemesis) later(d time.Duration, f func()) {
 	u := &undo{f: f}
 	u.ev = n.r.w.After(d, "nemesis.heal", func() {

@@ -94,6 +94,19 @@ type Config struct {
 	// MetaOnly (cluster runs) leaves the data workload out: the metadata
 	// clients alone.
 	MetaOnly bool
+	// Swarm lets the seed choose the shape too (ChooseShape): Nodes,
+	// BrokerOnly and MetaOnly are then ignored.
+	Swarm bool
+	// Set overrides the seed's choices, key=value each, applied in order
+	// after them (see Choose and SettingKeys): how a failing run is
+	// narrowed down, by hand or by Minimize.
+	Set []string
+	// SkipFaults are fault draws that inject nothing: the draws are the
+	// faults the nemesis's schedule draws and the strikes of its armed
+	// moments, counted from 0 in the order they come. How Minimize takes
+	// single faults out of a failing schedule; Summary.FaultDraws counts
+	// the draws.
+	SkipFaults []int
 	// noFaults (cluster runs) injects nothing, for tests.
 	noFaults bool
 	// Duration is the safety phase, in virtual time; zero means
@@ -147,6 +160,9 @@ type Summary struct {
 	// never completed, a panic).
 	Check    jepsen.Result
 	Failures []string
+	// FaultDraws is how many faults the nemesis drew (Config.SkipFaults
+	// names some of them to skip).
+	FaultDraws int
 	// Probes counts faults injected ("fault.crash") and rare paths taken
 	// ("produce.retry", "disk.eio", ...).
 	Probes  []Count
@@ -254,8 +270,10 @@ type brokerHost struct {
 // Run runs one seed: the safety phase with faults, the liveness phase
 // without, the final reads, and the check.
 func Run(cfg Config) Summary {
+	c, err := Choose(cfg)
+	cfg.Nodes, cfg.BrokerOnly, cfg.MetaOnly = c.Shape.Nodes, c.Shape.BrokerOnly, c.Shape.MetaOnly
 	if cfg.Nodes > 1 {
-		return runCluster(cfg)
+		return runCluster(cfg, c.Cluster, err)
 	}
 	if cfg.Duration <= 0 {
 		cfg.Duration = DefaultDuration
@@ -263,12 +281,12 @@ func Run(cfg Config) Summary {
 	if cfg.CheckTimeout <= 0 {
 		cfg.CheckTimeout = DefaultCheckTimeout
 	}
-	opts := ChooseOptions(cfg.Seed)
-	if cfg.Options != nil {
-		opts = *cfg.Options
-	}
+	opts := c.Options
 	r := &run{cfg: cfg, opts: opts, w: newWorld(cfg), h: jepsen.NewHistory(), topic: topicName}
-	if err := opts.validate(); err != nil {
+	if err == nil {
+		err = opts.validate()
+	}
+	if err != nil {
 		r.fail("%v", err)
 		return r.summarize()
 	}
@@ -583,6 +601,9 @@ func (r *run) summarize() Summary {
 		Seed: r.cfg.Seed, Duration: r.cfg.Duration, Options: r.opts,
 		Time: w.Now(), Events: w.Events(), Ops: ops,
 		Check: check, Failures: r.failures, Probes: r.probes.sorted(), History: r.h.Events(),
+	}
+	if r.nemesis != nil {
+		s.FaultDraws = r.nemesis.draws
 	}
 	w.Scheduler().Fold("check.verdict", hashString(s.Result()+string(check.Verdict)))
 	w.Scheduler().Fold("check.ops", uint64(ops))
