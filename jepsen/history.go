@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 )
@@ -109,6 +110,10 @@ const OffsetUnknown int64 = -1
 type Event struct {
 	// Time is the logical timestamp: strictly increasing along a history.
 	Time int64 `json:"time"`
+	// Virtual is when the event was recorded by the run's own clock, in
+	// nanoseconds (History.SetClock; 0 without one): virtual time in the
+	// simulator. Only the timeline reads it.
+	Virtual int64 `json:"virtual,omitempty"`
 	Kind Kind  `json:"kind"`
 	// Op ties an invoke to its completion. Notes carry an op id of their
 	// own.
@@ -245,7 +250,15 @@ type History struct {
 	// open maps an invoked, not yet completed operation to its invoke event.
 	open map[OpID]int
 	err  error
+	// now, if set, stamps each event's Virtual (SetClock).
+	now func() time.Duration
 }
+
+// SetClock has every event recorded from now on stamped with now() as its
+// Virtual time: the simulator's virtual clock, or a real run's time since
+// its start. The check never reads it (Time orders the history); the
+// timeline places events by it.
+func (h *History) SetClock(now func() time.Duration) { h.now = now }
 
 // NewHistory returns an empty history.
 func NewHistory() *History { return &History{} }
@@ -268,13 +281,21 @@ func (h *History) tick() int64 {
 	return h.clock
 }
 
+// stamp gives e its logical time and, with a clock, its virtual time.
+func (h *History) stamp(e *Event) {
+	e.Time = h.tick()
+	if h.now != nil {
+		e.Virtual = int64(h.now())
+	}
+}
+
 func (h *History) invoke(e Event) OpID {
 	if h.open == nil {
 		h.open = make(map[OpID]int)
 	}
 	id := OpID(h.opNext)
 	h.opNext++
-	e.Time = h.tick()
+	h.stamp(&e)
 	e.Kind = KindInvoke
 	e.Op = int(id)
 	h.open[id] = len(h.events)
@@ -338,7 +359,7 @@ func (h *History) complete(id OpID, e Event) (Event, bool) {
 	}
 	delete(h.open, id)
 	inv := h.events[at]
-	e.Time = h.tick()
+	h.stamp(&e)
 	e.Op = inv.Op
 	e.Client = inv.Client
 	e.Type = inv.Type
@@ -442,7 +463,7 @@ func (h *History) end(id OpID, kind Kind, err error) {
 }
 
 func (h *History) note(e Event) {
-	e.Time = h.tick()
+	h.stamp(&e)
 	e.Kind = KindNote
 	e.Op = h.opNext
 	h.opNext++

@@ -156,7 +156,7 @@ func newSimRunCommand() *cobra.Command {
 			if err := checkWritable(out); err != nil {
 				return err
 			}
-			cfg.Seed = seed
+			cfg.Seed, cfg.Timeline = seed, out != ""
 			choice, err := simrun.Choose(cfg)
 			if err != nil {
 				return err
@@ -226,6 +226,7 @@ func newSimSweepCommand() *cobra.Command {
 			if err := checkWritable(out); err != nil {
 				return err
 			}
+			base.Timeline = out != "" // drawn for every seed; written for the failures
 			if worker != "" {
 				return sweepWorker(cmd.OutOrStdout(), base, first, last, worker, out)
 			}
@@ -532,7 +533,8 @@ func checkWritable(dir string) error {
 }
 
 // writeSimArtifacts writes a run's history, porcupine's visualization of
-// each partition and the summary to dir.
+// each partition, the timeline (if the run drew one) and the summary to
+// dir.
 func writeSimArtifacts(dir string, s simrun.Summary) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
@@ -541,12 +543,27 @@ func writeSimArtifacts(dir string, s simrun.Summary) error {
 	if err := os.WriteFile(filepath.Join(dir, "summary.txt"), []byte(summary), 0o644); err != nil {
 		return err
 	}
-	if s.Nodes > 1 {
-		return jepsen.WriteMetaArtifacts(s.MetaHistory, jepsen.MetaConfig{Config: jepsen.Config{Timeout: simrun.DefaultCheckTimeout}}, func(name string) (io.Writer, error) {
-			return os.Create(filepath.Join(dir, name))
-		})
+	if s.Timeline != nil {
+		f, err := os.Create(filepath.Join(dir, jepsen.TimelineFile))
+		if err != nil {
+			return err
+		}
+		err = jepsen.WriteTimeline(f, *s.Timeline)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return fmt.Errorf("write %s: %w", jepsen.TimelineFile, err)
+		}
 	}
-	return jepsen.WriteArtifacts(s.History, jepsen.Config{Timeout: simrun.DefaultCheckTimeout}, func(name string) (io.Writer, error) {
-		return os.Create(filepath.Join(dir, name))
-	})
+	create := func(name string) (io.Writer, error) { return os.Create(filepath.Join(dir, name)) }
+	if s.Nodes > 1 {
+		if err := jepsen.WriteMetaArtifacts(s.MetaHistory, jepsen.MetaConfig{Config: jepsen.Config{Timeout: simrun.DefaultCheckTimeout}}, create); err != nil {
+			return err
+		}
+		if len(s.History) == 0 {
+			return nil
+		}
+	}
+	return jepsen.WriteArtifacts(s.History, jepsen.Config{Timeout: simrun.DefaultCheckTimeout}, create)
 }

@@ -66,7 +66,7 @@ func TestSimRunWritesArtifacts(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "out")
 	_, _, err := runSluice("sim", "run", "--seed", "11", "--duration", "2s", "--out", dir)
 	require.NoError(t, err)
-	for _, name := range []string{"history.jsonl", "summary.txt", "linearizability-jepsen-0.html"} {
+	for _, name := range []string{"history.jsonl", "summary.txt", "linearizability-jepsen-0.html", "timeline.html"} {
 		info, err := os.Stat(filepath.Join(dir, name))
 		require.NoError(t, err)
 		require.Positive(t, info.Size(), name)
@@ -181,7 +181,7 @@ func TestSimClusterWritesMetaArtifacts(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "out")
 	_, _, err := runSluice("sim", "run", "--nodes", "3", "--meta-only", "--seed", "5", "--duration", "2s", "--out", dir)
 	require.NoError(t, err)
-	for _, name := range []string{"meta-history.jsonl", "summary.txt"} {
+	for _, name := range []string{"meta-history.jsonl", "summary.txt", "timeline.html"} {
 		info, err := os.Stat(filepath.Join(dir, name))
 		require.NoError(t, err, name)
 		require.Positive(t, info.Size(), name)

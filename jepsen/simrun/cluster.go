@@ -200,6 +200,9 @@ type clusterRun struct {
 	appliedSamples []jepsen.AppliedSample
 	finals         []jepsen.FinalImage
 
+	// rec draws the timeline (nil unless Config.Timeline).
+	rec *recorder
+
 	stopping bool
 	// comparing counts the follower reads compareReplicas has under way.
 	comparing int
@@ -262,7 +265,9 @@ func runCluster(cfg Config, opts ClusterOptions, chooseErr error) Summary {
 	if cfg.CheckTimeout <= 0 {
 		cfg.CheckTimeout = DefaultCheckTimeout
 	}
-	r := &clusterRun{cfg: cfg, opts: opts, w: newWorld(cfg), mh: jepsen.NewMetaHistory(), h: jepsen.NewHistory()}
+	rec := newRecorder(cfg)
+	r := &clusterRun{cfg: cfg, opts: opts, w: newWorld(cfg, rec), mh: jepsen.NewMetaHistory(), h: jepsen.NewHistory(), rec: rec}
+	r.h.SetClock(r.w.Now)
 	r.partitions = r.opts.Partitions
 	if chooseErr != nil {
 		r.fail("%v", chooseErr)
@@ -435,6 +440,13 @@ func (r *clusterRun) sampleAll() {
 			continue
 		}
 		v := b.MetadataView()
+		if r.rec != nil && v.Leader == n.id && !r.cfg.MetaOnly {
+			// The quorum leader's image: the partitions as the controller
+			// has them.
+			if im := b.MetadataImage(); im != nil {
+				r.rec.partitionsAt(im.TopicByName(clusterTopic))
+			}
+		}
 		inc := n.node.Incarnation()
 		if v.Term != 0 && (!n.sampledRaft || n.seenInc != inc || v.Term != n.seenTerm || v.Leader != n.seenLeader) {
 			r.raftSamples = append(r.raftSamples, jepsen.RaftSample{Node: n.id, Term: v.Term, Leader: v.Leader, Time: now})
@@ -741,5 +753,10 @@ func (r *clusterRun) summarize() Summary {
 	w.Scheduler().Fold("check.verdict", hashString(s.Result()+string(meta.Verdict)+string(check.Verdict)))
 	w.Scheduler().Fold("check.ops", uint64(ops))
 	s.Trace = w.Trace()
+	names := map[int32]string{}
+	for _, n := range r.nodes {
+		names[n.id] = n.name
+	}
+	s.Timeline = r.rec.finish(s, w, r.raftSamples, names)
 	return s
 }

@@ -228,8 +228,9 @@ func (n *clusterNemesis) inject(f Fault) {
 		if n.rand.Chance(0.5) {
 			d = -d
 		}
-		r.nodes[n.rand.Intn(len(r.nodes))].node.Clock().Jump(d)
-		n.injected(f)
+		jumped := r.nodes[n.rand.Intn(len(r.nodes))]
+		jumped.node.Clock().Jump(d)
+		n.injected(f, jumped.name, fmt.Sprintf("clock jumps %s", d))
 		return
 	}
 	if f == FaultPowerLoss {
@@ -241,7 +242,10 @@ func (n *clusterNemesis) inject(f Fault) {
 				}
 			}
 		})
-		n.injected(f)
+		n.injected(f, r.nodes[0].name, "every node")
+		for _, cn := range r.nodes[1:] {
+			r.rec.fault(cn.name, f, "every node")
+		}
 		return
 	}
 	i := n.victim()
@@ -312,8 +316,10 @@ func (n *clusterNemesis) inject(f Fault) {
 		release := n.hold(i)
 		rate := 0.002 + 0.02*n.rand.Float64()
 		mustSet(node.Disk().SetFaults(simfs.Faults{EIORate: rate, NoSpaceRate: rate / 2}))
+		drawn := r.rec.during(cn.name, "disk", fmt.Sprintf("disk errors %.1f%%", rate*100))
 		n.later(n.uniform(50*time.Millisecond, 2*time.Second), func() {
 			mustSet(node.Disk().SetFaults(simfs.Faults{}))
+			drawn()
 			// A node whose disk failed under it may have stopped: the
 			// supervisor restarts it; the hold lasts until it runs.
 			n.untilRunning(cn, release)
@@ -323,12 +329,14 @@ func (n *clusterNemesis) inject(f Fault) {
 	default:
 		panic("simrun: unknown cluster fault " + string(f))
 	}
-	n.injected(f)
+	n.injected(f, cn.name, "")
 }
 
-func (n *clusterNemesis) injected(f Fault) {
+// injected counts the fault and draws it on the node it struck.
+func (n *clusterNemesis) injected(f Fault, node, detail string) {
 	n.r.probes.add("fault." + string(f))
 	n.r.logf("fault %s", f)
+	n.r.rec.fault(node, f, detail)
 }
 
 // untilRunning releases a hold once the node runs again (or at the heal).
@@ -378,11 +386,13 @@ func (n *clusterNemesis) partition(i int) {
 		net.Partition(l[0], l[1])
 	}
 	release := n.hold(i)
+	drawn := r.rec.during(self, "partition", fmt.Sprintf("cut off %v", links))
 	n.later(n.uniform(100*time.Millisecond, 20*time.Second), func() {
 		for _, l := range links {
 			net.Heal(l[0], l[1])
 		}
 		release()
+		drawn()
 	})
 }
 
@@ -404,7 +414,9 @@ func (n *clusterNemesis) partitionController(i int) {
 		}
 	}
 	release := n.hold(i)
+	drawn := r.rec.during(self, "partition", "cut off from the controller quorum")
 	n.later(n.uniform(100*time.Millisecond, 20*time.Second), func() {
+		drawn()
 		for j, other := range r.nodes {
 			if j != i {
 				net.HealPort(self, other.name, controllerPort)

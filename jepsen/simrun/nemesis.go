@@ -1,6 +1,7 @@
 package simrun
 
 import (
+	"fmt"
 	"math"
 	"slices"
 	"time"
@@ -102,6 +103,7 @@ func (n *nemesis) inject(f Fault) {
 	r := n.r
 	w := r.w
 	broker := w.Node(brokerName)
+	target, detail := brokerName, "" // for the timeline
 	switch f {
 	case FaultCrash:
 		if !broker.Up() {
@@ -129,26 +131,36 @@ func (n *nemesis) inject(f Fault) {
 			}
 		})
 	case FaultPause:
-		target := n.pick(w.Nodes())
-		if !target.Up() || target.Paused() {
+		paused := n.pick(w.Nodes())
+		if !paused.Up() || paused.Paused() {
 			return
 		}
-		target.Pause()
-		n.later(n.uniform(10*time.Millisecond, 5*time.Second), target.Resume)
+		paused.Pause()
+		n.later(n.uniform(10*time.Millisecond, 5*time.Second), paused.Resume)
+		target = paused.Name()
 	case FaultReset:
-		w.Net().Reset(brokerName, n.pickClient())
+		target = n.pickClient()
+		w.Net().Reset(brokerName, target)
 	case FaultPartition:
-		n.partition(n.pickClient())
+		target = n.pickClient()
+		n.partition(target)
 	case FaultStall:
 		a, b := brokerName, n.pickClient()
+		target = b
 		if n.rand.Chance(0.5) {
 			a, b = b, a
 		}
-		w.Net().Stall(a, b, n.uniform(10*time.Millisecond, 3*time.Second))
+		d := n.uniform(10*time.Millisecond, 3*time.Second)
+		w.Net().Stall(a, b, d)
+		detail = fmt.Sprintf("%s to %s for %s", a, b, d)
 	case FaultDisk:
 		rate := 0.002 + 0.02*n.rand.Float64()
 		mustSet(broker.Disk().SetFaults(simfs.Faults{EIORate: rate, NoSpaceRate: rate / 2}))
-		n.later(n.uniform(50*time.Millisecond, 2*time.Second), func() { mustSet(broker.Disk().SetFaults(simfs.Faults{})) })
+		drawn := r.rec.during(brokerName, "disk", fmt.Sprintf("disk errors %.1f%%", rate*100))
+		n.later(n.uniform(50*time.Millisecond, 2*time.Second), func() {
+			mustSet(broker.Disk().SetFaults(simfs.Faults{}))
+			drawn()
+		})
 	case FaultBitFlip:
 		// One flip pending at a time: flips queued up while nothing reads
 		// would corrupt many reads in a row, a failing disk rather than a
@@ -164,7 +176,9 @@ func (n *nemesis) inject(f Fault) {
 		if n.rand.Chance(0.5) {
 			d = -d
 		}
-		n.pick(w.Nodes()).Clock().Jump(d)
+		jumped := n.pick(w.Nodes())
+		jumped.Clock().Jump(d)
+		target, detail = jumped.Name(), fmt.Sprintf("clock jumps %s", d)
 	case FaultMoment:
 		n.armMoment(n.rand.Intn(len(moments)))
 	case FaultSlowSync:
@@ -174,6 +188,7 @@ func (n *nemesis) inject(f Fault) {
 	}
 	r.probes.add("fault." + string(f))
 	r.logf("fault %s", f)
+	r.rec.fault(target, f, detail)
 }
 
 // crash runs a crash or a power loss and counts, as the probe
@@ -224,10 +239,12 @@ func (n *nemesis) partition(client string) {
 	for _, l := range links {
 		net.Partition(l[0], l[1])
 	}
+	drawn := n.r.rec.during(client, "partition", fmt.Sprintf("cut off %v", links))
 	n.later(n.uniform(100*time.Millisecond, 20*time.Second), func() {
 		for _, l := range links {
 			net.Heal(l[0], l[1])
 		}
+		drawn()
 	})
 }
 

@@ -120,6 +120,9 @@ type Config struct {
 	// Log, if set, receives every node's logs at LogLevel and above.
 	Log      io.Writer
 	LogLevel slog.Level
+	// Timeline has the run draw its timeline (Summary.Timeline): what
+	// --out writes as timeline.html.
+	Timeline bool
 	// Trace, if set, receives every entry of the trace the hash covers,
 	// one line each (sched.TraceEntry.String), as the run folds it.
 	Trace    io.Writer
@@ -133,13 +136,25 @@ type Config struct {
 	DiskSabotage simfs.Sabotage
 }
 
-// newWorld makes the run's world, printing its trace to cfg.Trace if set.
-func newWorld(cfg Config) *sim.World {
-	if cfg.Trace == nil {
+// newWorld makes the run's world, printing its trace to cfg.Trace if set
+// and showing it to rec, the timeline's recorder, if there is one.
+func newWorld(cfg Config, rec *recorder) *sim.World {
+	if cfg.Trace == nil && rec == nil {
 		return sim.New(cfg.Seed)
 	}
-	w := cfg.Trace
-	return sim.NewTraced(cfg.Seed, func(e sched.TraceEntry) { fmt.Fprintln(w, e.String()) })
+	out := cfg.Trace
+	w := sim.NewTraced(cfg.Seed, func(e sched.TraceEntry) {
+		if out != nil {
+			fmt.Fprintln(out, e.String())
+		}
+		if rec != nil {
+			rec.observe(e)
+		}
+	})
+	if rec != nil {
+		rec.now = w.Now
+	}
+	return w
 }
 
 // Summary is what a run did and what the check found.
@@ -177,6 +192,8 @@ type Summary struct {
 	// jepsen.CheckGroups into Failures (nil without a group workload).
 	GroupHistory []jepsen.GroupEvent
 	MetaHistory  []jepsen.MetaEvent
+	// Timeline is the run drawn over time (with Config.Timeline, else nil).
+	Timeline *jepsen.Timeline
 }
 
 // OK reports whether the run passed: the history checks out and the
@@ -239,6 +256,8 @@ type run struct {
 	consumers []*consumer
 	reader    *finalReader
 	nemesis   *nemesis
+	// rec draws the timeline (nil unless Config.Timeline).
+	rec *recorder
 	// clientNames are the client nodes, the targets of network faults.
 	clientNames []string
 
@@ -282,7 +301,9 @@ func Run(cfg Config) Summary {
 		cfg.CheckTimeout = DefaultCheckTimeout
 	}
 	opts := c.Options
-	r := &run{cfg: cfg, opts: opts, w: newWorld(cfg), h: jepsen.NewHistory(), topic: topicName}
+	rec := newRecorder(cfg)
+	r := &run{cfg: cfg, opts: opts, w: newWorld(cfg, rec), h: jepsen.NewHistory(), topic: topicName, rec: rec}
+	r.h.SetClock(r.w.Now)
 	if err == nil {
 		err = opts.validate()
 	}
@@ -608,6 +629,7 @@ func (r *run) summarize() Summary {
 	w.Scheduler().Fold("check.verdict", hashString(s.Result()+string(check.Verdict)))
 	w.Scheduler().Fold("check.ops", uint64(ops))
 	s.Trace = w.Trace()
+	s.Timeline = r.rec.finish(s, w, nil, nil)
 	return s
 }
 
