@@ -114,7 +114,7 @@ type Event struct {
 	// nanoseconds (History.SetClock; 0 without one): virtual time in the
 	// simulator. Only the timeline reads it.
 	Virtual int64 `json:"virtual,omitempty"`
-	Kind Kind  `json:"kind"`
+	Kind    Kind  `json:"kind"`
 	// Op ties an invoke to its completion. Notes carry an op id of their
 	// own.
 	Op     int  `json:"op"`
