@@ -3,6 +3,7 @@ package groups
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"sort"
 	"time"
 
@@ -361,4 +362,42 @@ func (s *Shard) writeAt(at int, recs ...Record) {
 	s.effects = s.effects[:at]
 	s.write(recs...)
 	s.effects = append(s.effects, tail...)
+}
+
+// GroupView is one group as it stands, for a simulator's state dump or an
+// operator's probe: nothing here changes the shard.
+type GroupView struct {
+	ID string
+	// Protocol is "classic", "consumer" (KIP-848) or "" (a group that only
+	// holds offsets).
+	Protocol string
+	// State is Kafka's name of the group's state; Generation the classic
+	// generation or the consumer group's epoch.
+	State      string
+	Generation int32
+	Members    int
+	// Offsets is how many partitions have a committed offset.
+	Offsets int
+}
+
+// Groups describes every group the shard holds, by id.
+func (s *Shard) Groups() []GroupView {
+	ids := make([]string, 0, len(s.groups))
+	for id := range s.groups {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	out := make([]GroupView, 0, len(ids))
+	for _, id := range ids {
+		g := s.groups[id]
+		v := GroupView{ID: id, State: g.state.String(), Generation: g.generation, Members: len(g.members), Offsets: len(g.offsets)}
+		switch {
+		case g.consumer != nil:
+			v.Protocol, v.State, v.Generation, v.Members = "consumer", g.consumer.state(), g.consumer.epoch, len(g.consumer.members)
+		case g.protocolType != "":
+			v.Protocol = "classic"
+		}
+		out = append(out, v)
+	}
+	return out
 }

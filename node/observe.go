@@ -1,6 +1,13 @@
 package node
 
-import "github.com/sluicemq/sluice/raftmeta"
+import (
+	"cmp"
+	"maps"
+	"slices"
+
+	"github.com/sluicemq/sluice/groups"
+	"github.com/sluicemq/sluice/raftmeta"
+)
 
 // What a simulator (or an operator's probe) may read of a node's metadata
 // quorum from outside, without changing it: the harness samples it to
@@ -72,3 +79,63 @@ type ReplicationView struct {
 
 // ReplicationView returns the counts; on the node's loop, as MetadataView.
 func (b *Broker) ReplicationView() ReplicationView { return b.replStats }
+
+// PartitionView is one replica this broker holds, as it stands.
+type PartitionView struct {
+	Topic     string
+	Partition int32
+	// Role is the replica's (isr.Role: leader, follower, or none while
+	// it recovers); LeaderEpoch the epoch it knows.
+	Role        string
+	LeaderEpoch int32
+	// ISR is the in-sync set as the replica knows it (the leader's view
+	// is the one that counts).
+	ISR []int32
+	// LogStart, HighWatermark and LogEnd are its offsets.
+	LogStart, HighWatermark, LogEnd int64
+	Recovered                       bool
+}
+
+// PartitionViews returns every replica this broker holds, by topic name
+// and partition; on the node's loop, as MetadataView.
+func (b *Broker) PartitionViews() []PartitionView {
+	out := make([]PartitionView, 0, len(b.partitions))
+	for _, k := range slices.SortedFunc(maps.Keys(b.partitions), comparePartitionKeys) {
+		p := b.partitions[k]
+		v := PartitionView{Topic: p.topic, Partition: p.index, LeaderEpoch: p.leaderEpoch, HighWatermark: p.hw, Recovered: p.recovered}
+		if p.log != nil {
+			v.LogStart, v.LogEnd = p.log.LogStartOffset(), p.log.LogEndOffset()
+		}
+		if p.rep != nil {
+			v.Role, v.ISR = p.rep.Role().String(), slices.Clone(p.rep.Metadata().ISR)
+		}
+		out = append(out, v)
+	}
+	slices.SortFunc(out, func(x, y PartitionView) int {
+		return cmp.Or(cmp.Compare(x.Topic, y.Topic), cmp.Compare(x.Partition, y.Partition))
+	})
+	return out
+}
+
+// CoordinatedGroup is a group this broker coordinates, and the
+// __consumer_offsets partition whose shard holds it.
+type CoordinatedGroup struct {
+	Shard int32
+	groups.GroupView
+}
+
+// GroupViews returns the groups of every coordinator shard this broker has
+// loaded, by shard and id; on the node's loop, as MetadataView.
+func (b *Broker) GroupViews() []CoordinatedGroup {
+	var out []CoordinatedGroup
+	for _, index := range sortedKeys(b.coord.shards) {
+		cs := b.coord.shards[index]
+		if cs == nil || cs.loading {
+			continue
+		}
+		for _, g := range cs.shard.Groups() {
+			out = append(out, CoordinatedGroup{Shard: index, GroupView: g})
+		}
+	}
+	return out
+}

@@ -143,9 +143,10 @@ func newSimRunCommand() *cobra.Command {
 		out      string
 		logNodes bool
 		trace    bool
+		until    time.Duration
 	)
 	cmd := &cobra.Command{
-		Use:   "run --seed N [--nodes N [--broker-only K] | --swarm] [--set key=value ...] [--duration D] [--trace] [--out DIR]",
+		Use:   "run --seed N [--nodes N [--broker-only K] | --swarm] [--set key=value ...] [--duration D] [--trace] [--until T] [--out DIR]",
 		Short: "Run one seed: print what it chose, then its summary line; exit 1 on a violation",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -156,7 +157,10 @@ func newSimRunCommand() *cobra.Command {
 			if err := checkWritable(out); err != nil {
 				return err
 			}
-			cfg.Seed, cfg.Timeline = seed, out != ""
+			if until < 0 {
+				return fmt.Errorf("--until %s: want a virtual time from the run's start", until)
+			}
+			cfg.Seed, cfg.Timeline, cfg.Until = seed, out != "", until
 			choice, err := simrun.Choose(cfg)
 			if err != nil {
 				return err
@@ -176,6 +180,9 @@ func newSimRunCommand() *cobra.Command {
 			if w, ok := cfg.Trace.(*bufio.Writer); ok {
 				w.Flush() // the trace, then the summary
 			}
+			if s.Stopped > 0 {
+				fmt.Fprint(cmd.OutOrStdout(), s.State)
+			}
 			fmt.Fprintln(cmd.OutOrStdout(), s.Line())
 			if out != "" {
 				if err := writeSimArtifacts(out, s); err != nil {
@@ -194,6 +201,7 @@ func newSimRunCommand() *cobra.Command {
 	cmd.Flags().StringVar(&out, "out", "", "write the history, porcupine's visualization and the summary to this directory")
 	cmd.Flags().BoolVar(&logNodes, "log", false, "write every node's logs and the faults injected, in virtual time, to stderr")
 	cmd.Flags().BoolVar(&trace, "trace", false, "print every event the trace hash covers (virtual time, node, kind, payload digest, running hash), then the summary")
+	cmd.Flags().DurationVar(&until, "until", 0, "stop at this virtual time and print each node's state (quorum, image, replicas with high watermark and log end, groups); the history is left unchecked")
 	_ = cmd.MarkFlagRequired("seed")
 	return cmd
 }

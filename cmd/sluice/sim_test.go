@@ -332,3 +332,17 @@ func TestRegressionCaseReplaysTheSmallestRun(t *testing.T) {
 	_, err = readRegressionCase(file)
 	require.ErrorContains(t, err, "want one line")
 }
+
+// --until stops the run and prints the broker's state before the summary.
+func TestSimRunUntilPrintsTheState(t *testing.T) {
+	out, _, err := runSluice("sim", "run", "--seed", "11", "--duration", "3s", "--until", "1s")
+	require.NoError(t, err)
+	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	require.Regexp(t, choseLine, lines[0])
+	require.Regexp(t, `^state at 1\.\d+s:$`, lines[1])
+	require.Regexp(t, `^broker: running, incarnation \d+$`, lines[2])
+	require.Contains(t, out, "  replica jepsen-0: ")
+	require.Contains(t, lines[len(lines)-1], " result=stopped ")
+	_, _, err = runSluice("sim", "run", "--seed", "11", "--until", "-1s")
+	require.ErrorContains(t, err, "--until -1s")
+}

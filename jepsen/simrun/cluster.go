@@ -200,8 +200,10 @@ type clusterRun struct {
 	appliedSamples []jepsen.AppliedSample
 	finals         []jepsen.FinalImage
 
-	// rec draws the timeline (nil unless Config.Timeline).
-	rec *recorder
+	// rec draws the timeline (nil unless Config.Timeline); until stops
+	// the run at Config.Until (nil without).
+	rec   *recorder
+	until *untilStop
 
 	stopping bool
 	// comparing counts the follower reads compareReplicas has under way.
@@ -265,8 +267,11 @@ func runCluster(cfg Config, opts ClusterOptions, chooseErr error) Summary {
 	if cfg.CheckTimeout <= 0 {
 		cfg.CheckTimeout = DefaultCheckTimeout
 	}
-	rec := newRecorder(cfg)
-	r := &clusterRun{cfg: cfg, opts: opts, w: newWorld(cfg, rec), mh: jepsen.NewMetaHistory(), h: jepsen.NewHistory(), rec: rec}
+	rec, until := newRecorder(cfg), newUntil(cfg)
+	r := &clusterRun{cfg: cfg, opts: opts, w: newWorld(cfg, rec, until), mh: jepsen.NewMetaHistory(), h: jepsen.NewHistory(), rec: rec, until: until}
+	if until != nil {
+		until.dump = r.dumpState
+	}
 	r.h.SetClock(r.w.Now)
 	r.partitions = r.opts.Partitions
 	if chooseErr != nil {
@@ -290,7 +295,7 @@ func runCluster(cfg Config, opts ClusterOptions, chooseErr error) Summary {
 
 func (r *clusterRun) execute() {
 	defer func() {
-		if p := recover(); p != nil {
+		if p := recover(); p != nil && !stopped(p) {
 			r.fail("panic at %s: %v", r.w.Now(), p)
 		}
 	}()
@@ -758,5 +763,15 @@ func (r *clusterRun) summarize() Summary {
 		names[n.id] = n.name
 	}
 	s.Timeline = r.rec.finish(s, w, r.raftSamples, names)
-	return s
+	return r.until.summarize(s)
+}
+
+// dumpState writes every node's state.
+func (r *clusterRun) dumpState() (string, []string) {
+	var b strings.Builder
+	fmt.Fprintf(&b, "state at %s:\n", r.w.Now())
+	for _, n := range r.nodes {
+		dumpNode(&b, n.node, n.broker(), n.voter)
+	}
+	return b.String(), slices.Clone(r.failures)
 }

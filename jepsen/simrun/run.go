@@ -120,6 +120,11 @@ type Config struct {
 	// Log, if set, receives every node's logs at LogLevel and above.
 	Log      io.Writer
 	LogLevel slog.Level
+	// Until, if positive, stops the run just before its first event past
+	// this virtual time and dumps every node's state (Summary.State):
+	// image, replicas with high watermark, log end, epoch and ISR,
+	// groups. The history is then left unchecked.
+	Until time.Duration
 	// Timeline has the run draw its timeline (Summary.Timeline): what
 	// --out writes as timeline.html.
 	Timeline bool
@@ -136,14 +141,16 @@ type Config struct {
 	DiskSabotage simfs.Sabotage
 }
 
-// newWorld makes the run's world, printing its trace to cfg.Trace if set
-// and showing it to rec, the timeline's recorder, if there is one.
-func newWorld(cfg Config, rec *recorder) *sim.World {
-	if cfg.Trace == nil && rec == nil {
+// newWorld makes the run's world, printing its trace to cfg.Trace if set,
+// showing it to rec, the timeline's recorder, if there is one, and
+// stopping it at until's time, if there is one.
+func newWorld(cfg Config, rec *recorder, until *untilStop) *sim.World {
+	if cfg.Trace == nil && rec == nil && until == nil {
 		return sim.New(cfg.Seed)
 	}
 	out := cfg.Trace
 	w := sim.NewTraced(cfg.Seed, func(e sched.TraceEntry) {
+		until.check(e.At)
 		if out != nil {
 			fmt.Fprintln(out, e.String())
 		}
@@ -194,20 +201,31 @@ type Summary struct {
 	MetaHistory  []jepsen.MetaEvent
 	// Timeline is the run drawn over time (with Config.Timeline, else nil).
 	Timeline *jepsen.Timeline
+	// Stopped is Config.Until for a run that stopped there (its history
+	// is left unchecked), and State each node's state at that moment.
+	Stopped time.Duration
+	State   string
 }
 
 // OK reports whether the run passed: the history checks out and the
 // cluster recovered.
 func (s Summary) OK() bool {
+	if s.Stopped > 0 {
+		return len(s.Failures) == 0 // nothing was checked
+	}
 	return s.Check.OK() && len(s.Failures) == 0 && (s.Nodes <= 1 || s.Meta.OK())
 }
 
-// Result is "ok" or "violation".
+// Result is "ok" or "violation", or "stopped" for a run stopped at
+// Config.Until that failed nothing on the way.
 func (s Summary) Result() string {
-	if s.OK() {
-		return "ok"
+	switch {
+	case !s.OK():
+		return "violation"
+	case s.Stopped > 0:
+		return "stopped"
 	}
-	return "violation"
+	return "ok"
 }
 
 // Line is the one-line summary: seed, virtual time, events, operations,
@@ -256,8 +274,10 @@ type run struct {
 	consumers []*consumer
 	reader    *finalReader
 	nemesis   *nemesis
-	// rec draws the timeline (nil unless Config.Timeline).
-	rec *recorder
+	// rec draws the timeline (nil unless Config.Timeline); until stops
+	// the run at Config.Until (nil without).
+	rec   *recorder
+	until *untilStop
 	// clientNames are the client nodes, the targets of network faults.
 	clientNames []string
 
@@ -301,8 +321,11 @@ func Run(cfg Config) Summary {
 		cfg.CheckTimeout = DefaultCheckTimeout
 	}
 	opts := c.Options
-	rec := newRecorder(cfg)
-	r := &run{cfg: cfg, opts: opts, w: newWorld(cfg, rec), h: jepsen.NewHistory(), topic: topicName, rec: rec}
+	rec, until := newRecorder(cfg), newUntil(cfg)
+	r := &run{cfg: cfg, opts: opts, w: newWorld(cfg, rec, until), h: jepsen.NewHistory(), topic: topicName, rec: rec, until: until}
+	if until != nil {
+		until.dump = r.dumpState
+	}
 	r.h.SetClock(r.w.Now)
 	if err == nil {
 		err = opts.validate()
@@ -323,7 +346,7 @@ func Run(cfg Config) Summary {
 // broker's code, most likely) ends the run as a failure.
 func (r *run) execute() {
 	defer func() {
-		if p := recover(); p != nil {
+		if p := recover(); p != nil && !stopped(p) {
 			r.fail("panic at %s: %v", r.w.Now(), p)
 		}
 	}()
@@ -630,7 +653,15 @@ func (r *run) summarize() Summary {
 	w.Scheduler().Fold("check.ops", uint64(ops))
 	s.Trace = w.Trace()
 	s.Timeline = r.rec.finish(s, w, nil, nil)
-	return s
+	return r.until.summarize(s)
+}
+
+// dumpState writes the broker's state and each client's.
+func (r *run) dumpState() (string, []string) {
+	var b strings.Builder
+	fmt.Fprintf(&b, "state at %s:\n", r.w.Now())
+	dumpNode(&b, r.broker.node, r.broker.b, true)
+	return b.String(), slices.Clone(r.failures)
 }
 
 // diskProbes adds what the broker's disk went through to the probes.
