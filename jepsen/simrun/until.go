@@ -18,13 +18,13 @@ import (
 
 // untilStop stops a run at a virtual time.
 type untilStop struct {
-	at    time.Duration
+	at time.Duration
 	// dump returns the state and the failures seen so far; set once the
 	// run exists.
 	dump     func() (string, []string)
 	state    string
 	failures []string
-	fired bool
+	fired    bool
 }
 
 // untilReached unwinds the run from inside the scheduler once it is
