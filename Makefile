@@ -28,11 +28,16 @@ cluster: build
 test:
 	$(GO) test -count=1 -tags invariants ./...
 
-# Long sweeps: every seeded simulation and crash test with 10,000 seeds (the
-# cluster simulations 2,000 per shape and workload), with the expensive
-# invariant checks compiled in. Hours, not minutes; CI runs the
-# short sweeps of make test instead.
+# Long sweeps, with the expensive invariant checks compiled in: first
+# SWARM_SEEDS (2,000) swarm seeds, each choosing its own cluster shape,
+# workload and faults, in parallel processes (sluice sim sweep --swarm);
+# then every seeded simulation and crash test with 10,000 seeds (the
+# cluster simulations 2,000 per shape and workload). Hours, not minutes; CI
+# runs the short sweeps of make test instead.
+SWARM_SEEDS ?= 2000
 sim:
+	$(GO) build -tags invariants -o bin/sluice-invariants ./cmd/sluice
+	bin/sluice-invariants sim sweep --swarm --seeds 1-$(SWARM_SEEDS)
 	SLUICE_SEEDS=10000 SLUICE_CLUSTER_SEEDS=2000 $(GO) test -count=1 -tags invariants -run 'Sim|Crash|Determinism|Sweep' -timeout 6h ./...
 
 # Package benchmarks one package at a time (-p 1), so that none competes

@@ -1,7 +1,9 @@
 package simrun
 
 import (
+	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -145,4 +147,24 @@ func TestFindingsNameTheCheckAndWhatItConcerns(t *testing.T) {
 	require.Equal(t, "failure/liveness", Finding{Check: "failure/" + failureKind("liveness: produces after healing did not complete")}.String())
 	require.Equal(t, "durability", failureKind("violation: durability: lost"))
 	require.Equal(t, "panic", failureKind("panic at 1s: boom"))
+}
+
+// TestSwarmSimSweep runs swarm seeds, each of its own shape, through their
+// faults: SLUICE_SWARM_SEEDS of them (make sim sweeps 2,000 with the
+// binary, in parallel processes).
+func TestSwarmSimSweep(t *testing.T) {
+	n := uint64(8)
+	if s := os.Getenv("SLUICE_SWARM_SEEDS"); s != "" {
+		var err error
+		n, err = strconv.ParseUint(s, 10, 64)
+		require.NoError(t, err, "SLUICE_SWARM_SEEDS")
+	}
+	for seed := uint64(1); seed <= n; seed++ {
+		cfg := Config{Seed: seed, Swarm: true, Duration: 10 * time.Second}
+		s := Run(cfg)
+		t.Log(s.Line())
+		if !s.OK() {
+			t.Errorf("%s\n%s\nreplay: sluice sim run --swarm --seed %d --duration %s", s.Line(), s.Details(), seed, cfg.Duration)
+		}
+	}
 }
