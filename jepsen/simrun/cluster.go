@@ -305,6 +305,14 @@ func (r *clusterRun) execute() {
 		return
 	}
 	r.addClients()
+	if !r.cfg.MetaOnly {
+		var brokers []string
+		for _, n := range r.nodes {
+			brokers = append(brokers, n.name+":9092")
+		}
+		r.cfg.startWorkloads(WorkloadContext{World: r.w, Brokers: brokers, Topic: clusterTopic, Partitions: r.partitions,
+			History: r.h, Stopping: func() bool { return r.stopping }})
+	}
 	r.startMover()
 	r.nemesis.start()
 	r.w.Run(r.cfg.Duration)
@@ -543,7 +551,7 @@ func (r *clusterRun) liveness() {
 	if r.groups != nil {
 		r.groups.startLiveness()
 	}
-	if !w.RunUntil(r.clientsDone, livenessLimit) {
+	if !w.RunUntil(func() bool { return r.clientsDone() && r.cfg.workloadsIdle() }, livenessLimit) {
 		r.fail("liveness: operations still pending %s after healing: %s", livenessLimit, r.describeBusy())
 		return
 	}
@@ -755,6 +763,7 @@ func (r *clusterRun) summarize() Summary {
 	if r.nemesis != nil {
 		s.FaultDraws = r.nemesis.draws
 	}
+	r.cfg.check(&s)
 	w.Scheduler().Fold("check.verdict", hashString(s.Result()+string(meta.Verdict)+string(check.Verdict)))
 	w.Scheduler().Fold("check.ops", uint64(ops))
 	s.Trace = w.Trace()

@@ -125,6 +125,10 @@ type Config struct {
 	// image, replicas with high watermark, log end, epoch and ISR,
 	// groups. The history is then left unchecked.
 	Until time.Duration
+	// Workloads are the user's own clients, run beside the run's (see
+	// Workload); Checkers the user's own checks of the finished run.
+	Workloads []Workload
+	Checkers  []Checker
 	// Timeline has the run draw its timeline (Summary.Timeline): what
 	// --out writes as timeline.html.
 	Timeline bool
@@ -351,6 +355,8 @@ func (r *run) execute() {
 		}
 	}()
 	r.setup()
+	r.cfg.startWorkloads(WorkloadContext{World: r.w, Brokers: []string{brokerAddr}, Topic: r.topic, Partitions: r.opts.Partitions,
+		History: r.h, Stopping: func() bool { return r.stopping }})
 	r.nemesis.start()
 	r.w.Run(r.cfg.Duration)
 	r.liveness()
@@ -502,6 +508,9 @@ func (r *run) heal() {
 }
 
 func (r *run) idle() bool {
+	if !r.cfg.workloadsIdle() {
+		return false
+	}
 	for _, p := range r.producers {
 		if p.busy() {
 			return false
@@ -649,6 +658,7 @@ func (r *run) summarize() Summary {
 	if r.nemesis != nil {
 		s.FaultDraws = r.nemesis.draws
 	}
+	r.cfg.check(&s)
 	w.Scheduler().Fold("check.verdict", hashString(s.Result()+string(check.Verdict)))
 	w.Scheduler().Fold("check.ops", uint64(ops))
 	s.Trace = w.Trace()
