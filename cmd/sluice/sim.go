@@ -43,7 +43,7 @@ deleting and describing topics, and checks the metadata history and the
 quorum (one leader per term, applied logs that agree, converged images). The same seed always gives the same run,
 byte for byte: the trace hash printed shows it.`,
 	}
-	sim.AddCommand(newSimRunCommand(), newSimSweepCommand(), newSimMinimizeCommand())
+	sim.AddCommand(newSimRunCommand(), newSimSweepCommand(), newSimMinimizeCommand(), newSimCompareCommand())
 	return sim
 }
 

@@ -346,3 +346,17 @@ func TestSimRunUntilPrintsTheState(t *testing.T) {
 	_, _, err = runSluice("sim", "run", "--seed", "11", "--until", "-1s")
 	require.ErrorContains(t, err, "--until -1s")
 }
+
+// sim compare runs the base and every variant, one line each, and ends
+// with the counts.
+func TestSimCompare(t *testing.T) {
+	out, _, err := runSluice("sim", "compare", "--seed", "11", "--duration", "3s")
+	require.NoError(t, err, out)
+	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	require.Regexp(t, `^base:  seed=11 .* injected=none$`, lines[0])
+	require.Len(t, lines, 2+len(simrun.Variants(false)))
+	for _, l := range lines[1 : len(lines)-1] {
+		require.Regexp(t, `^\S+ +(same: seed=11 |skipped: )`, l)
+	}
+	require.Regexp(t, `^\d+ variants the same, 0 differ$`, lines[len(lines)-1])
+}

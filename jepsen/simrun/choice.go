@@ -146,6 +146,32 @@ var brokerSettings = []setting{
 	{"faults", func(c *Choice, v string) error {
 		return setFaults(&c.Options.Faults, v, append(slices.Clone(allFaults), laterFaults...))
 	}},
+	{"fetchpath", func(c *Choice, v string) error {
+		switch v {
+		case "sendfile":
+			c.Options.CopyFetch, c.Options.SendSmallChunks = false, false
+		case "sendfile-all":
+			c.Options.CopyFetch, c.Options.SendSmallChunks = false, true
+		case "copy":
+			c.Options.CopyFetch, c.Options.SendSmallChunks = true, false
+		default:
+			return errors.New("want sendfile, sendfile-all or copy")
+		}
+		return nil
+	}},
+	{"segment", func(c *Choice, v string) error {
+		n := int(c.Options.SegmentBytes)
+		err := setInt(&n, v, 1024, 1<<30)
+		c.Options.SegmentBytes = int64(n)
+		return err
+	}},
+	{"indexinterval", func(c *Choice, v string) error {
+		n := int(c.Options.IndexIntervalBytes)
+		err := setInt(&n, v, 0, 1<<20)
+		c.Options.IndexIntervalBytes = int32(n)
+		return err
+	}},
+	{"checkpoint", func(c *Choice, v string) error { return setDuration(&c.Options.CheckpointInterval, v, 0) }},
 }
 
 var clusterSettings = []setting{
@@ -162,6 +188,7 @@ var clusterSettings = []setting{
 		return nil
 	}},
 	{"moves", func(c *Choice, v string) error { return setBool(&c.Cluster.Moves, v) }},
+	{"rebalance", func(c *Choice, v string) error { return setDuration(&c.Cluster.RebalanceEvery, v, time.Second) }},
 	{"groups", func(c *Choice, v string) error {
 		if v == "none" {
 			v = "0"
@@ -177,6 +204,32 @@ var clusterSettings = []setting{
 		return nil
 	}},
 	{"every", func(c *Choice, v string) error { return setDuration(&c.Cluster.FaultEvery, v, time.Millisecond) }},
+	{"rf", func(c *Choice, v string) error {
+		if err := setInt(&c.Cluster.ReplicationFactor, v, 1, min(3, c.Shape.Nodes)); err != nil {
+			return err
+		}
+		if c.Cluster.PageCache && c.Cluster.ReplicationFactor < 2 {
+			return errors.New("a page-cache seed's acknowledgements lean on replicas: want 2 or more")
+		}
+		c.Cluster.MinInSync = min(c.Cluster.MinInSync, c.Cluster.ReplicationFactor)
+		return nil
+	}},
+	{"fetchpath", func(c *Choice, v string) error {
+		switch v {
+		case "sendfile", "sendfile-all":
+			c.Cluster.SendSmallChunks = v == "sendfile-all"
+			return nil
+		}
+		return errors.New("want sendfile or sendfile-all")
+	}},
+	{"snapshots", func(c *Choice, v string) error {
+		n := int(c.Cluster.SnapshotBytes)
+		err := setInt(&n, v, 1024, 1<<30)
+		c.Cluster.SnapshotBytes = int64(n)
+		return err
+	}},
+	{"think", func(c *Choice, v string) error { return setDuration(&c.Cluster.Think, v, time.Millisecond) }},
+	{"snapshotevery", func(c *Choice, v string) error { return setDuration(&c.Cluster.SnapshotInterval, v, time.Second) }},
 	{"faults", func(c *Choice, v string) error {
 		allowed := append(slices.Clone(clusterFaults), FaultPowerLoss)
 		if c.Cluster.PageCache {

@@ -88,6 +88,10 @@ type ClusterOptions struct {
 	// Groups is the seed's group workload (cluster_groups.go), none in
 	// about half the seeds.
 	Groups []GroupOptions
+	// Think is the data clients' mean pause between two operations (0: up
+	// to 100 ms, mean 50 ms): a knob for the operation rate, no seed
+	// draws it.
+	Think time.Duration
 	// SendSmallChunks sends every chunk of a fetch response from its file
 	// (node.Config.FetchCopyMax 0), as Options.SendSmallChunks does: the
 	// replicated commits' and small batches' file path is then simulated
@@ -116,6 +120,9 @@ func (o ClusterOptions) String() string {
 	}
 	if o.SendSmallChunks {
 		flush += " fetchpath=sendfile-all"
+	}
+	if o.Think > 0 {
+		flush += fmt.Sprintf(" think=%s", o.Think)
 	}
 	return fmt.Sprintf("%s clients=%d partitions=%d rf=%d min_isr=%d acks1=%.2f flush=%s lag=%s racks=%d rebalance=%s moves=%t producers=%d consumers=%d snapshots=%dB/%s faults=%s every=%s",
 		shape, o.Clients, o.Partitions, o.ReplicationFactor, o.MinInSync, o.LeaderAcks, flush, o.ReplicaLagTime, o.Racks, o.RebalanceEvery, o.Moves, o.Producers, o.Consumers,

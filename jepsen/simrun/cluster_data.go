@@ -106,6 +106,15 @@ func (d *dataClient) later(dur time.Duration) {
 	})
 }
 
+// think is the pause between two of the client's operations: up to 100 ms
+// (mean 50 ms), or ClusterOptions.Think's mean when set.
+func (d *dataClient) think() time.Duration {
+	if t := d.r.opts.Think; t > 0 {
+		return time.Duration(d.rand.Uint64n(uint64(2 * t)))
+	}
+	return time.Duration(d.rand.Intn(100)) * time.Millisecond
+}
+
 func (d *dataClient) backoff() {
 	d.later(backoffMin + time.Duration(d.rand.Uint64n(uint64(backoffMax-backoffMin))))
 }
@@ -240,7 +249,7 @@ func (d *dataClient) produce(p, leader int32) {
 					d.pending = d.pending[1:]
 				}
 				d.tries = 0
-				d.later(time.Duration(d.rand.Intn(100)) * time.Millisecond)
+				d.later(d.think())
 				return
 			default:
 				err = kerr.ErrorForCode(code)
@@ -345,7 +354,7 @@ func (d *dataClient) fetch(p, leader int32) {
 			if n := len(fp.records); n > 0 {
 				d.pos[p] = fp.records[n-1].Offset + 1
 			}
-			d.later(time.Duration(d.rand.Intn(100)) * time.Millisecond)
+			d.later(d.think())
 			return
 		case errors.Is(err, kerr.OffsetOutOfRange):
 			d.r.probes.add("data.out_of_range")

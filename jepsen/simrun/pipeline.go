@@ -212,6 +212,12 @@ func (pl *pipeline) enqueue(partitions []int32, mustSucceed bool) {
 			r.probes.add("produce.queue_full")
 			continue
 		}
+		if r.cfg.Sabotage == SabotagePipelineSkipsValue && !r.sabotaged && p.next > 20 {
+			// A test-only lie, once: a value is numbered and never sent,
+			// which no single run can tell from one never drawn.
+			r.sabotaged = true
+			p.next++
+		}
 		op := &produceOp{tp: jepsen.TopicPartition{Topic: r.topic, Partition: partition}, values: p.drawValues()}
 		op.id = r.h.InvokeProduce(p.w.id, op.tp, true, op.values...)
 		b := &pipeBatch{op: op, mustSucceed: mustSucceed, timestampMs: now}

@@ -78,6 +78,11 @@ const (
 	// (node.Config.SabotageCoordinatorFetchAhead): a member that takes a
 	// partition over skips a record.
 	SabotageGroupFetchAhead
+	// SabotagePipelineSkipsValue makes a pipelined producer (in-flight
+	// above 1), once, skip a value's number: its history is consistent
+	// and every single run passes, but its acknowledgements differ from
+	// the same seed's with one produce in flight (Compare).
+	SabotagePipelineSkipsValue
 )
 
 // Config says what to run.

@@ -172,19 +172,19 @@ func (d *Disk) resolveFile(ino *inode) {
 	k := d.choosePrefix(n)
 	for i, op := range ino.ops[:k] {
 		if i == k-1 && !op.trunc && d.crash.Intn(2) == 0 {
-			ino.durable = d.tear(ino.durable, op)
+			d.tear(&ino.durable, op)
 			d.stats.WritesTorn++
 			d.countLostAfterKill(op.seq)
 			continue
 		}
-		ino.durable = applyOp(ino.durable, op)
+		applyOp(&ino.durable, op)
 		d.stats.ChangesKept++
 	}
 	d.stats.ChangesLost += n - k
 	for _, op := range ino.ops[k:] {
 		d.countLostAfterKill(op.seq)
 	}
-	ino.data = append([]byte(nil), ino.durable...)
+	ino.data = ino.durable.clone()
 	ino.ops = nil
 	ino.syncs = nil
 	ino.durableGen++
@@ -217,14 +217,14 @@ func (d *Disk) choosePrefix(n int) int {
 // sectors. Sectors within the file's previous length land independently;
 // those reaching past it land only as a prefix, so no hole is left that
 // nothing wrote.
-func (d *Disk) tear(buf []byte, op fileOp) []byte {
+func (d *Disk) tear(c *content, op fileOp) {
 	if d.crash.Intn(2) == 0 {
 		if m := d.crash.Intn(len(op.p)); m > 0 {
-			buf = writeAt(buf, op.off, op.p[:m])
+			c.writeAt(op.off, op.p[:m])
 		}
-		return buf
+		return
 	}
-	oldEnd := int64(len(buf))
+	oldEnd := c.Len()
 	end := op.off + int64(len(op.p))
 	growing := true
 	for s := op.off; s < end; {
@@ -234,14 +234,13 @@ func (d *Disk) tear(buf []byte, op fileOp) []byte {
 		switch {
 		case e <= oldEnd:
 			if kept {
-				copy(buf[s:], piece)
+				c.writeAt(s, piece)
 			}
 		case growing && kept:
-			buf = writeAt(buf, s, piece)
+			c.writeAt(s, piece)
 		default:
 			growing = false
 		}
 		s = e
 	}
-	return buf
 }

@@ -173,17 +173,17 @@ func (d *Disk) FlipBit(name string, off int64) error {
 		return pathError("flipbit", name, fs.ErrNotExist)
 	case ino.isDir:
 		return pathError("flipbit", name, ErrIsDir)
-	case off < 0 || off >= int64(len(ino.durable)):
-		return pathError("flipbit", name, fmt.Errorf("offset %d outside the durable contents [0, %d)", off, len(ino.durable)))
+	case off < 0 || off >= ino.durable.Len():
+		return pathError("flipbit", name, fmt.Errorf("offset %d outside the durable contents [0, %d)", off, ino.durable.Len()))
 	}
 	bit := byte(1) << d.faults.Intn(8)
-	ino.durable[off] ^= bit
+	ino.durable.flip(off, bit)
 	ino.durableGen++
 	d.durableGen++
 	if !overwritten(ino.ops, off) {
 		// No change since the durable point touched off, so the page cache
 		// still shows the medium's byte there.
-		ino.data[off] ^= bit
+		ino.data.flip(off, bit)
 	}
 	d.stats.MediumFlips++
 	return nil
@@ -214,7 +214,7 @@ func (d *Disk) ReadDurable(name string) ([]byte, error) {
 	if ino.isDir {
 		return nil, pathError("readdurable", name, ErrIsDir)
 	}
-	return append([]byte{}, ino.durable...), nil
+	return ino.durable.bytes(), nil
 }
 
 // DurableInfo describes a file as a crash now would keep it at the least.
@@ -248,7 +248,7 @@ func (d *Disk) DurableStat(name string) (DurableInfo, error) {
 	if ino.isDir {
 		return DurableInfo{}, pathError("durablestat", name, ErrIsDir)
 	}
-	return DurableInfo{ID: ino.id, Gen: ino.durableGen, Size: int64(len(ino.durable))}, nil
+	return DurableInfo{ID: ino.id, Gen: ino.durableGen, Size: ino.durable.Len()}, nil
 }
 
 // ReadDurableAt reads the durable contents of the named file at off, as
@@ -267,10 +267,10 @@ func (d *Disk) ReadDurableAt(name string, p []byte, off int64) (int, error) {
 		return 0, pathError("readdurable", name, ErrIsDir)
 	case off < 0:
 		return 0, pathError("readdurable", name, ErrNegativeOffset)
-	case off >= int64(len(ino.durable)):
+	case off >= ino.durable.Len():
 		return 0, io.EOF
 	}
-	n := copy(p, ino.durable[off:])
+	n := ino.durable.readAt(p, off)
 	if n < len(p) {
 		return n, io.EOF
 	}

@@ -52,11 +52,10 @@ func (f *file) ReadAt(p []byte, off int64) (int, error) {
 	if err := f.d.inject(OpRead, false); err != nil {
 		return 0, pathError("read", f.name, err)
 	}
-	data := f.ino.data
-	if off >= int64(len(data)) {
+	if off >= f.ino.data.Len() {
 		return 0, io.EOF
 	}
-	n := copy(p, data[off:])
+	n := f.ino.data.readAt(p, off)
 	f.d.maybeFlipRead(p[:n])
 	if n < len(p) {
 		return n, io.EOF
@@ -106,9 +105,9 @@ func (f *file) write(p []byte, off int64) (int, error) {
 		}
 		err = pathError("write", f.name, err)
 	}
-	if end := off + int64(n); err == nil && f.d.full && end > held(int64(len(f.ino.data))) {
+	if end := off + int64(n); err == nil && f.d.full && end > held(f.ino.data.Len()) {
 		// A full disk takes what fits in the blocks the file holds.
-		n = int(max(0, held(int64(len(f.ino.data)))-off))
+		n = int(max(0, held(f.ino.data.Len())-off))
 		err = f.d.noSpace("write", f.name)
 	}
 	if n > 0 {
@@ -128,13 +127,13 @@ func (f *file) Truncate(size int64) error {
 	case size > MaxFileSize:
 		return pathError("truncate", f.name, ErrTooLarge)
 	}
-	if err := f.d.inject(OpTruncate, size > int64(len(f.ino.data))); err != nil {
+	if err := f.d.inject(OpTruncate, size > f.ino.data.Len()); err != nil {
 		return pathError("truncate", f.name, err)
 	}
-	if f.d.full && size > held(int64(len(f.ino.data))) {
+	if f.d.full && size > held(f.ino.data.Len()) {
 		return f.d.noSpace("truncate", f.name)
 	}
-	shrunk := size < int64(len(f.ino.data))
+	shrunk := size < f.ino.data.Len()
 	f.d.change(f.ino, fileOp{trunc: true, size: size})
 	f.d.observe(Event{Op: OpTruncate, Name: f.name, Shrunk: shrunk})
 	return nil
@@ -145,7 +144,7 @@ func (f *file) Size() (int64, error) {
 	if err := f.check("size"); err != nil {
 		return 0, err
 	}
-	return int64(len(f.ino.data)), nil
+	return f.ino.data.Len(), nil
 }
 
 // Sync makes everything written so far durable, then calls done on the loop.
@@ -221,7 +220,7 @@ func (d *Disk) enqueueSync(ino *inode, kind, name string, err error, done func(e
 // captured and the change it captures up to.
 func syncDigest(name string, ino *inode, upto uint64) uint64 {
 	b := binary.LittleEndian.AppendUint64([]byte(name), upto)
-	b = binary.LittleEndian.AppendUint64(b, uint64(len(ino.data)))
+	b = binary.LittleEndian.AppendUint64(b, uint64(ino.data.Len()))
 	b = binary.LittleEndian.AppendUint64(b, uint64(len(ino.entries)))
 	return sched.Digest(b)
 }

@@ -14,8 +14,8 @@ type inode struct {
 	// A file's contents. durable is what the medium holds; ops are the
 	// changes issued since, in order; data is durable with every op applied,
 	// what reads see. The three never share backing arrays.
-	data    []byte
-	durable []byte
+	data    content
+	durable content
 	ops     []fileOp
 	// durableGen counts the changes to durable (syncs that applied
 	// changes, crashes, medium flips), for DurableStat.
@@ -80,7 +80,7 @@ func (d *Disk) newInode(isDir bool) *inode {
 func (d *Disk) change(ino *inode, op fileOp) {
 	d.seq++
 	op.seq = d.seq
-	ino.data = applyOp(ino.data, op)
+	applyOp(&ino.data, op)
 	ino.ops = append(ino.ops, op)
 }
 
@@ -124,7 +124,7 @@ func applyDirOp(op *dirOp, entriesOf func(*inode) map[string]*inode) {
 func flushFile(ino *inode, upto uint64) (changed bool) {
 	k := 0
 	for k < len(ino.ops) && ino.ops[k].seq <= upto {
-		ino.durable = applyOp(ino.durable, ino.ops[k])
+		applyOp(&ino.durable, ino.ops[k])
 		k++
 	}
 	if k > 0 {
@@ -159,30 +159,12 @@ func flushDir(dir *inode, upto uint64) (changed bool) {
 	return changed
 }
 
-func applyOp(buf []byte, op fileOp) []byte {
+func applyOp(c *content, op fileOp) {
 	if op.trunc {
-		return resize(buf, op.size)
+		c.resize(op.size)
+		return
 	}
-	return writeAt(buf, op.off, op.p)
-}
-
-// resize cuts buf to n bytes or extends it with zeros.
-func resize(buf []byte, n int64) []byte {
-	old := int64(len(buf))
-	if n <= old {
-		return buf[:n]
-	}
-	buf = slices.Grow(buf, int(n-old))[:n]
-	clear(buf[old:]) // capacity beyond the old length may hold stale bytes
-	return buf
-}
-
-func writeAt(buf []byte, off int64, p []byte) []byte {
-	if end := off + int64(len(p)); end > int64(len(buf)) {
-		buf = resize(buf, end)
-	}
-	copy(buf[off:], p)
-	return buf
+	c.writeAt(op.off, op.p)
 }
 
 func cloneEntries(m map[string]*inode) map[string]*inode {

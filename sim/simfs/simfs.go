@@ -405,7 +405,7 @@ func (d *Disk) Stat(name string) (env.FileInfo, error) {
 	case ino.isDir:
 		return env.FileInfo{Name: base, IsDir: true}, nil
 	}
-	return env.FileInfo{Name: base, Size: int64(len(ino.data))}, nil
+	return env.FileInfo{Name: base, Size: ino.data.Len()}, nil
 }
 
 // SyncDir makes the entries of dir durable, then calls done on the loop.
