@@ -3,7 +3,7 @@ GO ?= go
 STATICCHECK_VERSION := v0.8.2
 BIN := bin/sluice
 
-.PHONY: build run cluster test sim bench fuzz lint mutants
+.PHONY: build run cluster test sim bench fuzz lint mutants jepsen
 
 build:
 	$(GO) build -o $(BIN) ./cmd/sluice
@@ -76,6 +76,15 @@ fuzz:
 # MUTANT_JOBS=2, MUTANT_STOP_EARLY=1: see internal/mutants/README.md.
 mutants:
 	GO=$(GO) internal/mutants/run
+
+# The real-process runner: three sluice serve processes of this build on
+# 127.0.0.1, franz-go producers, kill -9, SIGSTOP/SIGCONT and clean restarts
+# for two minutes, then every partition read whole and checked as a
+# simulated run is. Its files go to jepsen-out/ (timeline.html, history,
+# the nodes' logs); everything it starts is killed when it ends.
+jepsen: build
+	rm -rf jepsen-out
+	$(BIN) jepsen --duration 2m --seed $${SEED:-1} --out jepsen-out
 
 lint:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \

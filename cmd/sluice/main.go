@@ -28,7 +28,7 @@ func newRootCommand() *cobra.Command {
 		SilenceErrors: true,
 	}
 	root.AddCommand(newServeCommand(), newVersionCommand())
-	root.AddCommand(newSimCommand())
+	root.AddCommand(newSimCommand(), newJepsenCommand())
 	return root
 }
 

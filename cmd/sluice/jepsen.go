@@ -1,0 +1,622 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/sluicemq/sluice/jepsen"
+)
+
+// sluice jepsen: the simulator's checks against real processes. N sluice
+// serve processes of this binary on 127.0.0.1, real franz-go clients
+// producing through kill -9, SIGSTOP/SIGCONT and clean restarts of one node
+// at a time, then every fault healed, every partition read whole, and the
+// history judged by the same checker as a simulated run's (jepsen.Check),
+// with the same summary line and --out files. First step of the runner:
+// network faults (namespaces or a proxy), latency, loss and full disks are
+// still the simulator's alone.
+
+// realFaults are the faults the runner injects, in the order it names them.
+var realFaults = []string{"kill", "stop", "restart"}
+
+type jepsenOptions struct {
+	seed       uint64
+	nodes      int
+	partitions int
+	producers  int
+	duration   time.Duration
+	faultEvery time.Duration
+	faults     []string
+	out        string
+	keep       bool
+	// sabotage makes the final read drop its last record, for a test
+	// that the check sees a lost write.
+	sabotage bool
+}
+
+func newJepsenCommand() *cobra.Command {
+	var o jepsenOptions
+	cmd := &cobra.Command{
+		Use:   "jepsen [--seed N] [--nodes N] [--duration D] [--faults kill,stop,restart] [--out DIR]",
+		Short: "Run a real cluster of this binary through process faults with real clients, and check what they saw",
+		Long: `jepsen starts --nodes sluice serve processes of this binary on 127.0.0.1 (a
+KRaft cluster of combined nodes, in a temporary directory), creates a topic
+with replication factor 3 (or the node count, if less) and
+min.insync.replicas 2, and has franz-go producers write to it (idempotent,
+acks=all) while a nemesis, seeded by --seed, kills (kill -9), pauses
+(SIGSTOP, then SIGCONT) or cleanly restarts one node at a time. Then every
+fault is healed, each partition is read whole, and the history is checked
+as a simulated run's is: porcupine and Kafka's invariants (no acknowledged
+record lost). It prints one summary line and exits 1 on a violation; --out
+writes the history, porcupine's pages, the timeline and the nodes' logs.
+Everything it started is killed when it ends, on failure or Ctrl-C too.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := o.validate(); err != nil {
+				return err
+			}
+			if err := checkWritable(o.out); err != nil {
+				return err
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return runJepsen(ctx, o, cmd.OutOrStdout(), cmd.ErrOrStderr())
+		},
+	}
+	cmd.Flags().Uint64Var(&o.seed, "seed", 1, "the seed of the fault schedule and the workload's choices")
+	cmd.Flags().IntVar(&o.nodes, "nodes", 3, "combined nodes (3 to 5)")
+	cmd.Flags().IntVar(&o.partitions, "partitions", 3, "partitions of the topic")
+	cmd.Flags().IntVar(&o.producers, "producers", 3, "producer clients")
+	cmd.Flags().DurationVar(&o.duration, "duration", time.Minute, "the safety phase, with faults; healing and the final reads follow")
+	cmd.Flags().DurationVar(&o.faultEvery, "fault-every", 4*time.Second, "the mean time between two faults")
+	cmd.Flags().StringSliceVar(&o.faults, "faults", realFaults, "the faults to mix: kill, stop, restart")
+	cmd.Flags().StringVar(&o.out, "out", "", "write the history, porcupine's pages, the timeline, the summary and the nodes' logs to this directory")
+	cmd.Flags().BoolVar(&o.keep, "keep", false, "keep the cluster's directory (its path is printed)")
+	cmd.Flags().BoolVar(&o.sabotage, "sabotage-drop-final", false, "internal: drop the last record of every final read, to show the check catches it")
+	_ = cmd.Flags().MarkHidden("sabotage-drop-final")
+	return cmd
+}
+
+func (o jepsenOptions) validate() error {
+	switch {
+	case o.nodes < 3 || o.nodes > 5:
+		return fmt.Errorf("--nodes %d: want 3 to 5 (a fault takes one node out, the rest must be a majority)", o.nodes)
+	case o.partitions < 1 || o.partitions > 64:
+		return fmt.Errorf("--partitions %d: want 1 to 64", o.partitions)
+	case o.producers < 1 || o.producers > 32:
+		return fmt.Errorf("--producers %d: want 1 to 32", o.producers)
+	case o.duration <= 0 || o.duration > 24*time.Hour:
+		return fmt.Errorf("--duration %s: want above zero and at most 24h", o.duration)
+	case o.faultEvery < 100*time.Millisecond:
+		return fmt.Errorf("--fault-every %s: want at least 100ms", o.faultEvery)
+	}
+	for _, f := range o.faults {
+		if !slices.Contains(realFaults, f) {
+			return fmt.Errorf("--faults: %q is not one of %s", f, strings.Join(realFaults, ", "))
+		}
+	}
+	return nil
+}
+
+// realNode is one sluice serve process and where it lives.
+type realNode struct {
+	id             int32
+	name           string
+	addr, ctrlAddr string
+	dir, conf, log string
+	cmd            *exec.Cmd
+	done           chan struct{}
+	paused         bool
+}
+
+func (n *realNode) running() bool {
+	if n.cmd == nil {
+		return false
+	}
+	select {
+	case <-n.done:
+		return false
+	default:
+		return true
+	}
+}
+
+// realRun is one jepsen run in progress.
+type realRun struct {
+	o     jepsenOptions
+	exe   string
+	root  string
+	nodes []*realNode
+	start time.Time
+	rand  *rand.Rand
+
+	mu       sync.Mutex // guards h, timeline, injected
+	h        *jepsen.History
+	timeline jepsen.Timeline
+	injected map[string]int
+}
+
+func (r *realRun) since() time.Duration { return time.Since(r.start) }
+
+func (r *realRun) locked(f func()) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	f()
+}
+
+func runJepsen(ctx context.Context, o jepsenOptions, stdout, stderr io.Writer) error {
+	exe, err := sweepExecutable()
+	if err != nil {
+		return fmt.Errorf("find this program to start the nodes from: %w", err)
+	}
+	root, err := os.MkdirTemp("", "sluice-jepsen-")
+	if err != nil {
+		return err
+	}
+	r := &realRun{o: o, exe: exe, root: root, start: time.Now(), rand: rand.New(rand.NewPCG(o.seed, 0x9e3779b97f4a7c15)),
+		h: jepsen.NewHistory(), injected: map[string]int{}}
+	r.h.SetClock(r.since)
+	defer func() {
+		r.killAll()
+		if !o.keep {
+			os.RemoveAll(root)
+		} else {
+			fmt.Fprintf(stderr, "the cluster's directory: %s\n", root)
+		}
+	}()
+	if err := r.startCluster(ctx); err != nil {
+		return err
+	}
+	topic := "jepsen"
+	if err := r.createTopic(ctx, topic); err != nil {
+		return err
+	}
+	// The safety phase: producers and the nemesis, until the duration is
+	// up or the run is interrupted.
+	safety, endSafety := context.WithTimeout(ctx, o.duration)
+	defer endSafety()
+	var wg sync.WaitGroup
+	for i := range o.producers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r.produce(safety, topic, i+1)
+		}()
+	}
+	r.nemesis(safety)
+	wg.Wait()
+	if ctx.Err() != nil {
+		return fmt.Errorf("jepsen run interrupted after %s: everything it started is stopped", r.since().Truncate(time.Millisecond))
+	}
+	// The liveness phase: heal, let the cluster converge, read it all.
+	r.heal()
+	if err := r.finalReads(ctx, topic); err != nil {
+		return fmt.Errorf("liveness: %w", err)
+	}
+	check := jepsen.Check(r.h, jepsen.Config{})
+	ops := 0
+	for _, e := range r.h.Events() {
+		if e.Kind == jepsen.KindInvoke {
+			ops++
+		}
+	}
+	result := "ok"
+	if !check.OK() {
+		result = "violation"
+	}
+	var injected []string
+	for _, f := range realFaults {
+		if r.injected[f] > 0 {
+			injected = append(injected, fmt.Sprintf("%s:%d", f, r.injected[f]))
+		}
+	}
+	line := fmt.Sprintf("seed=%d time=%s ops=%d result=%s nodes=%d partitions=%d producers=%d faults=%s every=%s injected=%s",
+		o.seed, r.since().Truncate(time.Millisecond), ops, result, o.nodes, o.partitions, o.producers, strings.Join(o.faults, ","), o.faultEvery, orNone(strings.Join(injected, ",")))
+	fmt.Fprintln(stdout, line)
+	if o.out != "" {
+		if err := r.writeArtifacts(line, check); err != nil {
+			return err
+		}
+	}
+	if !check.OK() {
+		fmt.Fprintln(stderr, check.String())
+		return fmt.Errorf("jepsen seed %d: %w", o.seed, errSimFailed)
+	}
+	return nil
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
+}
+
+// startCluster writes each node's configuration and starts them all.
+func (r *realRun) startCluster(ctx context.Context) error {
+	var voters []string
+	for i := range r.o.nodes {
+		addrs, err := freeLocalAddrs(2)
+		if err != nil {
+			return err
+		}
+		n := &realNode{id: int32(i + 1), name: fmt.Sprintf("n%d", i+1), addr: addrs[0], ctrlAddr: addrs[1]}
+		n.dir = filepath.Join(r.root, n.name)
+		n.conf = filepath.Join(r.root, n.name+".properties")
+		n.log = filepath.Join(r.root, n.name+".log")
+		voters = append(voters, fmt.Sprintf("%d@%s", n.id, n.ctrlAddr))
+		r.nodes = append(r.nodes, n)
+	}
+	for _, n := range r.nodes {
+		lines := []string{
+			"process.roles=broker,controller",
+			fmt.Sprintf("node.id=%d", n.id),
+			"controller.quorum.voters=" + strings.Join(voters, ","),
+			fmt.Sprintf("listeners=PLAINTEXT://%s,CONTROLLER://%s", n.addr, n.ctrlAddr),
+			"inter.broker.listener.name=PLAINTEXT",
+			"controller.listener.names=CONTROLLER",
+			"listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+			"log.dirs=" + n.dir,
+			"auto.create.topics.enable=false",
+			"broker.session.timeout.ms=3000",
+			"broker.heartbeat.interval.ms=500",
+			"replica.lag.time.max.ms=4000",
+		}
+		if err := os.WriteFile(n.conf, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+			return err
+		}
+		if err := r.startNode(n); err != nil {
+			return err
+		}
+		r.timeline.Lane("nodes", n.name)
+	}
+	return r.waitAll(ctx, 60*time.Second)
+}
+
+// freeLocalAddrs returns n ports on 127.0.0.1 free a moment ago.
+func freeLocalAddrs(n int) ([]string, error) {
+	var lns []net.Listener
+	defer func() {
+		for _, ln := range lns {
+			ln.Close()
+		}
+	}()
+	var addrs []string
+	for range n {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		lns = append(lns, ln)
+		addrs = append(addrs, ln.Addr().String())
+	}
+	return addrs, nil
+}
+
+func (r *realRun) startNode(n *realNode) error {
+	logf, err := os.OpenFile(n.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	defer logf.Close() // the child holds its own descriptor
+	cmd := exec.Command(r.exe, "serve", "--config", n.conf)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	// A node outlives nothing of the runner's: killed with it, however it
+	// ends.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start %s: %w", n.name, err)
+	}
+	n.cmd, n.done, n.paused = cmd, make(chan struct{}), false
+	go func() {
+		cmd.Wait()
+		close(n.done)
+	}()
+	return nil
+}
+
+// waitAll waits until every node accepts connections.
+func (r *realRun) waitAll(ctx context.Context, limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	for _, n := range r.nodes {
+		for {
+			c, err := net.DialTimeout("tcp", n.addr, time.Second)
+			if err == nil {
+				c.Close()
+				break
+			}
+			if ctx.Err() != nil || time.Now().After(deadline) {
+				return fmt.Errorf("%s did not listen on %s within %s (its log: %s)", n.name, n.addr, limit, n.log)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	return nil
+}
+
+func (r *realRun) addrs() []string {
+	var out []string
+	for _, n := range r.nodes {
+		out = append(out, n.addr)
+	}
+	return out
+}
+
+func (r *realRun) createTopic(ctx context.Context, topic string) error {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(r.addrs()...))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	rf := int16(min(3, r.o.nodes))
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		resp, err := adm.CreateTopic(ctx, int32(r.o.partitions), rf, map[string]*string{"min.insync.replicas": ptr("2")}, topic)
+		if err == nil && resp.Err == nil {
+			break
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return fmt.Errorf("create topic %s: %v %v", topic, err, resp.Err)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	// Every partition has a leader before the clients start.
+	for time.Now().Before(deadline) {
+		md, err := adm.Metadata(ctx, topic)
+		if err == nil {
+			t := md.Topics[topic]
+			ready := len(t.Partitions) == r.o.partitions
+			for _, p := range t.Partitions {
+				ready = ready && p.Leader >= 0 && p.Err == nil
+			}
+			if ready {
+				return nil
+			}
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	return fmt.Errorf("topic %s has no leader for every partition after 60 s", topic)
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// produce is one producer: one record at a time, to a partition of its
+// choosing, recording each in the history; an error after kgo's own
+// retries is an unknown outcome.
+func (r *realRun) produce(ctx context.Context, topic string, id int) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(r.addrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.ProducerLinger(0), kgo.RequiredAcks(kgo.AllISRAcks()), kgo.RecordDeliveryTimeout(15*time.Second))
+	if err != nil {
+		return
+	}
+	defer cl.Close()
+	var pick *rand.Rand
+	r.locked(func() { pick = rand.New(rand.NewPCG(r.rand.Uint64(), uint64(id))) })
+	for n := 1; ctx.Err() == nil; n++ {
+		p := int32(pick.IntN(r.o.partitions))
+		value := fmt.Sprintf("p%d-%d", id, n)
+		tp := jepsen.TopicPartition{Topic: topic, Partition: p}
+		var op jepsen.OpID
+		r.locked(func() { op = r.h.InvokeProduce(id, tp, true, value) })
+		// The produce runs to its end even past the safety phase: its
+		// outcome is part of the history.
+		res := cl.ProduceSync(context.WithoutCancel(ctx), &kgo.Record{Topic: topic, Partition: p, Value: []byte(value)})
+		rec, err := res.First()
+		r.locked(func() {
+			if err != nil {
+				r.h.Info(op, err)
+			} else {
+				r.h.ProduceOk(op, rec.Offset)
+			}
+		})
+		time.Sleep(time.Duration(pick.IntN(10)) * time.Millisecond)
+	}
+}
+
+// nemesis injects the faults until ctx ends, one node at a time.
+func (r *realRun) nemesis(ctx context.Context) {
+	for {
+		wait := time.Duration(r.rand.ExpFloat64() * float64(r.o.faultEvery))
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+		n := r.nodes[r.rand.IntN(len(r.nodes))]
+		fault := r.o.faults[r.rand.IntN(len(r.o.faults))]
+		hold := time.Duration(500+r.rand.IntN(3500)) * time.Millisecond
+		if !n.running() {
+			r.startNode(n) // it died on its own: back first
+			continue
+		}
+		from := r.since()
+		switch fault {
+		case "kill":
+			n.cmd.Process.Signal(syscall.SIGKILL)
+			<-n.done
+		case "stop":
+			n.cmd.Process.Signal(syscall.SIGSTOP)
+			n.paused = true
+		case "restart":
+			n.cmd.Process.Signal(syscall.SIGTERM)
+			select {
+			case <-n.done:
+			case <-time.After(30 * time.Second):
+				n.cmd.Process.Signal(syscall.SIGKILL)
+				<-n.done
+			}
+		}
+		r.locked(func() {
+			r.injected[fault]++
+			lane := r.timeline.Lane("nodes", n.name)
+			lane.Points = append(lane.Points, jepsen.Point{At: from, Class: "fault", Label: "fault " + fault})
+		})
+		select {
+		case <-ctx.Done():
+		case <-time.After(hold):
+		}
+		r.undo(n, fault, from)
+	}
+}
+
+// undo ends a node's fault: a resume, or a start.
+func (r *realRun) undo(n *realNode, fault string, from time.Duration) {
+	class := map[string]string{"kill": "killed", "stop": "paused", "restart": "down"}[fault]
+	if n.paused {
+		n.cmd.Process.Signal(syscall.SIGCONT)
+		n.paused = false
+	} else if !n.running() {
+		r.startNode(n)
+	}
+	to := r.since()
+	r.locked(func() {
+		lane := r.timeline.Lane("nodes", n.name)
+		lane.Spans = append(lane.Spans, jepsen.Span{From: from, To: to, Class: class, Label: fault})
+	})
+}
+
+// heal resumes and restarts whatever is still out.
+func (r *realRun) heal() {
+	for _, n := range r.nodes {
+		if n.paused {
+			n.cmd.Process.Signal(syscall.SIGCONT)
+			n.paused = false
+		}
+		if !n.running() {
+			r.startNode(n)
+		}
+	}
+}
+
+// finalReads reads every partition whole once the cluster is back: from
+// the log start to the high watermark, each one a final read.
+func (r *realRun) finalReads(ctx context.Context, topic string) error {
+	if err := r.waitAll(ctx, 60*time.Second); err != nil {
+		return err
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(r.addrs()...))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	const reader = 1000
+	deadline := time.Now().Add(2 * time.Minute)
+	var ends kadm.ListedOffsets
+	for {
+		ends, err = adm.ListEndOffsets(ctx, topic)
+		if err == nil && ends.Error() == nil && len(ends[topic]) == r.o.partitions {
+			break
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the high watermarks of %s were not listed within 2 minutes after healing: %v", topic, errors.Join(err, ends.Error()))
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	for p := range int32(r.o.partitions) {
+		hw := ends[topic][p].Offset
+		tp := jepsen.TopicPartition{Topic: topic, Partition: p}
+		var op jepsen.OpID
+		r.locked(func() { op = r.h.InvokeFinalRead(reader, tp, 0) })
+		records, err := r.readPartition(ctx, topic, p, hw)
+		if err != nil {
+			return err
+		}
+		if r.o.sabotage && len(records) > 0 {
+			records = records[:len(records)-1]
+		}
+		r.locked(func() { r.h.FetchOk(op, records) })
+	}
+	return nil
+}
+
+func (r *realRun) readPartition(ctx context.Context, topic string, p int32, hw int64) ([]jepsen.Record, error) {
+	if hw == 0 {
+		return nil, nil
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(r.addrs()...),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {p: kgo.NewOffset().At(0)}}))
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	read, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	var out []jepsen.Record
+	for {
+		fs := cl.PollFetches(read)
+		if err := read.Err(); err != nil {
+			return nil, fmt.Errorf("the final read of %s-%d reached %d of its high watermark %d: %w", topic, p, len(out), hw, err)
+		}
+		fs.EachRecord(func(rec *kgo.Record) {
+			if rec.Offset < hw {
+				out = append(out, jepsen.Record{Offset: rec.Offset, Value: string(rec.Value)})
+			}
+		})
+		if len(out) > 0 && out[len(out)-1].Offset >= hw-1 {
+			return out, nil
+		}
+	}
+}
+
+// killAll kills every node still running and waits for it.
+func (r *realRun) killAll() {
+	for _, n := range r.nodes {
+		if n.running() {
+			n.cmd.Process.Signal(syscall.SIGKILL)
+			<-n.done
+		}
+	}
+}
+
+// writeArtifacts writes the run's files to --out, as sim run --out does.
+func (r *realRun) writeArtifacts(line string, check jepsen.Result) error {
+	dir := r.o.out
+	if err := os.WriteFile(filepath.Join(dir, "summary.txt"), []byte(line+"\n"+check.String()+"\n"), 0o644); err != nil {
+		return err
+	}
+	create := func(name string) (io.Writer, error) { return os.Create(filepath.Join(dir, name)) }
+	if err := jepsen.WriteArtifacts(r.h.Events(), jepsen.Config{}, create); err != nil {
+		return err
+	}
+	t := r.timeline
+	t.Title, t.End, t.Notes = fmt.Sprintf("sluice jepsen: seed %d", r.o.seed), r.since(), []string{line}
+	t.AddHistory(r.h.Events(), check)
+	f, err := os.Create(filepath.Join(dir, jepsen.TimelineFile))
+	if err != nil {
+		return err
+	}
+	err = jepsen.WriteTimeline(f, t)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	for _, n := range r.nodes {
+		if log, err := os.ReadFile(n.log); err == nil {
+			if err := os.WriteFile(filepath.Join(dir, n.name+".log"), log, 0o644); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
