@@ -125,6 +125,10 @@ func setDefault[T comparable](v *T, d T) {
 // callbacks run there too, always on a later turn than the call that
 // registered them.
 type Log struct {
+	// spareWindows are header readers' window buffers, kept for the next
+	// read (Log.reader).
+	spareWindows [][]byte
+
 	cfg   Config
 	fs    env.FS
 	clock env.Clock

@@ -137,38 +137,44 @@ func (l *Log) Read(offset int64, maxBytes int64, upperBound int64, minOneBatch b
 	}
 	out.epochs, out.logStart = l.epochs.from(max(offset, l.logStart)), l.logStart
 	for i := l.segmentFor(offset); i < len(l.segs); i++ {
-		s := l.segs[i]
-		r := s.reader()
-		pos, h, err := l.locate(s, r, max(offset, s.base))
+		full, err := l.readSegment(l.segs[i], offset, maxBytes, upperBound, minOneBatch, &out)
 		if err != nil {
 			return Records{}, err
-		}
-		if pos >= s.size {
-			continue
-		}
-		c := Chunk{File: s.log.f, Position: pos, FirstOffset: h.BaseOffset, NextOffset: h.BaseOffset}
-		full := false
-		_, _, err = s.walk(r, pos, h.BaseOffset, -1, func(_ int64, h *header) bool {
-			if h.lastOffset() >= upperBound || (out.Size+h.size() > maxBytes && !(out.Size == 0 && minOneBatch)) {
-				full = true
-				return false
-			}
-			c.Size += h.size()
-			c.NextOffset = h.nextOffset()
-			out.Size += h.size()
-			return true
-		})
-		if err != nil {
-			return Records{}, err
-		}
-		if c.Size > 0 {
-			out.Chunks = append(out.Chunks, c)
 		}
 		if full {
 			break
 		}
 	}
 	return out, nil
+}
+
+// readSegment adds to out the chunk of s that Read takes, and says whether
+// out is full.
+func (l *Log) readSegment(s *segment, offset, maxBytes, upperBound int64, minOneBatch bool, out *Records) (full bool, err error) {
+	r := l.reader(s)
+	defer r.release()
+	pos, h, err := l.locate(s, r, max(offset, s.base))
+	if err != nil || pos >= s.size {
+		return false, err
+	}
+	c := Chunk{File: s.log.f, Position: pos, FirstOffset: h.BaseOffset, NextOffset: h.BaseOffset}
+	_, _, err = s.walk(r, pos, h.BaseOffset, -1, func(_ int64, h *header) bool {
+		if h.lastOffset() >= upperBound || (out.Size+h.size() > maxBytes && !(out.Size == 0 && minOneBatch)) {
+			full = true
+			return false
+		}
+		c.Size += h.size()
+		c.NextOffset = h.nextOffset()
+		out.Size += h.size()
+		return true
+	})
+	if err != nil {
+		return false, err
+	}
+	if c.Size > 0 {
+		out.Chunks = append(out.Chunks, c)
+	}
+	return full, nil
 }
 
 // locate returns the position and header of the first batch of s that ends

@@ -423,3 +423,27 @@ func TestReadAtTheTailFindsRecentBatchesWithoutTheIndex(t *testing.T) {
 		t.Fatal("a read after the truncation returned other batches")
 	}
 }
+
+// Reads share one window buffer: each gives it back for the next, across
+// segments, and what they return is what fresh windows would read.
+func TestReadsReuseTheirHeaderWindow(t *testing.T) {
+	h := newHarness(t, 1)
+	l := h.open(h.config("t-0"))
+	stored := fill(t, h, l, 40, 100)
+	var want []byte
+	for o := int64(10); o < 40; o++ {
+		want = append(want, stored[o]...)
+	}
+	for range 3 {
+		recs, err := l.Read(10, 1<<20, l.LogEndOffset(), true)
+		must(t, err)
+		p, err := recs.AppendTo(nil)
+		must(t, err)
+		if !bytes.Equal(p, want) {
+			t.Fatalf("read %d bytes, want %d", len(p), len(want))
+		}
+		if len(l.spareWindows) != 1 {
+			t.Fatalf("%d spare windows after a read, want the one it used", len(l.spareWindows))
+		}
+	}
+}
