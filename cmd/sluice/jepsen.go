@@ -34,7 +34,7 @@ import (
 // still the simulator's alone.
 
 // realFaults are the faults the runner injects, in the order it names them.
-var realFaults = []string{"kill", "stop", "restart"}
+var realFaults = []string{"kill", "stop", "restart", "partition"}
 
 type jepsenOptions struct {
 	seed       uint64
@@ -46,6 +46,12 @@ type jepsenOptions struct {
 	faults     []string
 	out        string
 	keep       bool
+	// network is "netns" (each node in a namespace of its own, partitions
+	// possible), "loopback" (127.0.0.1, no network faults) or "auto".
+	network string
+	// autoNetwork says --network was auto: namespaces that cannot be made
+	// (root in a container without the right) fall back to loopback.
+	autoNetwork bool
 	// sabotage makes the final read drop its last record, for a test
 	// that the check sees a lost write.
 	sabotage bool
@@ -72,6 +78,9 @@ Everything it started is killed when it ends, on failure or Ctrl-C too.`,
 			if err := o.validate(); err != nil {
 				return err
 			}
+			if err := o.resolveNetwork(); err != nil {
+				return err
+			}
 			if err := checkWritable(o.out); err != nil {
 				return err
 			}
@@ -86,7 +95,8 @@ Everything it started is killed when it ends, on failure or Ctrl-C too.`,
 	cmd.Flags().IntVar(&o.producers, "producers", 3, "producer clients")
 	cmd.Flags().DurationVar(&o.duration, "duration", time.Minute, "the safety phase, with faults; healing and the final reads follow")
 	cmd.Flags().DurationVar(&o.faultEvery, "fault-every", 4*time.Second, "the mean time between two faults")
-	cmd.Flags().StringSliceVar(&o.faults, "faults", realFaults, "the faults to mix: kill, stop, restart")
+	cmd.Flags().StringSliceVar(&o.faults, "faults", nil, "the faults to mix: kill, stop, restart, partition (netns only); default all the network allows")
+	cmd.Flags().StringVar(&o.network, "network", "auto", "netns: each node in a network namespace of its own (root; partitions one and two ways); loopback: 127.0.0.1, no network faults; auto: netns where it can")
 	cmd.Flags().StringVar(&o.out, "out", "", "write the history, porcupine's pages, the timeline, the summary and the nodes' logs to this directory")
 	cmd.Flags().BoolVar(&o.keep, "keep", false, "keep the cluster's directory (its path is printed)")
 	cmd.Flags().BoolVar(&o.sabotage, "sabotage-drop-final", false, "internal: drop the last record of every final read, to show the check catches it")
@@ -111,6 +121,35 @@ func (o jepsenOptions) validate() error {
 		if !slices.Contains(realFaults, f) {
 			return fmt.Errorf("--faults: %q is not one of %s", f, strings.Join(realFaults, ", "))
 		}
+	}
+	if !slices.Contains([]string{"auto", "netns", "loopback"}, o.network) {
+		return fmt.Errorf("--network %q: want netns, loopback or auto", o.network)
+	}
+	return nil
+}
+
+// resolveNetwork settles --network auto and the default faults, and
+// refuses what the network cannot do.
+func (o *jepsenOptions) resolveNetwork() error {
+	if o.network == "auto" {
+		o.network, o.autoNetwork = "loopback", true
+		if netnsAvailable() == nil {
+			o.network = "netns"
+		}
+	}
+	if o.network == "netns" {
+		if err := netnsAvailable(); err != nil {
+			return fmt.Errorf("--network netns: %w", err)
+		}
+	}
+	if len(o.faults) == 0 {
+		o.faults = []string{"kill", "stop", "restart"}
+		if o.network == "netns" {
+			o.faults = append(o.faults, "partition")
+		}
+	}
+	if o.network != "netns" && slices.Contains(o.faults, "partition") {
+		return errors.New("--faults partition: needs --network netns (root and the ip command)")
 	}
 	return nil
 }
@@ -146,6 +185,8 @@ type realRun struct {
 	nodes []*realNode
 	start time.Time
 	rand  *rand.Rand
+	// netns is the run's namespaces (--network netns), nil on loopback.
+	netns *netnsNet
 
 	mu       sync.Mutex // guards h, timeline, injected
 	h        *jepsen.History
@@ -173,8 +214,23 @@ func runJepsen(ctx context.Context, o jepsenOptions, stdout, stderr io.Writer) e
 	r := &realRun{o: o, exe: exe, root: root, start: time.Now(), rand: rand.New(rand.NewPCG(o.seed, 0x9e3779b97f4a7c15)),
 		h: jepsen.NewHistory(), injected: map[string]int{}}
 	r.h.SetClock(r.since)
+	if o.network == "netns" {
+		if r.netns, err = newNetnsNet(o.nodes); err != nil && !o.autoNetwork {
+			os.RemoveAll(root)
+			return err
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "no network namespaces (%v): on 127.0.0.1, without partitions\n", err)
+			o.network, r.o.network = "loopback", "loopback"
+			o.faults = slices.DeleteFunc(o.faults, func(f string) bool { return f == "partition" })
+			r.o.faults = o.faults
+		}
+	}
 	defer func() {
 		r.killAll()
+		if r.netns != nil {
+			r.netns.close()
+		}
 		if !o.keep {
 			os.RemoveAll(root)
 		} else {
@@ -227,8 +283,8 @@ func runJepsen(ctx context.Context, o jepsenOptions, stdout, stderr io.Writer) e
 			injected = append(injected, fmt.Sprintf("%s:%d", f, r.injected[f]))
 		}
 	}
-	line := fmt.Sprintf("seed=%d time=%s ops=%d result=%s nodes=%d partitions=%d producers=%d faults=%s every=%s injected=%s",
-		o.seed, r.since().Truncate(time.Millisecond), ops, result, o.nodes, o.partitions, o.producers, strings.Join(o.faults, ","), o.faultEvery, orNone(strings.Join(injected, ",")))
+	line := fmt.Sprintf("seed=%d time=%s ops=%d result=%s nodes=%d network=%s partitions=%d producers=%d faults=%s every=%s injected=%s",
+		o.seed, r.since().Truncate(time.Millisecond), ops, result, o.nodes, o.network, o.partitions, o.producers, strings.Join(o.faults, ","), o.faultEvery, orNone(strings.Join(injected, ",")))
 	fmt.Fprintln(stdout, line)
 	if o.out != "" {
 		if err := r.writeArtifacts(line, check); err != nil {
@@ -253,9 +309,15 @@ func orNone(s string) string {
 func (r *realRun) startCluster(ctx context.Context) error {
 	var voters []string
 	for i := range r.o.nodes {
-		addrs, err := freeLocalAddrs(2)
-		if err != nil {
-			return err
+		var addrs []string
+		if r.netns != nil {
+			host := r.netns.nodeHost(i)
+			addrs = []string{host + ":9092", host + ":9093"}
+		} else {
+			var err error
+			if addrs, err = freeLocalAddrs(2); err != nil {
+				return err
+			}
 		}
 		n := &realNode{id: int32(i + 1), name: fmt.Sprintf("n%d", i+1), addr: addrs[0], ctrlAddr: addrs[1]}
 		n.dir = filepath.Join(r.root, n.name)
@@ -317,6 +379,10 @@ func (r *realRun) startNode(n *realNode) error {
 	}
 	defer logf.Close() // the child holds its own descriptor
 	cmd := exec.Command(r.exe, "serve", "--config", n.conf)
+	if r.netns != nil {
+		// ip execs the node in its namespace: the pid is the node's.
+		cmd = exec.Command("ip", "netns", "exec", r.netns.nodeNS(int(n.id-1)), r.exe, "serve", "--config", n.conf)
+	}
 	cmd.Stdout, cmd.Stderr = logf, logf
 	// A node outlives nothing of the runner's: killed with it, however it
 	// ends.
@@ -337,7 +403,9 @@ func (r *realRun) waitAll(ctx context.Context, limit time.Duration) error {
 	deadline := time.Now().Add(limit)
 	for _, n := range r.nodes {
 		for {
-			c, err := net.DialTimeout("tcp", n.addr, time.Second)
+			dialCtx, cancel := context.WithTimeout(ctx, time.Second)
+			c, err := r.dial(dialCtx, "tcp", n.addr)
+			cancel()
 			if err == nil {
 				c.Close()
 				break
@@ -351,6 +419,19 @@ func (r *realRun) waitAll(ctx context.Context, limit time.Duration) error {
 	return nil
 }
 
+// dial connects from where the clients live: the hub namespace, or here.
+func (r *realRun) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	if r.netns != nil {
+		return r.netns.dial(ctx, network, addr)
+	}
+	return (&net.Dialer{}).DialContext(ctx, network, addr)
+}
+
+// client is a franz-go client of the cluster, dialing as r.dial does.
+func (r *realRun) client(opts ...kgo.Opt) (*kgo.Client, error) {
+	return kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(r.addrs()...), kgo.Dialer(r.dial)}, opts...)...)
+}
+
 func (r *realRun) addrs() []string {
 	var out []string
 	for _, n := range r.nodes {
@@ -360,7 +441,7 @@ func (r *realRun) addrs() []string {
 }
 
 func (r *realRun) createTopic(ctx context.Context, topic string) error {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(r.addrs()...))
+	cl, err := r.client()
 	if err != nil {
 		return err
 	}
@@ -402,7 +483,7 @@ func ptr[T any](v T) *T { return &v }
 // choosing, recording each in the history; an error after kgo's own
 // retries is an unknown outcome.
 func (r *realRun) produce(ctx context.Context, topic string, id int) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(r.addrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()),
+	cl, err := r.client(kgo.RecordPartitioner(kgo.ManualPartitioner()),
 		kgo.ProducerLinger(0), kgo.RequiredAcks(kgo.AllISRAcks()), kgo.RecordDeliveryTimeout(15*time.Second))
 	if err != nil {
 		return
@@ -447,6 +528,7 @@ func (r *realRun) nemesis(ctx context.Context) {
 			r.startNode(n) // it died on its own: back first
 			continue
 		}
+		var cuts []cut
 		from := r.since()
 		switch fault {
 		case "kill":
@@ -463,15 +545,29 @@ func (r *realRun) nemesis(ctx context.Context) {
 				n.cmd.Process.Signal(syscall.SIGKILL)
 				<-n.done
 			}
+		case "partition":
+			cuts = r.netns.partitionCuts(r.rand.IntN, int(n.id-1))
+			for _, c := range cuts {
+				if err := r.netns.apply(c); err != nil {
+					fmt.Fprintf(os.Stderr, "partition: %v\n", err)
+				}
+			}
+		}
+		label := "fault " + fault
+		if len(cuts) > 0 {
+			label += fmt.Sprintf(" %v", cuts)
 		}
 		r.locked(func() {
 			r.injected[fault]++
 			lane := r.timeline.Lane("nodes", n.name)
-			lane.Points = append(lane.Points, jepsen.Point{At: from, Class: "fault", Label: "fault " + fault})
+			lane.Points = append(lane.Points, jepsen.Point{At: from, Class: "fault", Label: label})
 		})
 		select {
 		case <-ctx.Done():
 		case <-time.After(hold):
+		}
+		for _, c := range cuts {
+			r.netns.undo(c)
 		}
 		r.undo(n, fault, from)
 	}
@@ -479,7 +575,7 @@ func (r *realRun) nemesis(ctx context.Context) {
 
 // undo ends a node's fault: a resume, or a start.
 func (r *realRun) undo(n *realNode, fault string, from time.Duration) {
-	class := map[string]string{"kill": "killed", "stop": "paused", "restart": "down"}[fault]
+	class := map[string]string{"kill": "killed", "stop": "paused", "restart": "down", "partition": "partition"}[fault]
 	if n.paused {
 		n.cmd.Process.Signal(syscall.SIGCONT)
 		n.paused = false
@@ -512,7 +608,7 @@ func (r *realRun) finalReads(ctx context.Context, topic string) error {
 	if err := r.waitAll(ctx, 60*time.Second); err != nil {
 		return err
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(r.addrs()...))
+	cl, err := r.client()
 	if err != nil {
 		return err
 	}
@@ -552,7 +648,7 @@ func (r *realRun) readPartition(ctx context.Context, topic string, p int32, hw i
 	if hw == 0 {
 		return nil, nil
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(r.addrs()...),
+	cl, err := r.client(
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {p: kgo.NewOffset().At(0)}}))
 	if err != nil {
 		return nil, err

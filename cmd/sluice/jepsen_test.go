@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -34,13 +35,14 @@ func TestJepsenRunnerChecksARealCluster(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "out")
 	out, stderr, err := runSluice("jepsen", "--duration", "8s", "--fault-every", "1s", "--seed", "3", "--out", dir)
 	require.NoError(t, err, "%s%s", out, stderr)
-	require.Regexp(t, `^seed=3 time=\S+ ops=\d+ result=ok nodes=3 partitions=3 producers=3 faults=kill,stop,restart every=1s injected=\S+\n$`, out)
+	require.Regexp(t, `^seed=3 time=\S+ ops=\d+ result=ok nodes=3 network=(netns|loopback) partitions=3 producers=3 faults=kill,stop,restart(,partition)? every=1s injected=\S+\n$`, out)
 	for _, name := range []string{"history.jsonl", "summary.txt", "timeline.html", "linearizability-jepsen-0.html", "n1.log"} {
 		info, err := os.Stat(filepath.Join(dir, name))
 		require.NoError(t, err, name)
 		require.Positive(t, info.Size(), name)
 	}
 	require.Empty(t, leftoverNodes(t))
+	require.Empty(t, leftoverNamespaces(t))
 
 	out, stderr, err = runSluice("jepsen", "--duration", "4s", "--fault-every", "1s", "--seed", "3", "--sabotage-drop-final")
 	require.ErrorIs(t, err, errSimFailed, out)
@@ -48,8 +50,43 @@ func TestJepsenRunnerChecksARealCluster(t *testing.T) {
 	require.Contains(t, stderr, "lost-write")
 	require.Empty(t, leftoverNodes(t))
 
+	require.Empty(t, leftoverNamespaces(t))
 	_, _, err = runSluice("jepsen", "--nodes", "2")
 	require.ErrorContains(t, err, "--nodes 2")
 	_, _, err = runSluice("jepsen", "--faults", "meteor")
 	require.ErrorContains(t, err, `"meteor"`)
+}
+
+// leftoverNamespaces lists this process's jepsen namespaces still there.
+func leftoverNamespaces(t *testing.T) []string {
+	t.Helper()
+	entries, _ := os.ReadDir("/var/run/netns")
+	var left []string
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), fmt.Sprintf("sj%d-", os.Getpid())) {
+			left = append(left, e.Name())
+		}
+	}
+	return left
+}
+
+// Partitions need the namespaces: one way and both, between nodes and
+// from the clients, and the run still keeps every acknowledged record.
+func TestJepsenRunnerPartitionsInNamespaces(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts real clusters")
+	}
+	if err := netnsAvailable(); err != nil {
+		_, _, err := runSluice("jepsen", "--network", "netns", "--duration", "1s")
+		require.ErrorContains(t, err, "--network netns")
+		t.Skipf("no network namespaces here: %v", err)
+	}
+	out, stderr, err := runSluice("jepsen", "--network", "netns", "--faults", "partition,kill", "--duration", "10s", "--fault-every", "700ms", "--seed", "5")
+	require.NoError(t, err, "%s%s", out, stderr)
+	require.Contains(t, out, " network=netns ")
+	require.Regexp(t, `injected=\S*partition:\d+`, out)
+	require.Empty(t, leftoverNodes(t))
+	require.Empty(t, leftoverNamespaces(t))
+	_, _, err = runSluice("jepsen", "--network", "loopback", "--faults", "partition")
+	require.ErrorContains(t, err, "needs --network netns")
 }
