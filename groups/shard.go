@@ -2,6 +2,7 @@ package groups
 
 import (
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 	"sort"
@@ -382,13 +383,8 @@ type GroupView struct {
 
 // Groups describes every group the shard holds, by id.
 func (s *Shard) Groups() []GroupView {
-	ids := make([]string, 0, len(s.groups))
-	for id := range s.groups {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
-	out := make([]GroupView, 0, len(ids))
-	for _, id := range ids {
+	out := make([]GroupView, 0, len(s.groups))
+	for _, id := range slices.Sorted(maps.Keys(s.groups)) {
 		g := s.groups[id]
 		v := GroupView{ID: id, State: g.state.String(), Generation: g.generation, Members: len(g.members), Offsets: len(g.offsets)}
 		switch {

@@ -38,9 +38,8 @@ type clusterNode struct {
 	conf     string // the properties file
 	logPath  string // stderr of every incarnation, appended
 
-	cmd  *exec.Cmd
-	done chan struct{} // closed when cmd has exited
-	err  error         // cmd's exit, once done is closed
+	nodeProcess       // as sluice jepsen's nodes are
+	err         error // cmd's exit, once done is closed
 }
 
 type testCluster struct {
@@ -163,18 +162,6 @@ func tail(b []byte, n int) []byte {
 		return b[len(b)-n:]
 	}
 	return b
-}
-
-func (nd *clusterNode) running() bool {
-	if nd.cmd == nil {
-		return false
-	}
-	select {
-	case <-nd.done:
-		return false
-	default:
-		return true
-	}
 }
 
 // start starts nd's process; it does not wait for it to serve.

@@ -160,17 +160,22 @@ type realNode struct {
 	name           string
 	addr, ctrlAddr string
 	dir, conf, log string
-	cmd            *exec.Cmd
-	done           chan struct{}
-	paused         bool
+	nodeProcess
+	paused bool
 }
 
-func (n *realNode) running() bool {
-	if n.cmd == nil {
+// nodeProcess is a node's current process, if it was started.
+type nodeProcess struct {
+	cmd  *exec.Cmd
+	done chan struct{} // closed when cmd has exited
+}
+
+func (p *nodeProcess) running() bool {
+	if p.cmd == nil {
 		return false
 	}
 	select {
-	case <-n.done:
+	case <-p.done:
 		return false
 	default:
 		return true

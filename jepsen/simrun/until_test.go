@@ -27,7 +27,7 @@ func TestUntilStopsTheRunWhereItWas(t *testing.T) {
 	before = before[:strings.LastIndexByte(before, '\n')+1]
 	require.True(t, strings.HasPrefix(full.String(), before), "the stopped run's trace is the full run's beginning")
 	require.Greater(t, strings.Count(before, "\n"), 1000)
-	for _, want := range []string{"state at 3.2", "n1: ", "n2: ", "n3: ", "quorum: term ", "image: topic jepsen:", "replica jepsen-0: ", " hw ", " leo "} {
+	for _, want := range []string{"state at 3.2", "n1: ", "n2: ", "n3: ", "quorum: term ", "image: topic jepsen:", "replica jepsen-0: ", " hw ", " leo ", `group "sim-group-2" (shard `, " Stable generation "} {
 		require.Contains(t, s.State, want)
 	}
 	past := Run(Config{Seed: 5, Nodes: 3, Duration: 5 * time.Second, Until: time.Hour})
