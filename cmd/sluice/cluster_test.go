@@ -51,19 +51,8 @@ type testCluster struct {
 // open together, so none is returned twice.
 func freeAddrs(tb testing.TB, n int) []string {
 	tb.Helper()
-	var lns []net.Listener
-	defer func() {
-		for _, ln := range lns {
-			ln.Close()
-		}
-	}()
-	var addrs []string
-	for range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		require.NoError(tb, err)
-		lns = append(lns, ln)
-		addrs = append(addrs, ln.Addr().String())
-	}
+	addrs, err := freeLocalAddrs(n)
+	require.NoError(tb, err)
 	return addrs
 }
 
