@@ -20,6 +20,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"golang.org/x/sys/unix"
 
 	"github.com/sluicemq/sluice/jepsen"
 )
@@ -34,7 +35,7 @@ import (
 // still the simulator's alone.
 
 // realFaults are the faults the runner injects, in the order it names them.
-var realFaults = []string{"kill", "stop", "restart", "partition"}
+var realFaults = []string{"kill", "stop", "restart", "partition", "diskfull"}
 
 type jepsenOptions struct {
 	seed       uint64
@@ -95,7 +96,7 @@ Everything it started is killed when it ends, on failure or Ctrl-C too.`,
 	cmd.Flags().IntVar(&o.producers, "producers", 3, "producer clients")
 	cmd.Flags().DurationVar(&o.duration, "duration", time.Minute, "the safety phase, with faults; healing and the final reads follow")
 	cmd.Flags().DurationVar(&o.faultEvery, "fault-every", 4*time.Second, "the mean time between two faults")
-	cmd.Flags().StringSliceVar(&o.faults, "faults", nil, "the faults to mix: kill, stop, restart, partition (netns only); default all the network allows")
+	cmd.Flags().StringSliceVar(&o.faults, "faults", nil, "the faults to mix: kill, stop, restart, partition (netns only), diskfull (root); default all this machine allows")
 	cmd.Flags().StringVar(&o.network, "network", "auto", "netns: each node in a network namespace of its own (root; partitions one and two ways); loopback: 127.0.0.1, no network faults; auto: netns where it can")
 	cmd.Flags().StringVar(&o.out, "out", "", "write the history, porcupine's pages, the timeline, the summary and the nodes' logs to this directory")
 	cmd.Flags().BoolVar(&o.keep, "keep", false, "keep the cluster's directory (its path is printed)")
@@ -147,6 +148,12 @@ func (o *jepsenOptions) resolveNetwork() error {
 		if o.network == "netns" {
 			o.faults = append(o.faults, "partition")
 		}
+		if os.Geteuid() == 0 {
+			o.faults = append(o.faults, "diskfull")
+		}
+	}
+	if slices.Contains(o.faults, "diskfull") && os.Geteuid() != 0 {
+		return errors.New("--faults diskfull: needs root, to mount each node's small data filesystem")
 	}
 	if o.network != "netns" && slices.Contains(o.faults, "partition") {
 		return errors.New("--faults partition: needs --network netns (root and the ip command)")
@@ -190,8 +197,10 @@ type realRun struct {
 	nodes []*realNode
 	start time.Time
 	rand  *rand.Rand
-	// netns is the run's namespaces (--network netns), nil on loopback.
-	netns *netnsNet
+	// netns is the run's namespaces (--network netns), nil on loopback;
+	// mounts the nodes' small data filesystems (diskfull).
+	netns  *netnsNet
+	mounts []string
 
 	mu       sync.Mutex // guards h, timeline, injected
 	h        *jepsen.History
@@ -233,6 +242,9 @@ func runJepsen(ctx context.Context, o jepsenOptions, stdout, stderr io.Writer) e
 	}
 	defer func() {
 		r.killAll()
+		for _, dir := range r.mounts {
+			unix.Unmount(dir, unix.MNT_DETACH)
+		}
 		if r.netns != nil {
 			r.netns.close()
 		}
@@ -348,6 +360,12 @@ func (r *realRun) startCluster(ctx context.Context) error {
 		}
 		if err := os.WriteFile(n.conf, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
 			return err
+		}
+		if slices.Contains(r.o.faults, "diskfull") {
+			if err := mountSmallDisk(n.dir); err != nil {
+				return err
+			}
+			r.mounts = append(r.mounts, n.dir)
 		}
 		if err := r.startNode(n); err != nil {
 			return err
@@ -534,6 +552,7 @@ func (r *realRun) nemesis(ctx context.Context) {
 			continue
 		}
 		var cuts []cut
+		detail := ""
 		from := r.since()
 		switch fault {
 		case "kill":
@@ -550,6 +569,8 @@ func (r *realRun) nemesis(ctx context.Context) {
 				n.cmd.Process.Signal(syscall.SIGKILL)
 				<-n.done
 			}
+		case "diskfull":
+			detail = fillDisk(n.dir)
 		case "partition":
 			cuts = r.netns.partitionCuts(r.rand.IntN, int(n.id-1))
 			for _, c := range cuts {
@@ -561,6 +582,9 @@ func (r *realRun) nemesis(ctx context.Context) {
 		label := "fault " + fault
 		if len(cuts) > 0 {
 			label += fmt.Sprintf(" %v", cuts)
+		}
+		if detail != "" {
+			label += ": " + detail
 		}
 		r.locked(func() {
 			r.injected[fault]++
@@ -574,13 +598,16 @@ func (r *realRun) nemesis(ctx context.Context) {
 		for _, c := range cuts {
 			r.netns.undo(c)
 		}
+		if fault == "diskfull" {
+			os.Remove(filepath.Join(n.dir, diskFiller))
+		}
 		r.undo(n, fault, from)
 	}
 }
 
 // undo ends a node's fault: a resume, or a start.
 func (r *realRun) undo(n *realNode, fault string, from time.Duration) {
-	class := map[string]string{"kill": "killed", "stop": "paused", "restart": "down", "partition": "partition"}[fault]
+	class := map[string]string{"kill": "killed", "stop": "paused", "restart": "down", "partition": "partition", "diskfull": "disk"}[fault]
 	if n.paused {
 		n.cmd.Process.Signal(syscall.SIGCONT)
 		n.paused = false
@@ -720,4 +747,45 @@ func (r *realRun) writeArtifacts(line string, check jepsen.Result) error {
 		}
 	}
 	return nil
+}
+
+// The disk-full fault: each node's data directory is a small filesystem
+// of its own (tmpfs), and the fault fills it with a file of zeros, then
+// removes it. The node's writes, syncs and segment rolls then fail with
+// ENOSPC, as they would on a full disk, until the file goes.
+
+// smallDiskSize is each node's data filesystem: far more than a run
+// writes, small enough to fill in a moment.
+const smallDiskSize = "256m"
+
+// diskFiller is the file that fills a node's disk.
+const diskFiller = ".jepsen-filler"
+
+func mountSmallDisk(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	if err := unix.Mount("tmpfs", dir, "tmpfs", 0, "size="+smallDiskSize); err != nil {
+		return fmt.Errorf("mount a %s tmpfs on %s for the disk-full fault: %w", smallDiskSize, dir, err)
+	}
+	return nil
+}
+
+// fillDisk writes zeros into dir's filesystem until it is full, and says
+// how much it took.
+func fillDisk(dir string) string {
+	f, err := os.OpenFile(filepath.Join(dir, diskFiller), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
+	if err != nil {
+		return "cannot fill: " + err.Error()
+	}
+	defer f.Close()
+	chunk := make([]byte, 1<<20)
+	written := 0
+	for {
+		n, err := f.Write(chunk)
+		written += n
+		if err != nil {
+			return fmt.Sprintf("filled with %d MiB", written>>20)
+		}
+	}
 }

@@ -71,7 +71,8 @@ func leftoverNamespaces(t *testing.T) []string {
 }
 
 // Partitions need the namespaces: one way and both, between nodes and
-// from the clients, and the run still keeps every acknowledged record.
+// from the clients; full disks a small filesystem per node. The run still
+// keeps every acknowledged record and leaves nothing behind.
 func TestJepsenRunnerPartitionsInNamespaces(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts real clusters")
@@ -81,10 +82,14 @@ func TestJepsenRunnerPartitionsInNamespaces(t *testing.T) {
 		require.ErrorContains(t, err, "--network netns")
 		t.Skipf("no network namespaces here: %v", err)
 	}
-	out, stderr, err := runSluice("jepsen", "--network", "netns", "--faults", "partition,kill", "--duration", "10s", "--fault-every", "700ms", "--seed", "5")
+	out, stderr, err := runSluice("jepsen", "--network", "netns", "--faults", "partition,diskfull,kill", "--duration", "12s", "--fault-every", "600ms", "--seed", "5")
 	require.NoError(t, err, "%s%s", out, stderr)
 	require.Contains(t, out, " network=netns ")
 	require.Regexp(t, `injected=\S*partition:\d+`, out)
+	require.Regexp(t, `injected=\S*diskfull:\d+`, out)
+	mounts, err := os.ReadFile("/proc/self/mounts")
+	require.NoError(t, err)
+	require.NotContains(t, string(mounts), "sluice-jepsen-", "a node's small disk is still mounted")
 	require.Empty(t, leftoverNodes(t))
 	require.Empty(t, leftoverNamespaces(t))
 	_, _, err = runSluice("jepsen", "--network", "loopback", "--faults", "partition")
