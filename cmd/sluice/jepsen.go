@@ -512,8 +512,9 @@ func (r *realRun) produce(ctx context.Context, topic string, id int) {
 		return
 	}
 	defer cl.Close()
-	var pick *rand.Rand
-	r.locked(func() { pick = rand.New(rand.NewPCG(r.rand.Uint64(), uint64(id))) })
+	// A stream of its own: the nemesis's draws from r.rand stay the
+	// seed's, whatever the producers do.
+	pick := rand.New(rand.NewPCG(r.o.seed, uint64(id)))
 	for n := 1; ctx.Err() == nil; n++ {
 		p := int32(pick.IntN(r.o.partitions))
 		value := fmt.Sprintf("p%d-%d", id, n)

@@ -45,7 +45,12 @@ func netnsAvailable() error {
 	if _, err := exec.LookPath("ip"); err != nil {
 		return errors.New("network namespaces need the ip command (iproute2)")
 	}
-	return nil
+	// Root in a container may still lack the right: try one.
+	probe := fmt.Sprintf("sj%d-probe", os.Getpid())
+	if err := ipCmd("netns", "add", probe); err != nil {
+		return err
+	}
+	return ipCmd("netns", "del", probe)
 }
 
 func ipCmd(args ...string) error {
