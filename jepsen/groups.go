@@ -1,7 +1,9 @@
 package jepsen
 
 import (
+	"encoding/json"
 	"fmt"
+	"io"
 	"maps"
 	"slices"
 	"strings"
@@ -78,39 +80,55 @@ const (
 
 // PartitionOffset is one partition's offset.
 type PartitionOffset struct {
-	Partition int32
-	Offset    int64
+	Partition int32 `json:"partition"`
+	Offset    int64 `json:"offset"`
 }
 
 // PartitionRange is the offsets [From, To) of one partition.
 type PartitionRange struct {
-	Partition int32
-	From, To  int64
+	Partition int32 `json:"partition"`
+	From      int64 `json:"from"`
+	To        int64 `json:"to"`
 }
 
-// GroupEvent is one event of a GroupHistory.
+// GroupEvent is one event of a GroupHistory. Its JSON form is a line of
+// GroupHistoryFile.
 type GroupEvent struct {
-	Time     int64 // the history's counter
-	Virtual  int64 // virtual time, nanoseconds
-	Kind     GroupEventKind
-	Group    string
-	Protocol GroupProtocol
-	Member   string
+	Time     int64          `json:"time"`    // the history's counter
+	Virtual  int64          `json:"virtual"` // virtual time, nanoseconds
+	Kind     GroupEventKind `json:"kind"`
+	Group    string         `json:"group"`
+	Protocol GroupProtocol  `json:"protocol,omitempty"`
+	Member   string         `json:"member,omitempty"`
 	// Generation is the classic generation or the KIP-848 member epoch.
-	Generation int32
+	Generation int32 `json:"generation,omitempty"`
 	// Leader is the classic generation's leader (a GroupAssigned's), which
 	// tells a generation from the one of the same number after the group
 	// was deleted and made again.
-	Leader     string
-	Partitions []int32
-	Offsets    []PartitionOffset
-	Ranges     []PartitionRange
+	Leader     string            `json:"leader,omitempty"`
+	Partitions []int32           `json:"partitions,omitempty"`
+	Offsets    []PartitionOffset `json:"offsets,omitempty"`
+	Ranges     []PartitionRange  `json:"ranges,omitempty"`
 	// Op links a commit's or fetch's end to its invocation.
-	Op int64
+	Op int64 `json:"op,omitempty"`
 	// Lease is a GroupHeartbeat's session timeout, nanoseconds; Total a
 	// group's GroupFinal partition count.
-	Lease int64
-	Total int32
+	Lease int64 `json:"lease,omitempty"`
+	Total int32 `json:"total,omitempty"`
+}
+
+// GroupHistoryFile is the name a run gives its group history.
+const GroupHistoryFile = "group-history.jsonl"
+
+// WriteGroupJSONL writes a group history as JSON lines, one event a line.
+func WriteGroupJSONL(w io.Writer, events []GroupEvent) error {
+	enc := json.NewEncoder(w)
+	for i, e := range events {
+		if err := enc.Encode(e); err != nil {
+			return fmt.Errorf("write group event %d: %w", i, err)
+		}
+	}
+	return nil
 }
 
 // NewGroupHistory returns an empty history.

@@ -565,6 +565,19 @@ func writeSimArtifacts(dir string, s simrun.Summary) error {
 		}
 	}
 	create := func(name string) (io.Writer, error) { return os.Create(filepath.Join(dir, name)) }
+	if len(s.GroupHistory) > 0 {
+		f, err := os.Create(filepath.Join(dir, jepsen.GroupHistoryFile))
+		if err != nil {
+			return err
+		}
+		err = jepsen.WriteGroupJSONL(f, s.GroupHistory)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return err
+		}
+	}
 	if s.Nodes > 1 {
 		if err := jepsen.WriteMetaArtifacts(s.MetaHistory, jepsen.MetaConfig{Config: jepsen.Config{Timeout: simrun.DefaultCheckTimeout}}, create); err != nil {
 			return err

@@ -360,3 +360,19 @@ func TestSimCompare(t *testing.T) {
 	}
 	require.Regexp(t, `^\d+ variants the same, 0 differ$`, lines[len(lines)-1])
 }
+
+// A cluster seed with consumer groups writes their history too, one JSON
+// event a line.
+func TestSimClusterWritesTheGroupHistory(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "out")
+	_, _, err := runSluice("sim", "run", "--nodes", "3", "--seed", "5", "--duration", "3s", "--out", dir)
+	require.NoError(t, err)
+	data, err := os.ReadFile(filepath.Join(dir, "group-history.jsonl"))
+	require.NoError(t, err)
+	first, _, _ := strings.Cut(string(data), "\n")
+	require.Regexp(t, `^\{"time":1,"virtual":\d+,"kind":"\w+","group":"sim-group-\d+"`, first)
+	for _, name := range []string{"history.jsonl", "meta-history.jsonl", "timeline.html"} {
+		_, err := os.Stat(filepath.Join(dir, name))
+		require.NoError(t, err, name)
+	}
+}
