@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"net"
 	"os"
@@ -19,10 +20,13 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"golang.org/x/sys/unix"
 
 	"github.com/sluicemq/sluice/jepsen"
+	"github.com/sluicemq/sluice/jepsen/simrun"
 )
 
 // sluice jepsen: the simulator's checks against real processes. N sluice
@@ -42,6 +46,7 @@ type jepsenOptions struct {
 	nodes      int
 	partitions int
 	producers  int
+	consumers  int
 	duration   time.Duration
 	faultEvery time.Duration
 	faults     []string
@@ -94,6 +99,7 @@ Everything it started is killed when it ends, on failure or Ctrl-C too.`,
 	cmd.Flags().IntVar(&o.nodes, "nodes", 3, "combined nodes (3 to 5)")
 	cmd.Flags().IntVar(&o.partitions, "partitions", 3, "partitions of the topic")
 	cmd.Flags().IntVar(&o.producers, "producers", 3, "producer clients")
+	cmd.Flags().IntVar(&o.consumers, "consumers", 2, "consumer clients, fetching from the partitions' leaders at the epoch they know")
 	cmd.Flags().DurationVar(&o.duration, "duration", time.Minute, "the safety phase, with faults; healing and the final reads follow")
 	cmd.Flags().DurationVar(&o.faultEvery, "fault-every", 4*time.Second, "the mean time between two faults")
 	cmd.Flags().StringSliceVar(&o.faults, "faults", nil, "the faults to mix: kill, stop, restart, partition (netns only), diskfull (root); default all this machine allows")
@@ -113,6 +119,8 @@ func (o jepsenOptions) validate() error {
 		return fmt.Errorf("--partitions %d: want 1 to 64", o.partitions)
 	case o.producers < 1 || o.producers > 32:
 		return fmt.Errorf("--producers %d: want 1 to 32", o.producers)
+	case o.consumers < 0 || o.consumers > 32:
+		return fmt.Errorf("--consumers %d: want 0 to 32", o.consumers)
 	case o.duration <= 0 || o.duration > 24*time.Hour:
 		return fmt.Errorf("--duration %s: want above zero and at most 24h", o.duration)
 	case o.faultEvery < 100*time.Millisecond:
@@ -273,6 +281,13 @@ func runJepsen(ctx context.Context, o jepsenOptions, stdout, stderr io.Writer) e
 			r.produce(safety, topic, i+1)
 		}()
 	}
+	for i := range o.consumers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r.consume(safety, topic, 101+i)
+		}()
+	}
 	r.nemesis(safety)
 	wg.Wait()
 	if ctx.Err() != nil {
@@ -300,8 +315,8 @@ func runJepsen(ctx context.Context, o jepsenOptions, stdout, stderr io.Writer) e
 			injected = append(injected, fmt.Sprintf("%s:%d", f, r.injected[f]))
 		}
 	}
-	line := fmt.Sprintf("seed=%d time=%s ops=%d result=%s nodes=%d network=%s partitions=%d producers=%d faults=%s every=%s injected=%s",
-		o.seed, r.since().Truncate(time.Millisecond), ops, result, o.nodes, o.network, o.partitions, o.producers, strings.Join(o.faults, ","), o.faultEvery, orNone(strings.Join(injected, ",")))
+	line := fmt.Sprintf("seed=%d time=%s ops=%d result=%s nodes=%d network=%s partitions=%d producers=%d consumers=%d faults=%s every=%s injected=%s",
+		o.seed, r.since().Truncate(time.Millisecond), ops, result, o.nodes, o.network, o.partitions, o.producers, o.consumers, strings.Join(o.faults, ","), o.faultEvery, orNone(strings.Join(injected, ",")))
 	fmt.Fprintln(stdout, line)
 	if o.out != "" {
 		if err := r.writeArtifacts(line, check); err != nil {
@@ -506,7 +521,7 @@ func ptr[T any](v T) *T { return &v }
 // choosing, recording each in the history; an error after kgo's own
 // retries is an unknown outcome.
 func (r *realRun) produce(ctx context.Context, topic string, id int) {
-	cl, err := r.client(kgo.RecordPartitioner(kgo.ManualPartitioner()),
+	cl, err := r.client(kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerBatchCompression(kgo.NoCompression()),
 		kgo.ProducerLinger(0), kgo.RequiredAcks(kgo.AllISRAcks()), kgo.RecordDeliveryTimeout(15*time.Second))
 	if err != nil {
 		return
@@ -529,11 +544,108 @@ func (r *realRun) produce(ctx context.Context, topic string, id int) {
 			if err != nil {
 				r.h.Info(op, err)
 			} else {
-				r.h.ProduceOk(op, rec.Offset)
+				// A produce answer names no leader epoch, so the client
+				// cannot bound the acknowledging leader's: as the simulator
+				// records a leader it cannot see, the ack is held by no
+				// fetch of a known epoch to its high watermark (a stale
+				// leader of an older epoch may answer below it, as Kafka
+				// allows), and by the final reads and porcupine as any.
+				r.h.ProduceOkAtEpoch(op, rec.Offset, math.MaxInt32)
 			}
 		})
 		time.Sleep(time.Duration(pick.IntN(10)) * time.Millisecond)
 	}
+}
+
+// consume is one consumer: Fetch requests of its own to a partition's
+// leader, from where it last read, carrying the leader epoch its metadata
+// gave (so an answer comes from a leader of that epoch, or is refused, and
+// the checker holds it to what that epoch could know), each recorded with
+// its records and watermarks.
+func (r *realRun) consume(ctx context.Context, topic string, id int) {
+	cl, err := r.client()
+	if err != nil {
+		return
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	pick := rand.New(rand.NewPCG(r.o.seed, uint64(id)))
+	pos := make([]int64, r.o.partitions)
+	var leaders map[int32]kadm.PartitionDetail
+	var topicID [16]byte
+	for ctx.Err() == nil {
+		if leaders == nil {
+			md, err := adm.Metadata(ctx, topic)
+			if err != nil || md.Topics[topic].Err != nil {
+				time.Sleep(200 * time.Millisecond)
+				continue
+			}
+			leaders, topicID = md.Topics[topic].Partitions, md.Topics[topic].ID
+		}
+		p := int32(pick.IntN(r.o.partitions))
+		part, ok := leaders[p]
+		if !ok || part.Leader < 0 {
+			leaders = nil
+			continue
+		}
+		tp := jepsen.TopicPartition{Topic: topic, Partition: p}
+		req := kmsg.NewPtrFetchRequest()
+		req.Version, req.ReplicaID, req.MaxWaitMillis, req.MaxBytes = 13, -1, 100, 1<<20
+		rt := kmsg.NewFetchRequestTopic()
+		rt.TopicID = topicID
+		rp := kmsg.NewFetchRequestTopicPartition()
+		rp.Partition, rp.FetchOffset, rp.PartitionMaxBytes, rp.CurrentLeaderEpoch, rp.LogStartOffset = p, pos[p], 1<<20, part.LeaderEpoch, -1
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		var op jepsen.OpID
+		r.locked(func() { op = r.h.InvokeFetchAtEpoch(id, tp, pos[p], 0, part.LeaderEpoch) })
+		fetchCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		resp, err := cl.Broker(int(part.Leader)).Request(fetchCtx, req)
+		cancel()
+		var records []jepsen.Record
+		var marks jepsen.Watermarks
+		if err == nil {
+			records, marks, err = fetchAnswer(resp.(*kmsg.FetchResponse), p, pos[p])
+		}
+		r.locked(func() {
+			if err != nil {
+				r.h.Fail(op, err) // a read changes nothing: its failure is definite
+			} else {
+				r.h.FetchOkWatermarks(op, records, marks)
+			}
+		})
+		switch {
+		case errors.Is(err, kerr.OffsetOutOfRange):
+			pos[p] = 0
+		case err != nil:
+			leaders = nil // ask again where the leaders are
+			time.Sleep(100 * time.Millisecond)
+		case len(records) > 0:
+			pos[p] = records[len(records)-1].Offset + 1
+		}
+		time.Sleep(time.Duration(pick.IntN(20)) * time.Millisecond)
+	}
+}
+
+// fetchAnswer finds partition p in a fetch answer and decodes its records
+// from offset from.
+func fetchAnswer(resp *kmsg.FetchResponse, p int32, from int64) ([]jepsen.Record, jepsen.Watermarks, error) {
+	if resp.ErrorCode != 0 {
+		return nil, jepsen.Watermarks{}, kerr.ErrorForCode(resp.ErrorCode)
+	}
+	for _, t := range resp.Topics {
+		for _, rp := range t.Partitions {
+			if rp.Partition != p {
+				continue
+			}
+			if rp.ErrorCode != 0 {
+				return nil, jepsen.Watermarks{}, kerr.ErrorForCode(rp.ErrorCode)
+			}
+			records, err := simrun.DecodeRecords(rp.RecordBatches, from)
+			return records, jepsen.Watermarks{HighWatermark: rp.HighWatermark, LogStart: rp.LogStartOffset}, err
+		}
+	}
+	return nil, jepsen.Watermarks{}, fmt.Errorf("the fetch answer does not carry partition %d", p)
 }
 
 // nemesis injects the faults until ctx ends, one node at a time.

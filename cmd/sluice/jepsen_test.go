@@ -35,7 +35,11 @@ func TestJepsenRunnerChecksARealCluster(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "out")
 	out, stderr, err := runSluice("jepsen", "--duration", "8s", "--fault-every", "1s", "--seed", "3", "--out", dir)
 	require.NoError(t, err, "%s%s", out, stderr)
-	require.Regexp(t, `^seed=3 time=\S+ ops=\d+ result=ok nodes=3 network=(netns|loopback) partitions=3 producers=3 faults=kill,stop,restart(,partition)?(,diskfull)? every=1s injected=\S+\n$`, out)
+	require.Regexp(t, `^seed=3 time=\S+ ops=\d+ result=ok nodes=3 network=(netns|loopback) partitions=3 producers=3 consumers=2 faults=kill,stop,restart(,partition)?(,diskfull)? every=1s injected=\S+\n$`, out)
+	history, err := os.ReadFile(filepath.Join(dir, "history.jsonl"))
+	require.NoError(t, err)
+	require.Contains(t, string(history), `"kind":"ok","op"`, "operations completed")
+	require.Regexp(t, `"client":10[12],"type":"fetch"`, string(history), "the consumers fetched during the faults")
 	for _, name := range []string{"history.jsonl", "summary.txt", "timeline.html", "linearizability-jepsen-0.html", "n1.log"} {
 		info, err := os.Stat(filepath.Join(dir, name))
 		require.NoError(t, err, name)

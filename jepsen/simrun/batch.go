@@ -210,3 +210,22 @@ func (r *recordReader) bytes(n int64) []byte {
 	r.p = r.p[n:]
 	return v
 }
+
+// DecodeRecords decodes the record batches of a fetch answer (version 2,
+// uncompressed, CRC-checked, offsets dense) and returns the records at
+// offset from and beyond, as the simulator's consumers read them: for
+// clients outside the simulator that record into a jepsen.History (sluice
+// jepsen's consumers). A partial batch at the end is ignored.
+func DecodeRecords(p []byte, from int64) ([]jepsen.Record, error) {
+	all, _, err := readBatches(p, from)
+	if err != nil {
+		return nil, err
+	}
+	out := all[:0]
+	for _, rec := range all {
+		if rec.Offset >= from {
+			out = append(out, rec)
+		}
+	}
+	return out, nil
+}
