@@ -15,11 +15,15 @@ import (
 const HistoryFile = "history.jsonl"
 
 // WriteJSONL writes events as JSON lines, one event a line.
-func WriteJSONL(w io.Writer, events []Event) error {
+func WriteJSONL(w io.Writer, events []Event) error { return writeJSONL(w, events, "event") }
+
+// writeJSONL writes each of events as a JSON line (what names them in an
+// error): the data, metadata and group histories' files alike.
+func writeJSONL[E any](w io.Writer, events []E, what string) error {
 	enc := json.NewEncoder(w) // Encode ends each value with a newline
 	for i, e := range events {
 		if err := enc.Encode(e); err != nil {
-			return fmt.Errorf("write event %d: %w", i, err)
+			return fmt.Errorf("write %s %d: %w", what, i, err)
 		}
 	}
 	return nil

@@ -1,7 +1,6 @@
 package jepsen
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"maps"
@@ -122,13 +121,7 @@ const GroupHistoryFile = "group-history.jsonl"
 
 // WriteGroupJSONL writes a group history as JSON lines, one event a line.
 func WriteGroupJSONL(w io.Writer, events []GroupEvent) error {
-	enc := json.NewEncoder(w)
-	for i, e := range events {
-		if err := enc.Encode(e); err != nil {
-			return fmt.Errorf("write group event %d: %w", i, err)
-		}
-	}
-	return nil
+	return writeJSONL(w, events, "group event")
 }
 
 // NewGroupHistory returns an empty history.

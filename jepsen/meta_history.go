@@ -409,13 +409,7 @@ func (h *MetaHistory) Pending() []OpID {
 
 // WriteMetaJSONL writes a metadata history as JSON lines, one event a line.
 func WriteMetaJSONL(w io.Writer, events []MetaEvent) error {
-	enc := json.NewEncoder(w)
-	for i, e := range events {
-		if err := enc.Encode(e); err != nil {
-			return fmt.Errorf("write metadata event %d: %w", i, err)
-		}
-	}
-	return nil
+	return writeJSONL(w, events, "metadata event")
 }
 
 // ReadMetaHistory reads events written by WriteMetaJSONL. It checks only
