@@ -155,7 +155,12 @@ func (b *Broker) toShard(index int32, client groups.Client, req kmsg.Request, do
 func (b *Broker) shardFor(index int32) (*coordShard, *kerr.Error) {
 	t := b.image.TopicByName(offsetsTopic)
 	if t == nil || index < 0 || int(index) >= len(t.Partitions) {
-		return nil, kerr.CoordinatorNotAvailable
+		// This broker's image does not have the partition yet (another
+		// node answered FindCoordinator from a newer image): as Kafka's
+		// broker that does not own a group, NOT_COORDINATOR, so that the
+		// client looks the coordinator up again. kafkajs ends a consumer on
+		// COORDINATOR_NOT_AVAILABLE from JoinGroup (seen in CI).
+		return nil, kerr.NotCoordinator
 	}
 	b.checkShard(t, index)
 	cs := b.coord.shards[index]

@@ -402,11 +402,13 @@ func TestFindCoordinatorAnswersEachKeyType(t *testing.T) {
 	require.Equal(t, kerr.InvalidRequest.Code, co.ErrorCode)
 	require.Nil(t, s.broker.image.TopicByName(offsetsTopic), "only a group key creates the offsets topic")
 
-	// Group requests before the topic exists are COORDINATOR_NOT_AVAILABLE;
-	// an empty group id is INVALID_GROUP_ID before any routing.
+	// Group requests before this broker has the topic are NOT_COORDINATOR,
+	// as Kafka's broker that does not own the group's partition answers (the
+	// client finds the coordinator again); an empty group id is
+	// INVALID_GROUP_ID before any routing.
 	hb := kmsg.NewPtrHeartbeatRequest()
 	hb.Group, hb.MemberID = "g", "m"
-	require.Equal(t, kerr.CoordinatorNotAvailable.Code, s.do(hb).(*kmsg.HeartbeatResponse).ErrorCode)
+	require.Equal(t, kerr.NotCoordinator.Code, s.do(hb).(*kmsg.HeartbeatResponse).ErrorCode)
 	hb.Group = ""
 	require.Equal(t, kerr.InvalidGroupID.Code, s.do(hb).(*kmsg.HeartbeatResponse).ErrorCode)
 	of := kmsg.NewPtrOffsetFetchRequest()
@@ -416,7 +418,7 @@ func TestFindCoordinatorAnswersEachKeyType(t *testing.T) {
 	of.Topics = append(of.Topics, ot)
 	got := s.do(of).(*kmsg.OffsetFetchResponse)
 	require.Len(t, got.Topics[0].Partitions, 2, "v1 carries the error on every partition")
-	require.Equal(t, kerr.CoordinatorNotAvailable.Code, got.Topics[0].Partitions[1].ErrorCode)
+	require.Equal(t, kerr.NotCoordinator.Code, got.Topics[0].Partitions[1].ErrorCode)
 	require.Equal(t, int64(-1), got.Topics[0].Partitions[1].Offset)
 }
 
