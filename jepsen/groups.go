@@ -119,6 +119,12 @@ type GroupEvent struct {
 // GroupHistoryFile is the name a run gives its group history.
 const GroupHistoryFile = "group-history.jsonl"
 
+// WriteGroupArtifacts writes a group history as GroupHistoryFile through
+// create, as WriteArtifacts writes a data history.
+func WriteGroupArtifacts(events []GroupEvent, create func(name string) (io.Writer, error)) error {
+	return writeArtifact(GroupHistoryFile, create, func(w io.Writer) error { return WriteGroupJSONL(w, events) })
+}
+
 // WriteGroupJSONL writes a group history as JSON lines, one event a line.
 func WriteGroupJSONL(w io.Writer, events []GroupEvent) error {
 	return writeJSONL(w, events, "group event")

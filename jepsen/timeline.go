@@ -145,6 +145,12 @@ h1{font-size:17px} pre{font-size:12px;white-space:pre-wrap;background:#f6f6f6;pa
 .marklabel{fill:#e00;font-size:11px}
 tr:target{background:#fde} td{vertical-align:top;padding:2px 6px;font:12px monospace}`
 
+// WriteTimelineArtifact writes t as TimelineFile through create, as
+// WriteArtifacts writes a history.
+func WriteTimelineArtifact(t Timeline, create func(name string) (io.Writer, error)) error {
+	return writeArtifact(TimelineFile, create, func(w io.Writer) error { return WriteTimeline(w, t) })
+}
+
 // WriteTimeline draws t as a self-contained HTML page.
 func WriteTimeline(w io.Writer, t Timeline) error {
 	const (

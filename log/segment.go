@@ -279,12 +279,18 @@ func (s *segment) truncateIndexFiles(indexBytesMax int64) error {
 
 // reader returns a header reader over the segment's valid bytes. A segment
 // whose files are not created yet (see pendingOp) is empty and never read.
-func (s *segment) reader() *headerReader {
+func (s *segment) reader() *headerReader { return s.readerWith(nil) }
+
+// readerWith is reader with buf as its window (nil: a new one).
+func (s *segment) readerWith(buf []byte) *headerReader {
 	var f env.File
 	if s.log != nil {
 		f = s.log.f
 	}
-	return newHeaderReader(f, s.size)
+	if buf == nil {
+		buf = make([]byte, headerWindow)
+	}
+	return &headerReader{f: f, limit: s.size, buf: buf}
 }
 
 // reader is s.reader with the log's spare window buffer, if it has one:
@@ -292,17 +298,12 @@ func (s *segment) reader() *headerReader {
 // window each time, a fifth of what a busy simulated cluster allocated.
 // The caller releases the reader when done with it.
 func (l *Log) reader(s *segment) *headerReader {
-	n := len(l.spareWindows)
-	if n == 0 {
-		r := s.reader()
-		r.owner = l
-		return r
+	var buf []byte
+	if n := len(l.spareWindows); n > 0 {
+		buf, l.spareWindows = l.spareWindows[n-1], l.spareWindows[:n-1]
 	}
-	r := &headerReader{owner: l, limit: s.size, buf: l.spareWindows[n-1]}
-	l.spareWindows = l.spareWindows[:n-1]
-	if s.log != nil {
-		r.f = s.log.f
-	}
+	r := s.readerWith(buf)
+	r.owner = l
 	return r
 }
 

@@ -30,13 +30,13 @@ import (
 )
 
 // sluice jepsen: the simulator's checks against real processes. N sluice
-// serve processes of this binary on 127.0.0.1, real franz-go clients
-// producing through kill -9, SIGSTOP/SIGCONT and clean restarts of one node
-// at a time, then every fault healed, every partition read whole, and the
-// history judged by the same checker as a simulated run's (jepsen.Check),
-// with the same summary line and --out files. First step of the runner:
-// network faults (namespaces or a proxy), latency, loss and full disks are
-// still the simulator's alone.
+// serve processes of this binary (each in a network namespace of its own
+// as root, else on 127.0.0.1), real franz-go producers and consumers
+// through kill -9, SIGSTOP/SIGCONT, clean restarts, partitions and full
+// disks of one node at a time, then every fault healed, every partition
+// read whole, and the history judged by the same checker as a simulated
+// run's (jepsen.Check), with the same summary line and --out files.
+// Latency, loss and consumer groups are still the simulator's alone.
 
 // realFaults are the faults the runner injects, in the order it names them.
 var realFaults = []string{"kill", "stop", "restart", "partition", "diskfull"}
@@ -66,19 +66,23 @@ type jepsenOptions struct {
 func newJepsenCommand() *cobra.Command {
 	var o jepsenOptions
 	cmd := &cobra.Command{
-		Use:   "jepsen [--seed N] [--nodes N] [--duration D] [--faults kill,stop,restart] [--out DIR]",
-		Short: "Run a real cluster of this binary through process faults with real clients, and check what they saw",
-		Long: `jepsen starts --nodes sluice serve processes of this binary on 127.0.0.1 (a
-KRaft cluster of combined nodes, in a temporary directory), creates a topic
-with replication factor 3 (or the node count, if less) and
-min.insync.replicas 2, and has franz-go producers write to it (idempotent,
-acks=all) while a nemesis, seeded by --seed, kills (kill -9), pauses
-(SIGSTOP, then SIGCONT) or cleanly restarts one node at a time. Then every
-fault is healed, each partition is read whole, and the history is checked
-as a simulated run's is: porcupine and Kafka's invariants (no acknowledged
-record lost). It prints one summary line and exits 1 on a violation; --out
-writes the history, porcupine's pages, the timeline and the nodes' logs.
-Everything it started is killed when it ends, on failure or Ctrl-C too.`,
+		Use:   "jepsen [--seed N] [--nodes N] [--duration D] [--faults kill,stop,restart,partition,diskfull] [--network netns|loopback] [--out DIR]",
+		Short: "Run a real cluster of this binary through process, network and disk faults with real clients, and check what they saw",
+		Long: `jepsen starts --nodes sluice serve processes of this binary (a KRaft cluster
+of combined nodes, in a temporary directory): as root each in a network
+namespace of its own, else on 127.0.0.1. It creates a topic with
+replication factor 3 (or the node count, if less) and min.insync.replicas
+2; franz-go producers write to it (idempotent, acks=all) and consumers
+fetch from the leaders, while a nemesis, seeded by --seed, kills (kill -9),
+pauses (SIGSTOP, then SIGCONT), cleanly restarts, partitions (namespaces
+only: from a peer, all of them or the clients, one way or both) or fills
+the disk of (root: each node's data directory a small tmpfs) one node at
+a time. Then every fault is healed, each partition is read whole, and the
+history is checked as a simulated run's is: porcupine and Kafka's
+invariants (no acknowledged record lost). It prints one summary line and
+exits 1 on a violation; --out writes the history, porcupine's pages, the
+timeline and the nodes' logs. Everything it started (processes,
+namespaces, mounts) is gone when it ends, on failure or Ctrl-C too.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := o.validate(); err != nil {
@@ -209,6 +213,8 @@ type realRun struct {
 	// mounts the nodes' small data filesystems (diskfull).
 	netns  *netnsNet
 	mounts []string
+	// stderr hears what goes wrong on the way that is not a verdict.
+	stderr io.Writer
 
 	mu       sync.Mutex // guards h, timeline, injected
 	h        *jepsen.History
@@ -233,21 +239,21 @@ func runJepsen(ctx context.Context, o jepsenOptions, stdout, stderr io.Writer) e
 	if err != nil {
 		return err
 	}
-	r := &realRun{o: o, exe: exe, root: root, start: time.Now(), rand: rand.New(rand.NewPCG(o.seed, 0x9e3779b97f4a7c15)),
-		h: jepsen.NewHistory(), injected: map[string]int{}}
-	r.h.SetClock(r.since)
+	var netns *netnsNet
 	if o.network == "netns" {
-		if r.netns, err = newNetnsNet(o.nodes); err != nil && !o.autoNetwork {
+		if netns, err = newNetnsNet(o.nodes); err != nil && !o.autoNetwork {
 			os.RemoveAll(root)
 			return err
 		}
 		if err != nil {
 			fmt.Fprintf(stderr, "no network namespaces (%v): on 127.0.0.1, without partitions\n", err)
-			o.network, r.o.network = "loopback", "loopback"
+			o.network = "loopback"
 			o.faults = slices.DeleteFunc(o.faults, func(f string) bool { return f == "partition" })
-			r.o.faults = o.faults
 		}
 	}
+	r := &realRun{o: o, exe: exe, root: root, netns: netns, stderr: stderr, start: time.Now(),
+		rand: rand.New(rand.NewPCG(o.seed, 0x9e3779b97f4a7c15)), h: jepsen.NewHistory(), injected: map[string]int{}}
+	r.h.SetClock(r.since)
 	defer func() {
 		r.killAll()
 		for _, dir := range r.mounts {
@@ -605,7 +611,7 @@ func (r *realRun) consume(ctx context.Context, topic string, id int) {
 		var records []jepsen.Record
 		var marks jepsen.Watermarks
 		if err == nil {
-			records, marks, err = fetchAnswer(resp.(*kmsg.FetchResponse), p, pos[p])
+			records, marks, err = simrun.DecodeFetch(resp.(*kmsg.FetchResponse), topicID, tp, pos[p])
 		}
 		r.locked(func() {
 			if err != nil {
@@ -627,27 +633,6 @@ func (r *realRun) consume(ctx context.Context, topic string, id int) {
 	}
 }
 
-// fetchAnswer finds partition p in a fetch answer and decodes its records
-// from offset from.
-func fetchAnswer(resp *kmsg.FetchResponse, p int32, from int64) ([]jepsen.Record, jepsen.Watermarks, error) {
-	if resp.ErrorCode != 0 {
-		return nil, jepsen.Watermarks{}, kerr.ErrorForCode(resp.ErrorCode)
-	}
-	for _, t := range resp.Topics {
-		for _, rp := range t.Partitions {
-			if rp.Partition != p {
-				continue
-			}
-			if rp.ErrorCode != 0 {
-				return nil, jepsen.Watermarks{}, kerr.ErrorForCode(rp.ErrorCode)
-			}
-			records, err := simrun.DecodeRecords(rp.RecordBatches, from)
-			return records, jepsen.Watermarks{HighWatermark: rp.HighWatermark, LogStart: rp.LogStartOffset}, err
-		}
-	}
-	return nil, jepsen.Watermarks{}, fmt.Errorf("the fetch answer does not carry partition %d", p)
-}
-
 // nemesis injects the faults until ctx ends, one node at a time.
 func (r *realRun) nemesis(ctx context.Context) {
 	for {
@@ -661,7 +646,7 @@ func (r *realRun) nemesis(ctx context.Context) {
 		fault := r.o.faults[r.rand.IntN(len(r.o.faults))]
 		hold := time.Duration(500+r.rand.IntN(3500)) * time.Millisecond
 		if !n.running() {
-			r.startNode(n) // it died on its own: back first
+			r.bringBack(n) // it died on its own: back first
 			continue
 		}
 		var cuts []cut
@@ -688,7 +673,7 @@ func (r *realRun) nemesis(ctx context.Context) {
 			cuts = r.netns.partitionCuts(r.rand.IntN, int(n.id-1))
 			for _, c := range cuts {
 				if err := r.netns.apply(c); err != nil {
-					fmt.Fprintf(os.Stderr, "partition: %v\n", err)
+					fmt.Fprintf(r.stderr, "partition: %v\n", err)
 				}
 			}
 		}
@@ -718,15 +703,10 @@ func (r *realRun) nemesis(ctx context.Context) {
 	}
 }
 
-// undo ends a node's fault: a resume, or a start.
+// undo ends a node's fault (bringBack) and draws it.
 func (r *realRun) undo(n *realNode, fault string, from time.Duration) {
 	class := map[string]string{"kill": "killed", "stop": "paused", "restart": "down", "partition": "partition", "diskfull": "disk"}[fault]
-	if n.paused {
-		n.cmd.Process.Signal(syscall.SIGCONT)
-		n.paused = false
-	} else if !n.running() {
-		r.startNode(n)
-	}
+	r.bringBack(n)
 	to := r.since()
 	r.locked(func() {
 		lane := r.timeline.Lane("nodes", n.name)
@@ -734,16 +714,23 @@ func (r *realRun) undo(n *realNode, fault string, from time.Duration) {
 	})
 }
 
-// heal resumes and restarts whatever is still out.
+// bringBack resumes a paused node, or starts one that is not running.
+func (r *realRun) bringBack(n *realNode) {
+	if n.paused {
+		n.cmd.Process.Signal(syscall.SIGCONT)
+		n.paused = false
+	}
+	if !n.running() {
+		if err := r.startNode(n); err != nil {
+			fmt.Fprintf(r.stderr, "%v\n", err)
+		}
+	}
+}
+
+// heal brings back whatever is still out.
 func (r *realRun) heal() {
 	for _, n := range r.nodes {
-		if n.paused {
-			n.cmd.Process.Signal(syscall.SIGCONT)
-			n.paused = false
-		}
-		if !n.running() {
-			r.startNode(n)
-		}
+		r.bringBack(n)
 	}
 }
 
@@ -841,15 +828,7 @@ func (r *realRun) writeArtifacts(line string, check jepsen.Result) error {
 	t := r.timeline
 	t.Title, t.End, t.Notes = fmt.Sprintf("sluice jepsen: seed %d", r.o.seed), r.since(), []string{line}
 	t.AddHistory(r.h.Events(), check)
-	f, err := os.Create(filepath.Join(dir, jepsen.TimelineFile))
-	if err != nil {
-		return err
-	}
-	err = jepsen.WriteTimeline(f, t)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
+	if err := jepsen.WriteTimelineArtifact(t, create); err != nil {
 		return err
 	}
 	for _, n := range r.nodes {

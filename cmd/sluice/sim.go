@@ -561,30 +561,14 @@ func writeSimArtifacts(dir string, s simrun.Summary) error {
 	if err := os.WriteFile(filepath.Join(dir, "summary.txt"), []byte(summary), 0o644); err != nil {
 		return err
 	}
+	create := func(name string) (io.Writer, error) { return os.Create(filepath.Join(dir, name)) }
 	if s.Timeline != nil {
-		f, err := os.Create(filepath.Join(dir, jepsen.TimelineFile))
-		if err != nil {
+		if err := jepsen.WriteTimelineArtifact(*s.Timeline, create); err != nil {
 			return err
-		}
-		err = jepsen.WriteTimeline(f, *s.Timeline)
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
-			return fmt.Errorf("write %s: %w", jepsen.TimelineFile, err)
 		}
 	}
-	create := func(name string) (io.Writer, error) { return os.Create(filepath.Join(dir, name)) }
 	if len(s.GroupHistory) > 0 {
-		f, err := os.Create(filepath.Join(dir, jepsen.GroupHistoryFile))
-		if err != nil {
-			return err
-		}
-		err = jepsen.WriteGroupJSONL(f, s.GroupHistory)
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
+		if err := jepsen.WriteGroupArtifacts(s.GroupHistory, create); err != nil {
 			return err
 		}
 	}

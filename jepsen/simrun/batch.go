@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"hash/crc32"
 
+	"github.com/twmb/franz-go/pkg/kmsg"
+
 	"github.com/sluicemq/sluice/jepsen"
 )
 
@@ -211,21 +213,13 @@ func (r *recordReader) bytes(n int64) []byte {
 	return v
 }
 
-// DecodeRecords decodes the record batches of a fetch answer (version 2,
-// uncompressed, CRC-checked, offsets dense) and returns the records at
-// offset from and beyond, as the simulator's consumers read them: for
-// clients outside the simulator that record into a jepsen.History (sluice
-// jepsen's consumers). A partial batch at the end is ignored.
-func DecodeRecords(p []byte, from int64) ([]jepsen.Record, error) {
-	all, _, err := readBatches(p, from)
-	if err != nil {
-		return nil, err
-	}
-	out := all[:0]
-	for _, rec := range all {
-		if rec.Offset >= from {
-			out = append(out, rec)
-		}
-	}
-	return out, nil
+// DecodeFetch finds tp in a fetch answer (by topic id from version 13)
+// and decodes its records from offset from and its watermarks, as the
+// simulator's consumers do: version 2 batches, uncompressed, CRC-checked,
+// offsets dense, a partial batch at the end ignored. It is for clients
+// outside the simulator that record into a jepsen.History (sluice
+// jepsen's consumers).
+func DecodeFetch(resp *kmsg.FetchResponse, topicID [16]byte, tp jepsen.TopicPartition, from int64) ([]jepsen.Record, jepsen.Watermarks, error) {
+	fp, err := fetchPartition(resp, &topicInfo{id: topicID}, tp, from)
+	return fp.records, fp.marks, err
 }

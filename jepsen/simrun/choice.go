@@ -159,18 +159,8 @@ var brokerSettings = []setting{
 		}
 		return nil
 	}},
-	{"segment", func(c *Choice, v string) error {
-		n := int(c.Options.SegmentBytes)
-		err := setInt(&n, v, 1024, 1<<30)
-		c.Options.SegmentBytes = int64(n)
-		return err
-	}},
-	{"indexinterval", func(c *Choice, v string) error {
-		n := int(c.Options.IndexIntervalBytes)
-		err := setInt(&n, v, 0, 1<<20)
-		c.Options.IndexIntervalBytes = int32(n)
-		return err
-	}},
+	{"segment", func(c *Choice, v string) error { return setInt(&c.Options.SegmentBytes, v, 1024, 1<<30) }},
+	{"indexinterval", func(c *Choice, v string) error { return setInt(&c.Options.IndexIntervalBytes, v, 0, 1<<20) }},
 	{"checkpoint", func(c *Choice, v string) error { return setDuration(&c.Options.CheckpointInterval, v, 0) }},
 }
 
@@ -222,12 +212,7 @@ var clusterSettings = []setting{
 		}
 		return errors.New("want sendfile or sendfile-all")
 	}},
-	{"snapshots", func(c *Choice, v string) error {
-		n := int(c.Cluster.SnapshotBytes)
-		err := setInt(&n, v, 1024, 1<<30)
-		c.Cluster.SnapshotBytes = int64(n)
-		return err
-	}},
+	{"snapshots", func(c *Choice, v string) error { return setInt(&c.Cluster.SnapshotBytes, v, 1024, 1<<30) }},
 	{"think", func(c *Choice, v string) error { return setDuration(&c.Cluster.Think, v, time.Millisecond) }},
 	{"snapshotevery", func(c *Choice, v string) error { return setDuration(&c.Cluster.SnapshotInterval, v, time.Second) }},
 	{"faults", func(c *Choice, v string) error {
@@ -253,12 +238,12 @@ func (c *Choice) set(kv string) error {
 	return nil
 }
 
-func setInt(dst *int, v string, lo, hi int) error {
-	n, err := strconv.Atoi(v)
-	if err != nil || n < lo || n > hi {
+func setInt[T ~int | ~int32 | ~int64](dst *T, v string, lo, hi T) error {
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < int64(lo) || n > int64(hi) {
 		return fmt.Errorf("want a whole number from %d to %d", lo, hi)
 	}
-	*dst = n
+	*dst = T(n)
 	return nil
 }
 

@@ -128,6 +128,24 @@ type acked struct {
 	offsets []int64
 }
 
+// ackKey names a producer's acknowledgements of one partition, or of all
+// of them (byPartition false: tp is the zero value).
+type ackKey struct {
+	client int
+	tp     jepsen.TopicPartition
+}
+
+func (k ackKey) String() string {
+	if k.tp == (jepsen.TopicPartition{}) {
+		return fmt.Sprintf("client %d on any partition", k.client)
+	}
+	return fmt.Sprintf("client %d on %s", k.client, k.tp)
+}
+
+func compareAckKeys(x, y ackKey) int {
+	return cmp.Or(cmp.Compare(x.tp.Topic, y.tp.Topic), cmp.Compare(x.tp.Partition, y.tp.Partition), cmp.Compare(x.client, y.client))
+}
+
 // acknowledgements gathers the acknowledged produces of the history that
 // were invoked before safetyEnd, by producer and partition: the liveness
 // phase's produces draw fresh values wherever each run's producers got to.
@@ -136,13 +154,13 @@ type acked struct {
 // produce's partition after however many metadata refreshes the run
 // needed), a producer's values are gathered across partitions, in the
 // order it invoked them.
-func acknowledgements(events []jepsen.Event, safetyEnd time.Duration, byPartition bool) map[string]*acked {
+func acknowledgements(events []jepsen.Event, safetyEnd time.Duration, byPartition bool) map[ackKey]*acked {
 	invokes := map[int]jepsen.Event{}
 	type ack struct {
 		value  string
 		offset int64
 	}
-	byKey := map[string][]ack{}
+	byKey := map[ackKey][]ack{}
 	for _, e := range events {
 		switch {
 		case e.Type != jepsen.TypeProduce:
@@ -155,18 +173,17 @@ func acknowledgements(events []jepsen.Event, safetyEnd time.Duration, byPartitio
 			if !ok {
 				continue
 			}
-			key := fmt.Sprintf("client %d on %s", inv.Client, inv.TopicPartition)
-			order := e.Offset
+			key, order := ackKey{inv.Client, inv.TopicPartition}, e.Offset
 			if !byPartition {
-				key, order = fmt.Sprintf("client %d on any partition", inv.Client), inv.Time
+				key, order = ackKey{client: inv.Client}, inv.Time
 			}
 			for i, v := range inv.Values {
 				byKey[key] = append(byKey[key], ack{v, order + int64(i)})
 			}
 		}
 	}
-	out := map[string]*acked{}
-	for _, key := range slices.Sorted(maps.Keys(byKey)) {
+	out := map[ackKey]*acked{}
+	for _, key := range slices.SortedFunc(maps.Keys(byKey), compareAckKeys) {
 		acks := byKey[key]
 		slices.SortFunc(acks, func(x, y ack) int { return cmp.Compare(x.offset, y.offset) })
 		a := &acked{}
@@ -183,33 +200,24 @@ func acknowledgements(events []jepsen.Event, safetyEnd time.Duration, byPartitio
 // (think times, partitions, values), but timing differs, so one run may
 // get further before the safety phase ends: for each producer and
 // partition, one run's acknowledged values must be the beginning of the
-// other's, in the same order; where a partition has one producer, at the same offsets. In
-// a cluster run, each producer's values across partitions, in order.
+// other's, in the same order; where a partition has one producer, at the
+// same offsets. In a cluster run, each producer's values across
+// partitions, in order.
 func sameAcknowledgements(base, variant Summary) []string {
 	byPartition := base.Nodes <= 1
 	a, b := acknowledgements(base.History, base.Duration, byPartition), acknowledgements(variant.History, variant.Duration, byPartition)
-	producers := map[string]map[int]bool{} // partition -> clients that wrote it
-	for _, m := range []map[string]*acked{a, b} {
-		for _, key := range slices.Sorted(maps.Keys(m)) {
-			var client int
-			var tp string
-			fmt.Sscanf(key, "client %d on %s", &client, &tp)
-			if producers[tp] == nil {
-				producers[tp] = map[int]bool{}
+	keys := map[ackKey]bool{}
+	producers := map[jepsen.TopicPartition]int{} // partition -> clients that wrote it, in either run
+	for _, m := range []map[ackKey]*acked{a, b} {
+		for _, key := range slices.SortedFunc(maps.Keys(m), compareAckKeys) {
+			if !keys[key] {
+				keys[key] = true
+				producers[key.tp]++
 			}
-			producers[tp][client] = true
 		}
 	}
 	var diffs []string
-	union := map[string]bool{}
-	for k := range a {
-		union[k] = true
-	}
-	for k := range b {
-		union[k] = true
-	}
-	keys := slices.Sorted(maps.Keys(union))
-	for _, key := range keys {
+	for _, key := range slices.SortedFunc(maps.Keys(keys), compareAckKeys) {
 		x, y := a[key], b[key]
 		if x == nil {
 			x = &acked{}
@@ -222,8 +230,7 @@ func sameAcknowledgements(base, variant Summary) []string {
 			diffs = append(diffs, fmt.Sprintf("%s: acknowledgement %d is %q in the base run, %q in the variant", key, i, x.values[i], y.values[i]))
 			continue
 		}
-		_, tp, _ := strings.Cut(key, " on ")
-		if byPartition && len(producers[tp]) == 1 {
+		if byPartition && producers[key.tp] == 1 {
 			if i := mismatch(x.offsets[:n], y.offsets[:n]); i >= 0 {
 				diffs = append(diffs, fmt.Sprintf("%s, its only producer: %q acknowledged at offset %d in the base run, %d in the variant", key, x.values[i], x.offsets[i], y.offsets[i]))
 			}

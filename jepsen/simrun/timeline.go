@@ -71,7 +71,8 @@ func (rec *recorder) open(node string, at time.Duration, label, class string) {
 func (rec *recorder) up(node string, at time.Duration) {
 	if s := rec.down[node]; s != nil {
 		s.To = at
-		rec.nodeLane(node).Spans = append(rec.nodeLane(node).Spans, *s)
+		lane := rec.nodeLane(node)
+		lane.Spans = append(lane.Spans, *s)
 		delete(rec.down, node)
 	}
 }
