@@ -289,6 +289,14 @@ type Config struct {
 	// by then such a client has given up on the request itself. Negative
 	// (-1) waits forever.
 	RequestReadTimeout time.Duration
+	// OutboundLocalAddress is sluice.outbound.local.address, a key of
+	// Sluice's own: the local IP address that every connection the node
+	// opens (to other brokers, to the controllers) is bound to, so that
+	// peers see them come from it. For a host with several addresses; the
+	// jepsen runner's proxy gives each node one of 127.0.0.0/8 to tell
+	// whose a connection is. Not set (the zero Addr): the kernel picks, by
+	// route.
+	OutboundLocalAddress netip.Addr
 }
 
 // Unlimited is Kafka's -1 for the keys where it means no limit
@@ -505,11 +513,32 @@ func (c *Config) set(key, value string) (known bool, err error) {
 		return true, parseTimeout(key, value, &c.ConnectionsMaxIdle)
 	case "sluice.request.read.timeout.ms":
 		return true, parseTimeout(key, value, &c.RequestReadTimeout)
+	case "sluice.outbound.local.address":
+		return true, parseLocalAddress(value, &c.OutboundLocalAddress)
 	}
 	if known, err := c.setGroups(key, value); known {
 		return true, err
 	}
 	return c.setKRaft(key, value)
+}
+
+// parseLocalAddress reads an IP address to bind to, or nothing (the
+// kernel picks). A host name is refused: it would be resolved once, at
+// start, to an address the host may no longer have.
+func parseLocalAddress(s string, dst *netip.Addr) error {
+	if s == "" {
+		*dst = netip.Addr{}
+		return nil
+	}
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		return fmt.Errorf("want an IP address of this host (or nothing, to let the kernel pick): %w", err)
+	}
+	if a.IsUnspecified() || a.IsMulticast() {
+		return fmt.Errorf("%s is not an address a connection can come from: want one of this host's addresses", a)
+	}
+	*dst = a
+	return nil
 }
 
 // parseMs reads a time key as Kafka does: a count of the unit its name ends

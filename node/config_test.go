@@ -1,6 +1,7 @@
 package node
 
 import (
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -75,6 +76,8 @@ func TestParsePropertiesNamesTheBadKey(t *testing.T) {
 		{"connections.max.idle.ms=10m", "connections.max.idle.ms"},
 		{"sluice.request.read.timeout.ms=0", "sluice.request.read.timeout.ms"},
 		{"sluice.request.read.timeout.ms=", "sluice.request.read.timeout.ms"},
+		{"sluice.outbound.local.address=localhost", "sluice.outbound.local.address"},
+		{"sluice.outbound.local.address=0.0.0.0", "sluice.outbound.local.address"},
 	} {
 		_, _, err := ParseProperties(tc.text, DefaultConfig())
 		if err == nil || !strings.Contains(err.Error(), tc.key) {
@@ -161,6 +164,20 @@ func TestConnectionTimeoutDefaults(t *testing.T) {
 		_, _, err := ParseProperties(text, DefaultConfig())
 		require.ErrorContains(t, err, "must be positive, or -1 for no timeout", text)
 	}
+}
+
+// sluice.outbound.local.address binds the node's own connections to an
+// address of the host; not set, the kernel picks.
+func TestOutboundLocalAddress(t *testing.T) {
+	require.False(t, DefaultConfig().OutboundLocalAddress.IsValid())
+	cfg, _, err := ParseProperties("sluice.outbound.local.address=127.0.0.11", DefaultConfig())
+	require.NoError(t, err)
+	require.Equal(t, netip.MustParseAddr("127.0.0.11"), cfg.OutboundLocalAddress)
+	entries := map[string]string{}
+	for _, e := range cfg.brokerConfigEntries() {
+		entries[e.name] = e.value
+	}
+	require.Equal(t, "127.0.0.11", entries["sluice.outbound.local.address"])
 }
 
 // The KIP-848 session timeout is Kafka's pair of keys, and a session

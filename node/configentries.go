@@ -1,6 +1,7 @@
 package node
 
 import (
+	"net/netip"
 	"sort"
 	"strconv"
 	"strings"
@@ -120,7 +121,18 @@ func brokerConfigDefs() []brokerConfigDef {
 		{name: "sluice.request.read.timeout.ms", kind: kindLong, kafkaDefault: def("30000"),
 			value: func(c Config) string { return durationMsString(c.RequestReadTimeout) },
 			doc:   "How long a request may take to arrive whole, from its first bytes, before the connection is closed; -1 is forever."},
+		{name: "sluice.outbound.local.address", kind: kindString, kafkaDefault: def(""),
+			value: func(c Config) string { return addrString(c.OutboundLocalAddress) },
+			doc:   "The local IP address the connections this node opens to other nodes come from; empty lets the kernel pick."},
 	}, append(kraftConfigDefs(), groupConfigDefs()...)...)
+}
+
+// addrString is a, or "" for the zero Addr (not set).
+func addrString(a netip.Addr) string {
+	if !a.IsValid() {
+		return ""
+	}
+	return a.String()
 }
 
 // kraftConfigDefs lists the keys of config_kraft.go.

@@ -156,7 +156,7 @@ func serve(cmd *cobra.Command, o serveOptions) error {
 	if err := os.MkdirAll(cfg.LogDir, 0o755); err != nil {
 		return fmt.Errorf("create log.dirs %s: %w", cfg.LogDir, err)
 	}
-	ocfg := osenv.Config{Dir: cfg.LogDir, Loop: osenv.NewLoop(), Log: logger}
+	ocfg := osenv.Config{Dir: cfg.LogDir, Loop: osenv.NewLoop(), Log: logger, LocalAddr: cfg.OutboundLocalAddress}
 	if dir := cfg.MetadataDir(); dir != cfg.LogDir {
 		// metadata.log.dir, a directory of its own.
 		if err := os.MkdirAll(dir, 0o755); err != nil {

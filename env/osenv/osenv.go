@@ -55,6 +55,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -78,6 +79,11 @@ type Config struct {
 	Log *slog.Logger
 	// DialTimeout bounds how long Net.Dial tries to connect. Default 10s.
 	DialTimeout time.Duration
+	// LocalAddr, if valid, is the local IP address every connection Net.Dial
+	// opens is bound to (node config sluice.outbound.local.address): on a
+	// host with several addresses, the one peers see this node's
+	// connections come from. Default: the kernel picks, by route.
+	LocalAddr netip.Addr
 	// CloseTimeout bounds how long a locally closed connection may spend
 	// flushing its queued bytes and waiting for the peer to close its side,
 	// before the socket is torn down. Default 10s.
@@ -166,6 +172,9 @@ func New(cfg Config) (*Node, error) {
 		}
 	}
 	n.net = &network{node: n, dialer: net.Dialer{Timeout: dialTimeout}}
+	if cfg.LocalAddr.IsValid() {
+		n.net.dialer.LocalAddr = &net.TCPAddr{IP: cfg.LocalAddr.AsSlice(), Zone: cfg.LocalAddr.Zone()}
+	}
 	return n, nil
 }
 

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -578,6 +579,38 @@ func dialPeer(t *testing.T, n *Node, h env.ConnHandler) (*conn, net.Conn) {
 	t.Cleanup(func() { peer.Close() })
 	waitFor(t, n, func() bool { return c != nil })
 	return c, peer
+}
+
+// TestDialBindsTheLocalAddress: with Config.LocalAddr, the connections a
+// node opens come from that address (the jepsen runner's proxy tells the
+// nodes apart by it, all of them on 127.0.0.1's loopback).
+func TestDialBindsTheLocalAddress(t *testing.T) {
+	before := runtime.NumGoroutine()
+	loop := NewLoop()
+	go loop.Run()
+	n, err := New(Config{Dir: t.TempDir(), Loop: loop, LocalAddr: netip.MustParseAddr("127.0.0.7"),
+		Log: slog.New(slog.NewTextHandler(t.Output(), nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		n.Close()
+		loop.Stop()
+		<-loop.Done()
+		checkNoLeaks(t, before)
+	})
+	c, peer := dialPeer(t, n, nopHandler{})
+	if got := peer.RemoteAddr().(*net.TCPAddr).IP.String(); got != "127.0.0.7" {
+		t.Errorf("the peer sees the connection come from %s, want 127.0.0.7", got)
+	}
+	var local string
+	do(t, n, func(env.Env) error {
+		local = c.LocalAddr()
+		return nil
+	})
+	if host, _, _ := net.SplitHostPort(local); host != "127.0.0.7" {
+		t.Errorf("the node's end says it is %s, want 127.0.0.7", local)
+	}
 }
 
 type dataFunc func([]byte)
