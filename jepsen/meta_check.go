@@ -9,6 +9,7 @@ import (
 
 	"github.com/anishathalye/porcupine"
 	"github.com/sluicemq/sluice/raftmeta"
+	"github.com/twmb/franz-go/pkg/kerr"
 )
 
 // The names of the metadata checks, as they appear in MetaViolation.Check.
@@ -195,13 +196,24 @@ func (o *metaOp) evidence() []MetaEvent {
 
 // refused reports whether o is a refusal that read the metadata.
 func (o *metaOp) refused() bool {
-	return o.outcome() == KindFail && refusalCode(o.invoke.Type, o.done.Code)
+	if o.outcome() != KindFail || !refusalCode(o.invoke.Type, o.done.Code) {
+		return false
+	}
+	return o.invoke.Type != MetaAddPartitions || o.done.Code != kerr.InvalidPartitions.Code || o.invoke.Partitions <= maxReadPartitions
 }
 
-// mayHaveChanged reports whether o is a create or delete that may have
-// taken effect: acknowledged, or of unknown outcome.
+// mayHaveChanged reports whether o is a create, delete or add of
+// partitions that may have taken effect: acknowledged, or of unknown
+// outcome.
 func (o *metaOp) mayHaveChanged() bool {
 	return o.invoke.Type != MetaDescribe && o.outcome() != KindFail
+}
+
+// mayHaveMadeOrUnmade reports whether o is a create or delete that may
+// have taken effect: a change of which incarnation the name has (an add
+// of partitions keeps it).
+func (o *metaOp) mayHaveMadeOrUnmade() bool {
+	return (o.invoke.Type == MetaCreate || o.invoke.Type == MetaDelete) && o.mayHaveChanged()
 }
 
 // shown returns what a successful describe showed: "" for absent, else the
@@ -273,7 +285,7 @@ func (a *metaAnalysis) addInvoke(e MetaEvent, open map[int]int) error {
 	switch {
 	case e.Topic == "":
 		return fmt.Errorf("no topic named")
-	case e.Type != MetaCreate && e.Type != MetaDelete && e.Type != MetaDescribe:
+	case e.Type != MetaCreate && e.Type != MetaDelete && e.Type != MetaDescribe && e.Type != MetaAddPartitions:
 		return fmt.Errorf("invoke of type %q", e.Type)
 	case e.Type == MetaDescribe && e.Node < 0:
 		return fmt.Errorf("describe on node %d: a describe reads one node's image", e.Node)
@@ -281,7 +293,7 @@ func (a *metaAnalysis) addInvoke(e MetaEvent, open map[int]int) error {
 		return fmt.Errorf("node %d", e.Node)
 	case e.Final && e.Type != MetaDescribe:
 		return fmt.Errorf("a final %s: only describes are final reads", e.Type)
-	case e.ID != "" || e.Absent || e.Type != MetaCreate && e.Partitions != 0:
+	case e.ID != "" || e.Absent || e.Type != MetaCreate && e.Type != MetaAddPartitions && e.Partitions != 0:
 		return fmt.Errorf("an invoke carries a result")
 	case a.finalFrom > 0 && !e.Final:
 		return fmt.Errorf("invoked after the final reads began (at #%d): they come last", a.finalFrom)
@@ -324,8 +336,8 @@ func validateMetaResult(e MetaEvent) error {
 	switch {
 	case e.Partitions < 0:
 		return fmt.Errorf("%d partitions", e.Partitions)
-	case e.Type == MetaDelete && (e.ID != "" || e.Absent || e.Partitions != 0):
-		return fmt.Errorf("a delete's ok carries a result")
+	case (e.Type == MetaDelete || e.Type == MetaAddPartitions) && (e.ID != "" || e.Absent || e.Partitions != 0):
+		return fmt.Errorf("a %s's ok carries a result", e.Type)
 	case e.Type == MetaCreate && e.Absent:
 		return fmt.Errorf("a create's ok says absent")
 	case e.Absent && (e.ID != "" || e.Partitions != 0):
@@ -396,6 +408,8 @@ func (a *metaAnalysis) porcupineOps(topic string) []porcupine.Operation {
 			in.kind = metaOpCreate
 		case MetaDelete:
 			in.kind = metaOpDelete
+		case MetaAddPartitions:
+			in.kind = metaOpAddPartitions
 		default:
 			in.kind = metaOpDescribe
 			if o.outcome() != KindOk {
@@ -418,7 +432,9 @@ func (a *metaAnalysis) porcupineOps(topic string) []porcupine.Operation {
 			pop.Output, pop.Return, pop.Metadata = &metaOutput{outcome: metaUnknown}, openReturn, meta
 			ops = append(ops, pop)
 		case o.refused():
-			pop.Output, pop.Return = &metaOutput{outcome: metaRefused}, 2*o.done.Time
+			// An add's refusal says absent, or at least the count.
+			absent := o.done.Code == kerr.UnknownTopicOrPartition.Code
+			pop.Output, pop.Return = &metaOutput{outcome: metaRefused, absent: absent}, 2*o.done.Time
 			ops = append(ops, pop)
 		}
 	}

@@ -57,7 +57,9 @@ func ClassifyMeta(t MetaType, err error) Outcome {
 // quota is charged before it generates records). Definite, delete:
 // UNKNOWN_TOPIC_OR_PARTITION (no such topic: a read), UNKNOWN_TOPIC_ID,
 // TOPIC_DELETION_DISABLED, INVALID_TOPIC_EXCEPTION (an internal topic),
-// THROTTLING_QUOTA_EXCEEDED. Definite for both: INVALID_REQUEST,
+// THROTTLING_QUOTA_EXCEEDED. Definite, add partitions: INVALID_PARTITIONS
+// (the topic has that many already: a read), UNKNOWN_TOPIC_OR_PARTITION (no
+// such topic: a read), INVALID_REPLICA_ASSIGNMENT. Definite for all: INVALID_REQUEST,
 // UNSUPPORTED_VERSION, and the authorization failures, checked before the
 // request reaches the controller.
 //
@@ -95,6 +97,13 @@ func ClassifyMetaCode(t MetaType, code int16) Outcome {
 			kerr.TopicDeletionDisabled.Code:
 			return Failed
 		}
+	case MetaAddPartitions:
+		switch code {
+		case kerr.InvalidPartitions.Code,
+			kerr.UnknownTopicOrPartition.Code,
+			kerr.InvalidReplicaAssignment.Code:
+			return Failed
+		}
 	case MetaDescribe:
 		return Failed
 	}
@@ -103,8 +112,10 @@ func ClassifyMetaCode(t MetaType, code int16) Outcome {
 
 // refusalCode reports whether code, ending an operation of type t, is a
 // definite refusal that says something of the metadata: the name exists
-// (a create's TOPIC_ALREADY_EXISTS) or does not (a delete's
-// UNKNOWN_TOPIC_OR_PARTITION). Other definite failures say nothing and are
+// (a create's TOPIC_ALREADY_EXISTS), does not (a delete's or an add's
+// UNKNOWN_TOPIC_OR_PARTITION), or has at least the partitions asked for
+// (an add's INVALID_PARTITIONS, for a count within the broker's limit of
+// maxReadPartitions: above it the refusal says nothing of the topic). Other definite failures say nothing and are
 // dropped, UNKNOWN_TOPIC_ID among them: a node that resolves the name to
 // an id from its own image before it forwards (as Sluice's do; Kafka's
 // controller resolves names itself) may resolve it to an incarnation
@@ -115,6 +126,14 @@ func refusalCode(t MetaType, code int16) bool {
 		return code == kerr.TopicAlreadyExists.Code
 	case MetaDelete:
 		return code == kerr.UnknownTopicOrPartition.Code
+	case MetaAddPartitions:
+		return code == kerr.UnknownTopicOrPartition.Code || code == kerr.InvalidPartitions.Code
 	}
 	return false
 }
+
+// maxReadPartitions is the largest count an add-partitions refusal
+// INVALID_PARTITIONS is a read of: a topic may have at most that many
+// partitions on Sluice (and on Kafka, which refuses more through its
+// policies), so a larger count is refused whatever the topic has.
+const maxReadPartitions = 10000

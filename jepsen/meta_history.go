@@ -58,6 +58,10 @@ const (
 	// request naming it); ok says the topic is absent, or carries its id
 	// and partition count.
 	MetaDescribe MetaType = "describe_topic"
+	// MetaAddPartitions grows a topic to a partition count (CreatePartitions,
+	// one topic): the invoke carries the count asked for, the new total
+	// (Kafka's CreatePartitions count); ok carries nothing.
+	MetaAddPartitions MetaType = "add_partitions"
 	// MetaExisting notes a topic that existed before the history began
 	// (made by the harness, unrecorded): its id and partition count.
 	MetaExisting MetaType = "existing_topic"
@@ -90,7 +94,7 @@ type MetaEvent struct {
 	Node  int32  `json:"node"`
 	Topic string `json:"topic"`
 	// Create invoke: the partitions asked for (PartitionsDefault: the
-	// broker's default). Create ok: the partitions made (0 when the answer
+	// broker's default). Add-partitions invoke: the count to grow to. Create ok: the partitions made (0 when the answer
 	// did not say). Describe ok of a topic that exists, existing note: its
 	// partition count (0 when unknown).
 	Partitions int32 `json:"partitions,omitempty"`
@@ -121,12 +125,16 @@ func (e MetaEvent) String() string {
 		return fmt.Sprintf("%s %s: %s", head, what, e.Error)
 	case e.Kind == KindInvoke && e.Type == MetaCreate:
 		return fmt.Sprintf("%s %s, %s", head, what, describePartitions(e.Partitions))
+	case e.Kind == KindInvoke && e.Type == MetaAddPartitions:
+		return fmt.Sprintf("%s %s, to %s", head, what, describePartitions(e.Partitions))
 	case e.Kind == KindInvoke && e.Final:
 		return fmt.Sprintf("%s %s (final read)", head, what)
 	case e.Kind == KindInvoke:
 		return head + " " + what
 	case e.Type == MetaDelete:
 		return head + " " + what + " -> deleted"
+	case e.Type == MetaAddPartitions:
+		return head + " " + what + " -> grown"
 	case e.Absent:
 		return head + " " + what + " -> absent"
 	}
@@ -243,6 +251,12 @@ func (h *MetaHistory) InvokeDelete(client int, node int32, topic string) OpID {
 	return h.invoke(MetaEvent{Client: client, Type: MetaDelete, Node: node, Topic: topic})
 }
 
+// InvokeAddPartitions records a client's call, sent to node, to grow
+// topic to count partitions in all (CreatePartitions).
+func (h *MetaHistory) InvokeAddPartitions(client int, node int32, topic string, count int32) OpID {
+	return h.invoke(MetaEvent{Client: client, Type: MetaAddPartitions, Node: node, Topic: topic, Partitions: count})
+}
+
 // InvokeDescribe records a client's Metadata request to node about topic.
 // A Metadata request naming several topics is recorded as one describe per
 // topic, invoked before and completed after it. The request must not
@@ -293,6 +307,10 @@ func (h *MetaHistory) CreateOk(id OpID, topicID raftmeta.TopicID, partitions int
 
 // DeleteOk records that delete id succeeded.
 func (h *MetaHistory) DeleteOk(id OpID) { h.ok(id, MetaDelete, MetaEvent{}) }
+
+// AddPartitionsOk records that add-partitions id succeeded: the topic has
+// the count its invoke asked for.
+func (h *MetaHistory) AddPartitionsOk(id OpID) { h.ok(id, MetaAddPartitions, MetaEvent{}) }
 
 // DescribeExists records that describe id found the topic, with its id
 // (zero if the answer carried none) and its partition count.

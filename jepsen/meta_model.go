@@ -111,7 +111,21 @@ import (
 // What it does not see: a state that is consistent per name but not
 // across names (a node showing topic a after a change and topic b before
 // an earlier one) is checked by the applied-log prefixes of the quorum
-// checks, not here. CreatePartitions and configs are not modeled.
+// checks, not here. Configs are not modeled.
+//
+// # Adding partitions
+//
+// CreatePartitions grows a topic to a count: it takes effect, like a
+// create, at one instant between call and answer, only on a present topic
+// with fewer partitions, and appends a version of the same incarnation
+// (same id, marked grown) with the new count. Its refusals are reads: an
+// unknown topic saw the name absent, INVALID_PARTITIONS saw it present
+// with at least the count (some version, or the latest with strict
+// refusals). A describe that binds an unknown id binds it on every version
+// of the incarnation, grown ones included, so that one incarnation never
+// shows two ids. Describes then hold nodes to counts as they hold them to
+// ids: a node may lag behind an add, never show a count no version had,
+// and never go back to a smaller count it had moved past.
 
 // metaVersion is one state of a topic name along the committed log.
 type metaVersion struct {
@@ -123,6 +137,9 @@ type metaVersion struct {
 	// op is the history operation that made the version; -1 for
 	// versions[0].
 	op int
+	// grown: an add of partitions made it, from the version before it:
+	// the same incarnation, with more partitions.
+	grown bool
 }
 
 // metaNodePos is the least version a node's image may be at.
@@ -195,6 +212,27 @@ func (s *metaState) replaced(j int, v metaVersion) *metaState {
 	return &metaState{versions: versions, nodes: s.nodes, sealed: s.sealed}
 }
 
+// rebound returns s with versions[j] replaced by v, which binds its id or
+// partition count, and the id bound on every version of its incarnation
+// (the versions adds of partitions made from it, and the one it grew
+// from).
+func (s *metaState) rebound(j int, v metaVersion) *metaState {
+	t := s.replaced(j, v)
+	if v.id == s.versions[j].id {
+		return t
+	}
+	for k := j; k >= 0 && t.versions[k].present; k-- {
+		t.versions[k].id = v.id
+		if !t.versions[k].grown {
+			break
+		}
+	}
+	for k := j + 1; k < len(t.versions) && t.versions[k].grown; k++ {
+		t.versions[k].id = v.id
+	}
+	return t
+}
+
 // idUsed reports whether some version has id.
 func (s *metaState) idUsed(id string) bool {
 	for _, v := range s.versions {
@@ -241,6 +279,9 @@ func (s *metaState) hash() uint64 {
 		h = mix(h ^ hashString(v.id) ^ uint64(v.partitions)<<1 ^ uint64(int64(v.op))<<33)
 		if v.present {
 			h = mix(h + 1)
+		}
+		if v.grown {
+			h = mix(h + 2)
 		}
 	}
 	for _, n := range s.nodes {
@@ -294,6 +335,8 @@ const (
 	metaOpApplied
 	// metaOpExisting: the topic existed before the history (placed first).
 	metaOpExisting
+	// metaOpAddPartitions: grow the topic to in.partitions.
+	metaOpAddPartitions
 )
 
 const (
@@ -317,6 +360,8 @@ func (m metaModel) step(s *metaState, in *metaInput, out *metaOutput) []any {
 		return m.stepDelete(s, in, out)
 	case metaOpDescribe:
 		return stepDescribe(s, in, out)
+	case metaOpAddPartitions:
+		return m.stepAddPartitions(s, in, out)
 	case metaOpApplied:
 		j := s.versionOf(in.op)
 		if j < 0 {
@@ -390,16 +435,51 @@ func (m metaModel) stepDelete(s *metaState, in *metaInput, out *metaOutput) []an
 // refusal steps a refusal that saw the name present (or absent): the
 // latest version must be so with strict refusals, some version otherwise.
 func (m metaModel) refusal(s *metaState, present bool) []any {
+	return m.refusalSaw(s, func(v metaVersion) bool { return v.present == present })
+}
+
+// refusalSaw steps a refusal that saw a version for which saw holds.
+func (m metaModel) refusalSaw(s *metaState, saw func(metaVersion) bool) []any {
 	if m.strictRefusals {
-		if s.current().present == present {
+		if saw(s.current()) {
 			return []any{s}
 		}
 		return nil
 	}
 	for _, v := range s.versions {
-		if v.present == present {
+		if saw(v) {
 			return []any{s}
 		}
+	}
+	return nil
+}
+
+// stepAddPartitions places a grow of the topic to in.partitions: on a
+// present topic with fewer (or an unknown number of) partitions, it appends
+// the incarnation's next version; a refusal saw the name absent, or present
+// with at least that many.
+func (m metaModel) stepAddPartitions(s *metaState, in *metaInput, out *metaOutput) []any {
+	cur := s.current()
+	can := cur.present && !s.sealed && (cur.partitions == 0 || cur.partitions < in.partitions)
+	grown := metaVersion{present: true, id: cur.id, partitions: in.partitions, op: in.op, grown: true}
+	switch out.outcome {
+	case metaOk:
+		if !can {
+			return nil
+		}
+		return []any{s.appended(grown)}
+	case metaUnknown:
+		if !can {
+			return []any{s}
+		}
+		return []any{s, s.appended(grown)}
+	case metaRefused:
+		if out.absent {
+			return m.refusal(s, false)
+		}
+		return m.refusalSaw(s, func(v metaVersion) bool {
+			return v.present && (v.partitions == 0 || v.partitions >= in.partitions)
+		})
 	}
 	return nil
 }
@@ -429,7 +509,7 @@ func stepDescribe(s *metaState, in *metaInput, out *metaOutput) []any {
 		}
 		t := s
 		if bound != v {
-			t = s.replaced(j, bound)
+			t = s.rebound(j, bound)
 		}
 		next = append(next, t.at(in.node, j, in.final))
 	}
@@ -538,6 +618,17 @@ func describeMetaOperation(input, output any) string {
 			return s + " -> absent"
 		}
 		return s + " -> " + describeTopicState(out.id, out.partitions)
+	case metaOpAddPartitions:
+		s := fmt.Sprintf("add partitions on node %d, to %s", in.node, describePartitions(in.partitions))
+		switch {
+		case out.outcome == metaUnknown:
+			return s + " -> ?"
+		case out.outcome == metaRefused && out.absent:
+			return s + " -> " + kerr.UnknownTopicOrPartition.Message
+		case out.outcome == metaRefused:
+			return s + " -> " + kerr.InvalidPartitions.Message
+		}
+		return s + " -> grown"
 	case metaOpApplied:
 		return fmt.Sprintf("node %d has applied op %d (its answer)", in.node, in.op)
 	case metaOpExisting:

@@ -306,8 +306,9 @@ func checkAgreement(finals []FinalImage) []MetaViolation {
 	return vs
 }
 
-// lastCandidates returns topic's changes that may be the last to have
-// taken effect: those that did not fail and that no acknowledged change of
+// lastCandidates returns topic's creates and deletes that may be the last
+// to have taken effect (adds of partitions keep the incarnation, and
+// judgeShape weighs them): those that did not fail and that no acknowledged change of
 // the topic was invoked after the answer of. It also says whether the
 // topic saw no acknowledged change at all (then its state before the
 // history may still stand).
@@ -316,7 +317,7 @@ func (a *metaAnalysis) lastCandidates(topic string) ([]*metaOp, bool) {
 	untouched := true
 	for i := range a.ops {
 		o := &a.ops[i]
-		if o.invoke.Topic == topic && o.mayHaveChanged() {
+		if o.invoke.Topic == topic && o.mayHaveMadeOrUnmade() {
 			changes = append(changes, o)
 			untouched = untouched && o.outcome() != KindOk
 		}
@@ -371,14 +372,35 @@ func (a *metaAnalysis) idCreated(topic, id string) bool {
 }
 
 // judgeShape checks that a topic made by c has the partitions c asked for
-// (or answered).
+// (or answered), or the count of an add of partitions that may have
+// followed c, and no fewer than an add acknowledged after c's answer asked
+// for (adds grow a topic only: one to fewer than it has is refused).
 func (a *metaAnalysis) judgeShape(topic string, s finalState, c *metaOp) (MetaViolation, bool) {
 	want, ok := createdPartitions(c.invoke.Partitions, c.done.Partitions)
-	if !ok || want == 0 || s.partitions == 0 || s.partitions == want {
+	if !ok || want == 0 || s.partitions == 0 {
 		return MetaViolation{}, false
 	}
-	return MetaViolation{Check: CheckTopicShape, Topic: topic, Events: c.evidence(),
-		Message: fmt.Sprintf("topic %q (id %s) has %d partitions, but op %d created it with %d", topic, shortTopicID(s.id), s.partitions, c.invoke.Op, want)}, true
+	reachable := s.partitions == want
+	var least *metaOp // the acknowledged add after c of the largest count
+	for i := range a.ops {
+		g := &a.ops[i]
+		if g.invoke.Type != MetaAddPartitions || g.invoke.Topic != topic || !g.mayHaveChanged() || g.returned() < c.invoke.Time {
+			continue
+		}
+		reachable = reachable || s.partitions == g.invoke.Partitions
+		if g.outcome() == KindOk && g.invoke.Time > c.done.Time && (least == nil || g.invoke.Partitions > least.invoke.Partitions) {
+			least = g
+		}
+	}
+	switch {
+	case least != nil && s.partitions < least.invoke.Partitions:
+		return MetaViolation{Check: CheckTopicShape, Topic: topic, Events: append(c.evidence(), least.evidence()...),
+			Message: fmt.Sprintf("topic %q (id %s) has %d partitions, but op %d grew it to %d after op %d created it", topic, shortTopicID(s.id), s.partitions, least.invoke.Op, least.invoke.Partitions, c.invoke.Op)}, true
+	case !reachable:
+		return MetaViolation{Check: CheckTopicShape, Topic: topic, Events: c.evidence(),
+			Message: fmt.Sprintf("topic %q (id %s) has %d partitions, but op %d created it with %d and no add of partitions after it asked for %d", topic, shortTopicID(s.id), s.partitions, c.invoke.Op, want, s.partitions)}, true
+	}
+	return MetaViolation{}, false
 }
 
 func (a *metaAnalysis) lostCreation(topic string, candidates []*metaOp, existing MetaEvent, existed bool) MetaViolation {

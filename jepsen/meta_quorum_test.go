@@ -162,6 +162,28 @@ func TestCheckConverged(t *testing.T) {
 		{"another partition count than the creation's", func(h *MetaHistory) {
 			metaCreated(h, 1, "t", 2, tid(1))
 		}, []FinalImage{image(1, 0, a3)}, []string{CheckTopicShape}, []string{"has 3 partitions, but op 0 created it with 2"}},
+		{"grown by an acknowledged add", func(h *MetaHistory) {
+			metaCreated(h, 1, "t", 1, tid(1))
+			metaGrown(h, 2, "t", 3)
+		}, []FinalImage{image(1, 0, a3)}, nil, nil},
+		{"grown by an add of unknown outcome", func(h *MetaHistory) {
+			metaCreated(h, 1, "t", 1, tid(1))
+			h.Complete(h.InvokeAddPartitions(0, 2, "t", 3), kerr.NotController)
+		}, []FinalImage{image(1, 0, a3)}, nil, nil},
+		{"an acknowledged add lost", func(h *MetaHistory) {
+			metaCreated(h, 1, "t", 3, tid(1))
+			metaGrown(h, 2, "t", 5)
+		}, []FinalImage{image(1, 0, a3)}, []string{CheckTopicShape}, []string{"has 3 partitions, but op 1 grew it to 5 after op 0 created it"}},
+		{"a count neither the creation nor an add asked for", func(h *MetaHistory) {
+			metaCreated(h, 1, "t", 1, tid(1))
+			metaGrown(h, 2, "t", 2)
+		}, []FinalImage{image(1, 0, a3)}, []string{CheckTopicShape}, []string{"no add of partitions after it asked for 3"}},
+		{"an add of an earlier incarnation does not count", func(h *MetaHistory) {
+			metaCreated(h, 1, "t", 1, tid(2))
+			metaGrown(h, 2, "t", 3)
+			metaDeleted(h, 2, "t")
+			metaCreated(h, 3, "t", 2, tid(1))
+		}, []FinalImage{image(1, 0, a3)}, []string{CheckTopicShape}, nil},
 		{"a creation of unknown outcome with its id unknown", func(h *MetaHistory) {
 			h.Complete(h.InvokeCreate(0, 1, "t", 3), kerr.RequestTimedOut)
 		}, []FinalImage{image(1, 0, a3)}, nil, nil},

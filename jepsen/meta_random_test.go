@@ -133,6 +133,9 @@ func (g *metaGen) invoke(client int) *metaGenOp {
 	case n < 11:
 		o.typ = MetaDelete
 		o.id = g.h.InvokeDelete(client, o.node, o.topic)
+	case n < 14:
+		o.typ, o.partitions = MetaAddPartitions, int32(2+g.r.IntN(4))
+		o.id = g.h.InvokeAddPartitions(client, o.node, o.topic, o.partitions)
 	default:
 		o.typ = MetaDescribe
 		o.id = g.h.InvokeDescribe(client, o.node, o.topic)
@@ -171,6 +174,8 @@ func (g *metaGen) advance(o *metaGenOp) bool {
 	switch {
 	case o.refused && o.typ == MetaCreate:
 		g.h.Complete(o.id, kerr.TopicAlreadyExists)
+	case o.refused && o.typ == MetaAddPartitions && o.topicID != (raftmeta.TopicID{}):
+		g.h.Complete(o.id, kerr.InvalidPartitions) // it has that many
 	case o.refused:
 		g.h.Complete(o.id, kerr.UnknownTopicOrPartition)
 	case g.r.IntN(10) == 0:
@@ -178,6 +183,9 @@ func (g *metaGen) advance(o *metaGenOp) bool {
 	case o.typ == MetaCreate:
 		g.catchUp(o.node, o.at)
 		g.h.CreateOk(o.id, o.topicID, o.partitions)
+	case o.typ == MetaAddPartitions:
+		g.catchUp(o.node, o.at)
+		g.h.AddPartitionsOk(o.id)
 	default:
 		g.catchUp(o.node, o.at)
 		g.h.DeleteOk(o.id)
@@ -190,6 +198,19 @@ func (g *metaGen) advance(o *metaGenOp) bool {
 func (g *metaGen) decide(o *metaGenOp) {
 	o.decided = true
 	s, _ := g.state(o.topic, len(g.log))
+	if o.typ == MetaAddPartitions {
+		// Refused if absent, or if it has that many already (topicID
+		// then says it was present).
+		if !s.present || s.partitions >= o.partitions {
+			o.refused, o.topicID = true, s.id
+			return
+		}
+		c := s
+		c.partitions = o.partitions
+		g.log = append(g.log, c)
+		o.at = len(g.log)
+		return
+	}
 	if s.present == (o.typ == MetaCreate) {
 		o.refused = true
 		return
@@ -249,7 +270,8 @@ func TestGeneratedMetaHistoriesAreVaried(t *testing.T) {
 		}
 	}
 	for _, want := range []string{"create_topic ok", "create_topic info", "create_topic fail TOPIC_ALREADY_EXISTS", "create_topic fail INVALID_PARTITIONS",
-		"delete_topic ok", "delete_topic info", "delete_topic fail UNKNOWN_TOPIC_OR_PARTITION", "describe_topic ok", "describe_topic ok absent"} {
+		"delete_topic ok", "delete_topic info", "delete_topic fail UNKNOWN_TOPIC_OR_PARTITION", "describe_topic ok", "describe_topic ok absent",
+		"add_partitions ok", "add_partitions info", "add_partitions fail INVALID_PARTITIONS", "add_partitions fail UNKNOWN_TOPIC_OR_PARTITION"} {
 		if kinds[want] == 0 {
 			t.Errorf("no %q in ten histories: %v", want, kinds)
 		}
@@ -326,6 +348,9 @@ func TestSweepRandomMetaMutationsFail(t *testing.T) {
 	mutations := []struct {
 		name   string
 		mutate func(r *rand.Rand, f *metaFacts) bool
+		// cfg, if set, generates longer histories, for a mutation
+		// that needs a rarer pattern.
+		cfg *metaGenConfig
 	}{
 		{"a present topic missing from one final describe", func(r *rand.Rand, f *metaFacts) bool {
 			is := slices.DeleteFunc(f.okDescribes(true), func(i int) bool { return f.events[i].Absent })
@@ -335,7 +360,7 @@ func TestSweepRandomMetaMutationsFail(t *testing.T) {
 			e := &f.events[is[r.IntN(len(is))]]
 			e.Absent, e.ID, e.Partitions = true, "", 0
 			return true
-		}},
+		}, nil},
 		{"a final describe with an id nobody was given", func(r *rand.Rand, f *metaFacts) bool {
 			is := slices.DeleteFunc(f.okDescribes(true), func(i int) bool { return f.events[i].Absent })
 			if len(is) == 0 {
@@ -343,7 +368,7 @@ func TestSweepRandomMetaMutationsFail(t *testing.T) {
 			}
 			f.events[is[r.IntN(len(is))]].ID = fresh(r)
 			return true
-		}},
+		}, nil},
 		{"a deleted topic back in one final describe", func(r *rand.Rand, f *metaFacts) bool {
 			var is []int
 			for _, i := range f.okDescribes(true) {
@@ -358,7 +383,7 @@ func TestSweepRandomMetaMutationsFail(t *testing.T) {
 			older := f.olderCreatedThan(e.Topic, e.Time)
 			showCreated(e, f.events[older[r.IntN(len(older))]])
 			return true
-		}},
+		}, nil},
 		{"a node showing an incarnation older than one it had shown", func(r *rand.Rand, f *metaFacts) bool {
 			var pairs [][2]int // (describe to mutate, the older creation to show)
 			for _, later := range f.okDescribes(false) {
@@ -378,7 +403,7 @@ func TestSweepRandomMetaMutationsFail(t *testing.T) {
 			p := pairs[r.IntN(len(pairs))]
 			showCreated(&f.events[p[0]], f.events[p[1]])
 			return true
-		}},
+		}, nil},
 		{"a describe showing an incarnation created after it", func(r *rand.Rand, f *metaFacts) bool {
 			var pairs [][2]int
 			for _, d := range f.okDescribes(false) {
@@ -395,7 +420,22 @@ func TestSweepRandomMetaMutationsFail(t *testing.T) {
 			p := pairs[r.IntN(len(pairs))]
 			showCreated(&f.events[p[0]], f.events[p[1]])
 			return true
-		}},
+		}, nil},
+		{"a node showing fewer partitions than an add it acknowledged", func(r *rand.Rand, f *metaFacts) bool {
+			var is []int
+			var below []int32
+			for _, d := range f.okDescribes(false) {
+				if n, ok := f.shrinkable(d); ok {
+					is, below = append(is, d), append(below, n)
+				}
+			}
+			if len(is) == 0 {
+				return false
+			}
+			k := r.IntN(len(is))
+			f.events[is[k]].Partitions = below[k]
+			return true
+		}, &metaGenConfig{clients: 4, ops: 150, topics: 2, nodes: 3}},
 		{"a creation answered with another partition count", func(r *rand.Rand, f *metaFacts) bool {
 			if len(f.created) == 0 {
 				return false
@@ -403,13 +443,17 @@ func TestSweepRandomMetaMutationsFail(t *testing.T) {
 			is := sortedValues(f.created)
 			f.events[is[r.IntN(len(is))]].Partitions++
 			return true
-		}},
+		}, nil},
 	}
 	for _, m := range mutations {
 		t.Run(m.name, func(t *testing.T) {
 			mutated := 0
 			for seed := range uint64(metaSeeds(t)) {
-				h, _ := genMetaHistory(seed, metaGenSmall)
+				cfg := metaGenSmall
+				if m.cfg != nil {
+					cfg = *m.cfg
+				}
+				h, _ := genMetaHistory(seed, cfg)
 				f := newMetaFacts(h.Events())
 				if !m.mutate(rand.New(rand.NewPCG(seed, 2)), f) {
 					continue
@@ -424,6 +468,31 @@ func TestSweepRandomMetaMutationsFail(t *testing.T) {
 			}
 		})
 	}
+}
+
+// shrinkable reports whether describe d shows a topic with at least the
+// count of an add that its node acknowledged before d was invoked, with no
+// create of the topic invoked in between (so d shows that add's
+// incarnation), and returns one fewer than that add's count: a count its
+// node had moved past.
+func (f *metaFacts) shrinkable(d int) (int32, bool) {
+	e, inv := f.events[d], f.invoke(d)
+	for i, g := range f.events {
+		if g.Type != MetaAddPartitions || g.Kind != KindOk || g.Topic != e.Topic || g.Node != e.Node || g.Time >= inv.Time {
+			continue
+		}
+		ginv := f.invoke(i)
+		if e.Absent || ginv.Partitions > e.Partitions {
+			continue
+		}
+		recreated := slices.ContainsFunc(f.events, func(c MetaEvent) bool {
+			return c.Type == MetaCreate && c.Kind == KindInvoke && c.Topic == e.Topic && c.Time > ginv.Time && c.Time < e.Time
+		})
+		if !recreated {
+			return ginv.Partitions - 1, true
+		}
+	}
+	return 0, false
 }
 
 // olderCreatedThan returns the acknowledged creations of topic answered
@@ -499,7 +568,7 @@ func sortedKeys[V any](m map[string]V) []string {
 func mutateOneEvent(r *rand.Rand, f *metaFacts) (string, bool) {
 	var is []int
 	for i, e := range f.events {
-		if e.Kind == KindOk || e.Kind == KindFail && e.Code != kerr.InvalidPartitions.Code {
+		if e.Kind == KindOk || e.Kind == KindFail && (e.Code != kerr.InvalidPartitions.Code || e.Type == MetaAddPartitions) {
 			is = append(is, i)
 		}
 	}
@@ -534,6 +603,12 @@ func mutateOneEvent(r *rand.Rand, f *metaFacts) (string, bool) {
 	case e.Type == MetaCreate:
 		e.Kind, e.ID, e.Partitions, e.Code, e.Error = KindOk, fresh(r), f.invoke(i).Partitions, 0, ""
 		return "create refused: ok", true
+	case e.Type == MetaAddPartitions && e.Kind == KindOk:
+		e.Kind, e.Code, e.Error = KindFail, kerr.UnknownTopicOrPartition.Code, kerr.UnknownTopicOrPartition.Error()
+		return "add partitions ok: refused as unknown", true
+	case e.Type == MetaAddPartitions:
+		e.Kind, e.Code, e.Error = KindOk, 0, ""
+		return "add partitions refused: ok", true
 	case e.Type == MetaDelete && e.Kind == KindOk:
 		e.Kind, e.Code, e.Error = KindFail, kerr.UnknownTopicOrPartition.Code, kerr.UnknownTopicOrPartition.Error()
 		return "delete ok: refused", true

@@ -31,6 +31,10 @@ func metaDeleted(h *MetaHistory, node int32, topic string) {
 	h.DeleteOk(h.InvokeDelete(0, node, topic))
 }
 
+func metaGrown(h *MetaHistory, node int32, topic string, count int32) {
+	h.AddPartitionsOk(h.InvokeAddPartitions(0, node, topic, count))
+}
+
 func metaSeen(h *MetaHistory, node int32, topic string, id raftmeta.TopicID, partitions int32) {
 	h.DescribeExists(h.InvokeDescribe(1, node, topic), id, partitions)
 }
@@ -86,6 +90,28 @@ func TestMetaAcceptsLegalHistories(t *testing.T) {
 		name  string
 		build func(h *MetaHistory)
 	}{
+		{"an add of partitions, seen late by a lagging node", func(h *MetaHistory) {
+			metaCreated(h, 1, "t", 1, tid(1))
+			metaGrown(h, 1, "t", 3)
+			metaSeen(h, 2, "t", tid(1), 1) // node 2 has not applied the add yet
+			metaSeen(h, 1, "t", tid(1), 3)
+			metaSeen(h, 2, "t", tid(1), 3)
+			metaFinal(h, "t", tid(1), 3, 1, 2, 3)
+		}},
+		{"an add of unknown outcome binds the id of its incarnation", func(h *MetaHistory) {
+			h.Complete(h.InvokeCreate(0, 1, "t", 1), kerr.NotController)
+			h.Complete(h.InvokeAddPartitions(0, 1, "t", 2), kerr.RequestTimedOut)
+			metaSeen(h, 2, "t", tid(4), 2) // binds the id on both versions
+			metaSeen(h, 3, "t", tid(4), 1) // a lagging node, same incarnation
+			metaFinal(h, "t", tid(4), 2, 1, 2, 3)
+		}},
+		{"add refusals read the topic", func(h *MetaHistory) {
+			h.Complete(h.InvokeAddPartitions(0, 1, "t", 2), kerr.UnknownTopicOrPartition)
+			metaCreated(h, 1, "t", 2, tid(1))
+			h.Complete(h.InvokeAddPartitions(0, 1, "t", 2), kerr.InvalidPartitions)
+			h.Complete(h.InvokeAddPartitions(0, 1, "t", 20000), kerr.InvalidPartitions) // above the limit: no read
+			metaFinal(h, "t", tid(1), 2, 1, 2)
+		}},
 		{"a stale describe on a lagging node", func(h *MetaHistory) {
 			metaCreated(h, 1, "t", 3, tid(1))
 			metaAbsent(h, 2, "t") // node 2 has not applied the creation yet
@@ -190,6 +216,34 @@ func TestMetaRejectsViolations(t *testing.T) {
 		build  func(h *MetaHistory)
 		checks []string
 	}{
+		{"the acknowledging node shows fewer partitions than its add", func(h *MetaHistory) {
+			metaCreated(h, 1, "t", 1, tid(1))
+			metaGrown(h, 2, "t", 3)
+			metaSeen(h, 2, "t", tid(1), 1)
+		}, []string{CheckMetaLinearizable}},
+		{"a node goes back to fewer partitions", func(h *MetaHistory) {
+			metaCreated(h, 1, "t", 1, tid(1))
+			metaGrown(h, 1, "t", 3)
+			metaSeen(h, 2, "t", tid(1), 3)
+			metaSeen(h, 2, "t", tid(1), 1)
+		}, []string{CheckMetaLinearizable}},
+		{"a count no add asked for", func(h *MetaHistory) {
+			metaCreated(h, 1, "t", 1, tid(1))
+			metaGrown(h, 1, "t", 3)
+			metaSeen(h, 2, "t", tid(1), 2)
+		}, []string{CheckMetaLinearizable}},
+		{"an add acknowledged on an absent topic", func(h *MetaHistory) {
+			metaGrown(h, 1, "t", 3)
+		}, []string{CheckMetaLinearizable}},
+		{"an add refused as having enough, while it never had", func(h *MetaHistory) {
+			metaCreated(h, 1, "t", 1, tid(1))
+			h.Complete(h.InvokeAddPartitions(0, 1, "t", 3), kerr.InvalidPartitions)
+		}, []string{CheckMetaLinearizable}},
+		{"an acknowledged add lost at the end", func(h *MetaHistory) {
+			metaCreated(h, 1, "t", 1, tid(1))
+			metaGrown(h, 1, "t", 3)
+			metaFinal(h, "t", tid(1), 1, 2, 3)
+		}, []string{CheckMetaLinearizable}},
 		{"a lost acknowledged creation", func(h *MetaHistory) {
 			metaCreated(h, 1, "t", 3, tid(1))
 			metaFinal(h, "t", raftmeta.TopicID{}, 0, 1, 2)

@@ -14,8 +14,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// metaClient is one client of the metadata: it creates, deletes and
-// describes a few topic names, each operation sent to a random node, and
+// metaClient is one client of the metadata: it creates, deletes, grows
+// (CreatePartitions) and describes a few topic names, each operation sent to a random node, and
 // retries an attempt whose outcome is unknown or that never left
 // (NOT_CONTROLLER, a timeout, a lost connection) on another random node,
 // as a Kafka admin client does. Every attempt is one operation of the
@@ -48,6 +48,14 @@ type metaClient struct {
 	liveOp         *metaOp
 	// unknown says an attempt of cur ended with its outcome unknown.
 	unknown bool
+	// target is the node index the last attempt went to; readBack, when
+	// set, is the node index the next operation (a describe of the topic
+	// just changed) goes to at once: an application reading what it has
+	// just written, on the broker it wrote through, as a Kafka client does
+	// after CreateTopics. It is what shows a node answering a change
+	// before its own image has it (the mutant forward-answers-unapplied).
+	target   int
+	readBack *int
 }
 
 // metaOp is one logical metadata operation.
@@ -130,16 +138,23 @@ func (c *metaClient) next() {
 	}
 	c.attempts++
 	target := c.rand.Intn(len(c.r.nodes))
+	if c.readBack != nil {
+		target, c.readBack = *c.readBack, nil
+	}
 	c.send(c.cur, target)
 }
 
 func (c *metaClient) draw() *metaOp {
 	op := &metaOp{topic: c.names[c.rand.Intn(len(c.names))]}
-	switch x := c.rand.Intn(10); {
-	case x < 3:
+	switch x := c.rand.Intn(20); {
+	case x < 5:
 		op.typ, op.partitions = jepsen.MetaCreate, int32(1+c.rand.Intn(3))
-	case x < 6:
+	case x < 10:
 		op.typ = jepsen.MetaDelete
+	case x < 13:
+		// To 2-5 partitions: often more than the topic has, sometimes
+		// not (INVALID_PARTITIONS, a read).
+		op.typ, op.partitions = jepsen.MetaAddPartitions, int32(2+c.rand.Intn(4))
 	default:
 		op.typ = jepsen.MetaDescribe
 	}
@@ -167,6 +182,15 @@ func (c *metaClient) send(op *metaOp, target int) {
 		q.TimeoutMillis = 10000
 		q.TopicNames = []string{op.topic}
 		req = q
+	case jepsen.MetaAddPartitions:
+		c.inFlight = h.InvokeAddPartitions(c.id, nodeID, op.topic, op.partitions)
+		q := kmsg.NewPtrCreatePartitionsRequest()
+		q.Version = 3
+		q.TimeoutMillis = 10000
+		t := kmsg.NewCreatePartitionsRequestTopic()
+		t.Topic, t.Count = op.topic, op.partitions
+		q.Topics = append(q.Topics, t)
+		req = q
 	default:
 		c.inFlight = h.InvokeDescribe(c.id, nodeID, op.topic)
 		q := kmsg.NewPtrMetadataRequest()
@@ -178,7 +202,7 @@ func (c *metaClient) send(op *metaOp, target int) {
 		q.AllowAutoTopicCreation = false
 		req = q
 	}
-	c.flying = true
+	c.flying, c.target = true, target
 	id, inc := c.inFlight, c.inc
 	c.sessions[target].do(req, metaTimeout, func(resp kmsg.Response, err error) {
 		if c.node.Incarnation() != inc || !c.flying || c.inFlight != id {
@@ -237,9 +261,17 @@ func (c *metaClient) answered(op *metaOp, id jepsen.OpID, resp kmsg.Response, er
 		return
 	}
 	c.cur = nil
-	if !c.r.stopping {
-		c.later(time.Duration(c.rand.Intn(400)) * time.Millisecond)
+	if c.r.stopping {
+		return
 	}
+	if err == nil && op.typ != jepsen.MetaDescribe && c.rand.Intn(2) == 0 {
+		target := c.target
+		c.cur, c.attempts, c.unknown, c.readBack = &metaOp{typ: jepsen.MetaDescribe, topic: op.topic}, 0, false, &target
+		c.r.probes.add("meta.read_back")
+		c.later(0)
+		return
+	}
+	c.later(time.Duration(c.rand.Intn(400)) * time.Millisecond)
 }
 
 func isNotSent(err error) bool { return jepsen.ClassifyMeta(jepsen.MetaCreate, err) == jepsen.Failed }
@@ -271,6 +303,19 @@ func (c *metaClient) record(op *metaOp, id jepsen.OpID, resp kmsg.Response) erro
 			return fail(kerr.ErrorForCode(code))
 		}
 		h.DeleteOk(id)
+		return nil
+	case *kmsg.CreatePartitionsResponse:
+		if len(resp.Topics) != 1 || resp.Topics[0].Topic != op.topic {
+			return fail(fmt.Errorf("CreatePartitions answered %d topics, not %s", len(resp.Topics), op.topic))
+		}
+		if code := resp.Topics[0].ErrorCode; code != 0 {
+			if code == kerr.InvalidPartitions.Code {
+				c.r.probes.add("meta.partitions_refused")
+			}
+			return fail(kerr.ErrorForCode(code))
+		}
+		c.r.probes.add("meta.partitions_added")
+		h.AddPartitionsOk(id)
 		return nil
 	case *kmsg.MetadataResponse:
 		if len(resp.Topics) != 1 || resp.Topics[0].Topic == nil || *resp.Topics[0].Topic != op.topic {
