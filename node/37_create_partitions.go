@@ -64,18 +64,10 @@ func (b *Broker) handleCreatePartitions(r *request) {
 			return
 		}
 		spec := raftmeta.PartitionsSpec{Topic: rt.Topic, Count: rt.Count}
-		if rt.Assignment != nil {
-			for _, a := range rt.Assignment {
-				if len(a.Replicas) > 1 {
-					answer(rt.Topic, kerr.InvalidReplicaAssignment, "Sluice keeps one replica per partition until replication exists: each assignment must name one broker.")
-					spec.Topic = ""
-					break
-				}
-				spec.Assignment = append(spec.Assignment, append([]int32(nil), a.Replicas...))
-			}
-			if spec.Topic == "" {
-				continue
-			}
+		for _, a := range rt.Assignment {
+			// The controller checks each list: registered brokers, no
+			// repeats, the topic's replication factor.
+			spec.Assignment = append(spec.Assignment, append([]int32(nil), a.Replicas...))
 		}
 		slots = append(slots, len(resp.Topics))
 		answer(rt.Topic, nil, "")

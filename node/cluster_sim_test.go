@@ -314,6 +314,58 @@ func TestClusterCreatePartitionsThroughAnyNode(t *testing.T) {
 	require.Equal(t, kerr.InvalidPartitions.Code, resp.(*kmsg.CreatePartitionsResponse).Topics[0].ErrorCode)
 }
 
+// CreatePartitions with a manual assignment takes replica lists of the
+// topic's replication factor, and refuses others as Kafka does.
+func TestClusterCreatePartitionsWithReplicatedAssignment(t *testing.T) {
+	c := newSimCluster(t, 4, 3, nil)
+	require.Zero(t, c.createTopicRF(0, "rf3", 1, 3))
+	grow := func(count int32, lists ...[]int32) (int16, string) {
+		req := kmsg.NewPtrCreatePartitionsRequest()
+		req.TimeoutMillis = 30000
+		rt := kmsg.NewCreatePartitionsRequestTopic()
+		rt.Topic, rt.Count = "rf3", count
+		for _, l := range lists {
+			a := kmsg.NewCreatePartitionsRequestTopicAssignment()
+			a.Replicas = l
+			rt.Assignment = append(rt.Assignment, a)
+		}
+		req.Topics = append(req.Topics, rt)
+		resp, err := c.do(1, req)
+		require.NoError(t, err)
+		got := resp.(*kmsg.CreatePartitionsResponse).Topics[0]
+		msg := ""
+		if got.ErrorMessage != nil {
+			msg = *got.ErrorMessage
+		}
+		return got.ErrorCode, msg
+	}
+	for _, bad := range []struct {
+		lists [][]int32
+		says  string
+	}{
+		{[][]int32{{1, 2}}, "which have 3 replica(s)"},
+		{[][]int32{{1, 1, 2}}, "more than once"},
+		{[][]int32{{1, 2, 9}}, "broker 9"},
+		{[][]int32{{1, 2, 3}, {2, 3, 1}}, "2 assignment(s)"},
+	} {
+		code, msg := grow(2, bad.lists...)
+		require.Equal(t, kerr.InvalidReplicaAssignment.Code, code, "%v: %s", bad.lists, msg)
+		require.Contains(t, msg, bad.says)
+	}
+	code, msg := grow(2, []int32{3, 1, 2})
+	require.Zero(t, code, msg)
+	for _, tp := range c.metadata(1).Topics {
+		if *tp.Topic == "rf3" {
+			require.Len(t, tp.Partitions, 2)
+			for _, p := range tp.Partitions {
+				if p.Partition == 1 {
+					require.Equal(t, []int32{3, 1, 2}, p.Replicas)
+				}
+			}
+		}
+	}
+}
+
 // A broker that stops heartbeating is fenced once its session runs out,
 // and the partitions it led have no leader (one replica each); when it
 // comes back and is unfenced, they are its again.
