@@ -202,16 +202,16 @@ func (o *metaOp) refused() bool {
 	return o.invoke.Type != MetaAddPartitions || o.done.Code != kerr.InvalidPartitions.Code || o.invoke.Partitions <= maxReadPartitions
 }
 
-// mayHaveChanged reports whether o is a create, delete or add of
-// partitions that may have taken effect: acknowledged, or of unknown
+// mayHaveChanged reports whether o is a change (a create, delete, add of
+// partitions or config change) that may have taken effect: acknowledged, or of unknown
 // outcome.
 func (o *metaOp) mayHaveChanged() bool {
-	return o.invoke.Type != MetaDescribe && o.outcome() != KindFail
+	return !isMetaRead(o.invoke.Type) && o.outcome() != KindFail
 }
 
 // mayHaveMadeOrUnmade reports whether o is a create or delete that may
-// have taken effect: a change of which incarnation the name has (an add
-// of partitions keeps it).
+// have taken effect: a change of which incarnation the name has (adds of
+// partitions and config changes keep it).
 func (o *metaOp) mayHaveMadeOrUnmade() bool {
 	return (o.invoke.Type == MetaCreate || o.invoke.Type == MetaDelete) && o.mayHaveChanged()
 }
@@ -285,15 +285,17 @@ func (a *metaAnalysis) addInvoke(e MetaEvent, open map[int]int) error {
 	switch {
 	case e.Topic == "":
 		return fmt.Errorf("no topic named")
-	case e.Type != MetaCreate && e.Type != MetaDelete && e.Type != MetaDescribe && e.Type != MetaAddPartitions:
+	case !slices.Contains([]MetaType{MetaCreate, MetaDelete, MetaDescribe, MetaAddPartitions, MetaAlterConfig, MetaDescribeConfig}, e.Type):
 		return fmt.Errorf("invoke of type %q", e.Type)
-	case e.Type == MetaDescribe && e.Node < 0:
-		return fmt.Errorf("describe on node %d: a describe reads one node's image", e.Node)
+	case isMetaRead(e.Type) && e.Node < 0:
+		return fmt.Errorf("%s on node %d: a read reads one node's image", e.Type, e.Node)
 	case e.Node < NodeUnknown:
 		return fmt.Errorf("node %d", e.Node)
-	case e.Final && e.Type != MetaDescribe:
+	case e.Final && !isMetaRead(e.Type):
 		return fmt.Errorf("a final %s: only describes are final reads", e.Type)
-	case e.ID != "" || e.Absent || e.Type != MetaCreate && e.Type != MetaAddPartitions && e.Partitions != 0:
+	case (e.Key != "") != (e.Type == MetaAlterConfig || e.Type == MetaDescribeConfig):
+		return fmt.Errorf("a %s with config key %q: config operations, and only they, name one", e.Type, e.Key)
+	case e.ID != "" || e.Absent || e.Type != MetaCreate && e.Type != MetaAddPartitions && e.Partitions != 0 || e.Value != "" && e.Type != MetaAlterConfig:
 		return fmt.Errorf("an invoke carries a result")
 	case a.finalFrom > 0 && !e.Final:
 		return fmt.Errorf("invoked after the final reads began (at #%d): they come last", a.finalFrom)
@@ -314,7 +316,7 @@ func (a *metaAnalysis) addCompletion(e MetaEvent, open map[int]int) error {
 	delete(open, e.Op)
 	o := &a.ops[at]
 	inv := o.invoke
-	if e.Type != inv.Type || e.Topic != inv.Topic || e.Client != inv.Client || e.Node != inv.Node {
+	if e.Type != inv.Type || e.Topic != inv.Topic || e.Client != inv.Client || e.Node != inv.Node || e.Key != "" && e.Key != inv.Key {
 		return fmt.Errorf("does not match its invoke (%s)", inv)
 	}
 	if err := validateMetaResult(e); err != nil {
@@ -328,12 +330,18 @@ func (a *metaAnalysis) addCompletion(e MetaEvent, open map[int]int) error {
 // validateMetaResult checks what a completion carries.
 func validateMetaResult(e MetaEvent) error {
 	if e.Kind != KindOk {
-		if e.ID != "" || e.Absent || e.Partitions != 0 {
+		if e.ID != "" || e.Absent || e.Partitions != 0 || e.Value != "" {
 			return fmt.Errorf("a %s carries a result", e.Kind)
 		}
 		return nil
 	}
 	switch {
+	case e.Value != "" && (e.Type != MetaDescribeConfig || e.Absent):
+		return fmt.Errorf("a %s's ok carries a config value", e.Type)
+	case e.Type == MetaAlterConfig && (e.ID != "" || e.Absent || e.Partitions != 0):
+		return fmt.Errorf("a %s's ok carries a result", e.Type)
+	case e.Type == MetaDescribeConfig && (e.ID != "" || e.Partitions != 0):
+		return fmt.Errorf("a %s's ok carries an id or partitions", e.Type)
 	case e.Partitions < 0:
 		return fmt.Errorf("%d partitions", e.Partitions)
 	case (e.Type == MetaDelete || e.Type == MetaAddPartitions) && (e.ID != "" || e.Absent || e.Partitions != 0):
@@ -400,7 +408,7 @@ func (a *metaAnalysis) porcupineOps(topic string) []porcupine.Operation {
 		if inv.Topic != topic {
 			continue
 		}
-		in := &metaInput{topic: topic, node: inv.Node, op: inv.Op, partitions: inv.Partitions, final: inv.Final}
+		in := &metaInput{topic: topic, node: inv.Node, op: inv.Op, partitions: inv.Partitions, final: inv.Final, key: inv.Key, value: inv.Value}
 		meta := opMeta{op: inv.Op, client: inv.Client}
 		pop := porcupine.Operation{ClientId: inv.Client, Call: 2 * inv.Time, Input: in, Metadata: meta}
 		switch inv.Type {
@@ -410,6 +418,16 @@ func (a *metaAnalysis) porcupineOps(topic string) []porcupine.Operation {
 			in.kind = metaOpDelete
 		case MetaAddPartitions:
 			in.kind = metaOpAddPartitions
+		case MetaAlterConfig:
+			in.kind = metaOpAlterConfig
+		case MetaDescribeConfig:
+			in.kind = metaOpDescribeConfig
+			if o.outcome() != KindOk {
+				continue
+			}
+			pop.Output, pop.Return = &metaOutput{absent: o.done.Absent, value: o.done.Value}, 2*o.done.Time
+			ops = append(ops, pop)
+			continue
 		default:
 			in.kind = metaOpDescribe
 			if o.outcome() != KindOk {

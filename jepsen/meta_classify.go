@@ -59,7 +59,9 @@ func ClassifyMeta(t MetaType, err error) Outcome {
 // TOPIC_DELETION_DISABLED, INVALID_TOPIC_EXCEPTION (an internal topic),
 // THROTTLING_QUOTA_EXCEEDED. Definite, add partitions: INVALID_PARTITIONS
 // (the topic has that many already: a read), UNKNOWN_TOPIC_OR_PARTITION (no
-// such topic: a read), INVALID_REPLICA_ASSIGNMENT. Definite for all: INVALID_REQUEST,
+// such topic: a read), INVALID_REPLICA_ASSIGNMENT. Definite, config
+// change: UNKNOWN_TOPIC_OR_PARTITION (a read), INVALID_CONFIG,
+// POLICY_VIOLATION. Definite for all: INVALID_REQUEST,
 // UNSUPPORTED_VERSION, and the authorization failures, checked before the
 // request reaches the controller.
 //
@@ -104,7 +106,14 @@ func ClassifyMetaCode(t MetaType, code int16) Outcome {
 			kerr.InvalidReplicaAssignment.Code:
 			return Failed
 		}
-	case MetaDescribe:
+	case MetaAlterConfig:
+		switch code {
+		case kerr.UnknownTopicOrPartition.Code,
+			kerr.InvalidConfig.Code,
+			kerr.PolicyViolation.Code:
+			return Failed
+		}
+	case MetaDescribe, MetaDescribeConfig:
 		return Failed
 	}
 	return Unknown
@@ -128,6 +137,8 @@ func refusalCode(t MetaType, code int16) bool {
 		return code == kerr.UnknownTopicOrPartition.Code
 	case MetaAddPartitions:
 		return code == kerr.UnknownTopicOrPartition.Code || code == kerr.InvalidPartitions.Code
+	case MetaAlterConfig:
+		return code == kerr.UnknownTopicOrPartition.Code
 	}
 	return false
 }

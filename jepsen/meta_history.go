@@ -62,6 +62,16 @@ const (
 	// one topic): the invoke carries the count asked for, the new total
 	// (Kafka's CreatePartitions count); ok carries nothing.
 	MetaAddPartitions MetaType = "add_partitions"
+	// MetaAlterConfig sets one config of a topic, or deletes it back to
+	// its default (IncrementalAlterConfigs, one topic, one key): the
+	// invoke carries the key and the value ("" deletes); ok carries
+	// nothing.
+	MetaAlterConfig MetaType = "alter_config"
+	// MetaDescribeConfig asks one node for one config of a topic
+	// (DescribeConfigs naming the key): the invoke carries the key; ok
+	// says the topic is absent, or carries the value set on the topic
+	// ("" when it is not set there: the default applies).
+	MetaDescribeConfig MetaType = "describe_config"
 	// MetaExisting notes a topic that existed before the history began
 	// (made by the harness, unrecorded): its id and partition count.
 	MetaExisting MetaType = "existing_topic"
@@ -104,6 +114,12 @@ type MetaEvent struct {
 	ID string `json:"id,omitempty"`
 	// Describe ok: the node answered that the topic does not exist.
 	Absent bool `json:"absent,omitempty"`
+	// Config operations: the config's name; the value set (alter
+	// invoke) or shown (describe_config ok), "" for none set on the
+	// topic. Topics are created with none set (a create records no
+	// configs).
+	Key   string `json:"key,omitempty"`
+	Value string `json:"value,omitempty"`
 	// Describe invoke: a final read, made once the cluster has converged
 	// and every other operation has completed or been given up: it must
 	// show the latest state.
@@ -127,6 +143,12 @@ func (e MetaEvent) String() string {
 		return fmt.Sprintf("%s %s, %s", head, what, describePartitions(e.Partitions))
 	case e.Kind == KindInvoke && e.Type == MetaAddPartitions:
 		return fmt.Sprintf("%s %s, to %s", head, what, describePartitions(e.Partitions))
+	case e.Kind == KindInvoke && e.Type == MetaAlterConfig:
+		return fmt.Sprintf("%s %s, %s", head, what, describeConfig(e.Key, e.Value))
+	case e.Kind == KindInvoke && e.Type == MetaDescribeConfig && e.Final:
+		return fmt.Sprintf("%s %s, %s (final read)", head, what, e.Key)
+	case e.Kind == KindInvoke && e.Type == MetaDescribeConfig:
+		return fmt.Sprintf("%s %s, %s", head, what, e.Key)
 	case e.Kind == KindInvoke && e.Final:
 		return fmt.Sprintf("%s %s (final read)", head, what)
 	case e.Kind == KindInvoke:
@@ -135,11 +157,28 @@ func (e MetaEvent) String() string {
 		return head + " " + what + " -> deleted"
 	case e.Type == MetaAddPartitions:
 		return head + " " + what + " -> grown"
+	case e.Type == MetaAlterConfig:
+		return head + " " + what + " -> altered"
 	case e.Absent:
 		return head + " " + what + " -> absent"
+	case e.Type == MetaDescribeConfig:
+		return head + " " + what + " -> " + describeConfig(e.Key, e.Value)
 	}
 	return fmt.Sprintf("%s %s -> %s", head, what, describeTopicState(e.ID, e.Partitions))
 }
+
+// describeConfig says what a config is set to: "retention.ms=60000", or
+// "retention.ms unset".
+func describeConfig(key, value string) string {
+	if value == "" {
+		return key + " unset"
+	}
+	return key + "=" + value
+}
+
+// isMetaRead reports whether operations of type t read the metadata and
+// change nothing.
+func isMetaRead(t MetaType) bool { return t == MetaDescribe || t == MetaDescribeConfig }
 
 func describePartitions(n int32) string {
 	switch {
@@ -195,6 +234,9 @@ type MetaHistory struct {
 	open map[OpID]int
 	// topics are the names operated on, in order of first appearance.
 	topics []string
+	// configKeys are the config keys operated on, by topic, sorted: the
+	// final images are described for them.
+	configKeys map[string][]string
 	err    error
 }
 
@@ -257,6 +299,44 @@ func (h *MetaHistory) InvokeAddPartitions(client int, node int32, topic string, 
 	return h.invoke(MetaEvent{Client: client, Type: MetaAddPartitions, Node: node, Topic: topic, Partitions: count})
 }
 
+// InvokeAlterConfig records a client's call, sent to node, to set topic's
+// config key to value, or to delete it (value "") so that its default
+// applies (IncrementalAlterConfigs with one SET or DELETE).
+func (h *MetaHistory) InvokeAlterConfig(client int, node int32, topic, key, value string) OpID {
+	h.noteKey(topic, key)
+	return h.invoke(MetaEvent{Client: client, Type: MetaAlterConfig, Node: node, Topic: topic, Key: key, Value: value})
+}
+
+// AlterConfigOk records that config change id succeeded.
+func (h *MetaHistory) AlterConfigOk(id OpID) { h.ok(id, MetaAlterConfig, MetaEvent{}) }
+
+// InvokeDescribeConfig records a client's DescribeConfigs request to node
+// for topic's config key.
+func (h *MetaHistory) InvokeDescribeConfig(client int, node int32, topic, key string) OpID {
+	h.noteKey(topic, key)
+	return h.invoke(MetaEvent{Client: client, Type: MetaDescribeConfig, Node: node, Topic: topic, Key: key})
+}
+
+// DescribeConfigValue records that describe_config id found the topic
+// with its config set to value ("" when it is not set on the topic).
+func (h *MetaHistory) DescribeConfigValue(id OpID, value string) {
+	h.ok(id, MetaDescribeConfig, MetaEvent{Value: value})
+}
+
+func (h *MetaHistory) noteKey(topic, key string) {
+	if h.configKeys == nil {
+		h.configKeys = make(map[string][]string)
+	}
+	if keys := h.configKeys[topic]; !slices.Contains(keys, key) {
+		h.configKeys[topic] = slices.Insert(keys, sortedIndex(keys, key), key)
+	}
+}
+
+func sortedIndex(keys []string, key string) int {
+	i, _ := slices.BinarySearch(keys, key)
+	return i
+}
+
 // InvokeDescribe records a client's Metadata request to node about topic.
 // A Metadata request naming several topics is recorded as one describe per
 // topic, invoked before and completed after it. The request must not
@@ -284,7 +364,7 @@ func (h *MetaHistory) complete(id OpID, e MetaEvent) (MetaEvent, bool) {
 	}
 	delete(h.open, id)
 	inv := h.events[at]
-	e.Op, e.Client, e.Type, e.Node, e.Topic = inv.Op, inv.Client, inv.Type, inv.Node, inv.Topic
+	e.Op, e.Client, e.Type, e.Node, e.Topic, e.Key = inv.Op, inv.Client, inv.Type, inv.Node, inv.Topic, inv.Key
 	h.append(e)
 	return inv, true
 }
@@ -318,9 +398,15 @@ func (h *MetaHistory) DescribeExists(id OpID, topicID raftmeta.TopicID, partitio
 	h.ok(id, MetaDescribe, MetaEvent{ID: topicIDString(topicID), Partitions: max(partitions, 0)})
 }
 
-// DescribeAbsent records that describe id found no such topic (Metadata
-// answered UNKNOWN_TOPIC_OR_PARTITION for it).
-func (h *MetaHistory) DescribeAbsent(id OpID) { h.ok(id, MetaDescribe, MetaEvent{Absent: true}) }
+// DescribeAbsent records that describe or describe_config id found no such
+// topic (UNKNOWN_TOPIC_OR_PARTITION for it).
+func (h *MetaHistory) DescribeAbsent(id OpID) {
+	want := MetaDescribe
+	if at, ok := h.open[id]; ok && h.events[at].Type == MetaDescribeConfig {
+		want = MetaDescribeConfig
+	}
+	h.ok(id, want, MetaEvent{Absent: true})
+}
 
 // Fail records that operation id definitely did not take effect.
 func (h *MetaHistory) Fail(id OpID, err error) { h.end(id, KindFail, err) }
@@ -341,9 +427,9 @@ func (h *MetaHistory) Complete(id OpID, err error) {
 		h.end(id, KindInfo, errors.New("completed with a nil error"))
 	case !open:
 		h.end(id, KindInfo, err) // complete reports the misuse
-	case h.events[at].Type == MetaDescribe && isCode(err, kerr.UnknownTopicOrPartition.Code):
+	case isMetaRead(h.events[at].Type) && isCode(err, kerr.UnknownTopicOrPartition.Code):
 		h.DescribeAbsent(id)
-	case h.events[at].Type == MetaDescribe || ClassifyMeta(h.events[at].Type, err) == Failed:
+	case isMetaRead(h.events[at].Type) || ClassifyMeta(h.events[at].Type, err) == Failed:
 		h.end(id, KindFail, err)
 	default:
 		h.end(id, KindInfo, err)
@@ -388,7 +474,9 @@ func (h *MetaHistory) Existing(topic string, topicID raftmeta.TopicID, partition
 
 // FinalImage records, as final describes on img.Node, what that node's
 // image holds once the cluster has converged: one for every topic the
-// history names and every topic of the image, in name order. The
+// history names and every topic of the image, in name order, and for a
+// present topic one final describe_config of each config key the history
+// names for it. The
 // simulator, which can read a node's image directly, calls it for each
 // node that is up at the end of the liveness phase; CheckConverged judges
 // the same images without the model.
@@ -402,10 +490,15 @@ func (h *MetaHistory) FinalImage(client int, img FinalImage) {
 	slices.Sort(names)
 	for _, name := range names {
 		id := h.InvokeFinalDescribe(client, img.Node, name)
-		if t, ok := img.Topics[name]; ok {
-			h.DescribeExists(id, t.ID, t.Partitions)
-		} else {
+		t, ok := img.Topics[name]
+		if !ok {
 			h.DescribeAbsent(id)
+			continue
+		}
+		h.DescribeExists(id, t.ID, t.Partitions)
+		for _, key := range h.configKeys[name] {
+			id := h.invoke(MetaEvent{Client: client, Type: MetaDescribeConfig, Node: img.Node, Topic: name, Key: key, Final: true})
+			h.DescribeConfigValue(id, t.Configs[key])
 		}
 	}
 }

@@ -2,6 +2,7 @@ package jepsen
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -111,21 +112,33 @@ import (
 // What it does not see: a state that is consistent per name but not
 // across names (a node showing topic a after a change and topic b before
 // an earlier one) is checked by the applied-log prefixes of the quorum
-// checks, not here. Configs are not modeled.
+// checks, not here.
 //
 // # Adding partitions
 //
 // CreatePartitions grows a topic to a count: it takes effect, like a
 // create, at one instant between call and answer, only on a present topic
 // with fewer partitions, and appends a version of the same incarnation
-// (same id, marked grown) with the new count. Its refusals are reads: an
+// (same id, marked amended) with the new count. Its refusals are reads: an
 // unknown topic saw the name absent, INVALID_PARTITIONS saw it present
 // with at least the count (some version, or the latest with strict
 // refusals). A describe that binds an unknown id binds it on every version
-// of the incarnation, grown ones included, so that one incarnation never
+// of the incarnation, amended ones included, so that one incarnation never
 // shows two ids. Describes then hold nodes to counts as they hold them to
 // ids: a node may lag behind an add, never show a count no version had,
 // and never go back to a smaller count it had moved past.
+//
+// # Config changes
+//
+// IncrementalAlterConfigs of one key is a change like an add: one instant
+// between call and answer, only on a present topic, a new version of the
+// same incarnation with the key set (or deleted: ""); an unknown topic is
+// a read of absent. A describe_config on N shows absent, or a value of the
+// key, which must be the key's value in some version between pos[N] and
+// the last (the last, if final), and moves pos[N] there, as a describe
+// does. A created topic has no configs set; a topic that existed before
+// the history has unknown ones, so a describe_config of it binds nothing
+// and matches any value until a change sets the key.
 
 // metaVersion is one state of a topic name along the committed log.
 type metaVersion struct {
@@ -137,9 +150,50 @@ type metaVersion struct {
 	// op is the history operation that made the version; -1 for
 	// versions[0].
 	op int
-	// grown: an add of partitions made it, from the version before it:
-	// the same incarnation, with more partitions.
-	grown bool
+	// amended: an add of partitions or a config change made it from
+	// the version before it: the same incarnation.
+	amended bool
+	// configs are the configs set on the incarnation (configSet's form);
+	// a version that existed before the history has them unknown.
+	configs string
+}
+
+// unknownConfigs marks a version's configs as unknown (but for the keys
+// listed after it).
+const unknownConfigs = "?"
+
+// configGet returns key's value in configs ("" none set), and whether it
+// is known.
+func configGet(configs, key string) (string, bool) {
+	rest, unknown := strings.CutPrefix(configs, unknownConfigs)
+	for kv := range strings.SplitSeq(rest, "\x00") {
+		if k, v, ok := strings.Cut(kv, "="); ok && k == key {
+			return v, true
+		}
+	}
+	return "", !unknown
+}
+
+// configSet returns configs with key set to value ("" deletes it): pairs
+// "k=v" in key order joined by NUL, after unknownConfigs if unknown. A
+// deleted key of unknown configs is kept as "k=", known to be unset.
+func configSet(configs, key, value string) string {
+	rest, unknown := strings.CutPrefix(configs, unknownConfigs)
+	var pairs []string
+	for kv := range strings.SplitSeq(rest, "\x00") {
+		if k, _, ok := strings.Cut(kv, "="); ok && k != key {
+			pairs = append(pairs, kv)
+		}
+	}
+	if value != "" || unknown {
+		pairs = append(pairs, key+"="+value)
+	}
+	slices.Sort(pairs)
+	out := strings.Join(pairs, "\x00")
+	if unknown {
+		out = unknownConfigs + out
+	}
+	return out
 }
 
 // metaNodePos is the least version a node's image may be at.
@@ -155,9 +209,12 @@ type metaState struct {
 	// nodes is sorted by node; a node absent from it is at 0.
 	nodes  []metaNodePos
 	sealed bool
+	// h is the state's hash, computed once it is made (hashed):
+	// porcupine hashes every state it reaches, often many times.
+	h uint64
 }
 
-var metaInitial = &metaState{versions: []metaVersion{{op: -1}}}
+var metaInitial = (&metaState{versions: []metaVersion{{op: -1}}}).hashed()
 
 func (s *metaState) last() int { return len(s.versions) - 1 }
 
@@ -179,6 +236,7 @@ func (s *metaState) at(node int32, j int, seal bool) *metaState {
 		return s
 	}
 	next := &metaState{versions: s.versions, sealed: s.sealed || seal}
+	defer next.hashed()
 	next.nodes = make([]metaNodePos, 0, len(s.nodes)+1)
 	placed := false
 	for _, n := range s.nodes {
@@ -202,14 +260,61 @@ func (s *metaState) at(node int32, j int, seal bool) *metaState {
 func (s *metaState) appended(v metaVersion) *metaState {
 	versions := make([]metaVersion, len(s.versions), len(s.versions)+1)
 	copy(versions, s.versions)
-	return &metaState{versions: append(versions, v), nodes: s.nodes, sealed: s.sealed}
+	return (&metaState{versions: append(versions, v), nodes: s.nodes, sealed: s.sealed}).hashed()
 }
 
 // replaced returns s with versions[j] replaced by v.
 func (s *metaState) replaced(j int, v metaVersion) *metaState {
 	versions := append([]metaVersion(nil), s.versions...)
 	versions[j] = v
-	return &metaState{versions: versions, nodes: s.nodes, sealed: s.sealed}
+	return (&metaState{versions: versions, nodes: s.nodes, sealed: s.sealed}).hashed()
+}
+
+// stepAlterConfig places a config change: on a present topic, the
+// incarnation's next version with the key set; refused, it saw the name
+// absent.
+func (m metaModel) stepAlterConfig(s *metaState, in *metaInput, out *metaOutput) []any {
+	cur := s.current()
+	can := cur.present && !s.sealed
+	altered := cur
+	altered.op, altered.amended, altered.configs = in.op, true, configSet(cur.configs, in.key, in.value)
+	switch out.outcome {
+	case metaOk:
+		if !can {
+			return nil
+		}
+		return []any{s.appended(altered)}
+	case metaUnknown:
+		if !can {
+			return []any{s}
+		}
+		return []any{s, s.appended(altered)}
+	case metaRefused:
+		return m.refusal(s, false)
+	}
+	return nil
+}
+
+// stepDescribeConfig places a describe_config on in.node: absent as a
+// describe shows it, or a version between the node's pos and the last (the
+// last, if final) whose value of the key is the one shown (or unknown).
+// The first such version is enough: it binds nothing, and a later one
+// would only hold the node to more (its pos higher), so porcupine need not
+// explore the others.
+func stepDescribeConfig(s *metaState, in *metaInput, out *metaOutput) []any {
+	from := s.pos(in.node)
+	if in.final {
+		from = s.last()
+	}
+	for j := from; j <= s.last(); j++ {
+		v := s.versions[j]
+		if out.absent != v.present {
+			if value, known := configGet(v.configs, in.key); out.absent || !known || value == out.value {
+				return []any{s.at(in.node, j, in.final)}
+			}
+		}
+	}
+	return nil
 }
 
 // rebound returns s with versions[j] replaced by v, which binds its id or
@@ -223,14 +328,14 @@ func (s *metaState) rebound(j int, v metaVersion) *metaState {
 	}
 	for k := j; k >= 0 && t.versions[k].present; k-- {
 		t.versions[k].id = v.id
-		if !t.versions[k].grown {
+		if !t.versions[k].amended {
 			break
 		}
 	}
-	for k := j + 1; k < len(t.versions) && t.versions[k].grown; k++ {
+	for k := j + 1; k < len(t.versions) && t.versions[k].amended; k++ {
 		t.versions[k].id = v.id
 	}
-	return t
+	return t.hashed()
 }
 
 // idUsed reports whether some version has id.
@@ -273,16 +378,21 @@ func (s *metaState) equal(o *metaState) bool {
 	return true
 }
 
-func (s *metaState) hash() uint64 {
+func (s *metaState) hash() uint64 { return s.h }
+
+// hashed sets s's hash from what it holds, and returns s: the last step of
+// making a state (states are immutable after it).
+func (s *metaState) hashed() *metaState {
 	h := uint64(0x243f6a8885a308d3)
 	for _, v := range s.versions {
 		h = mix(h ^ hashString(v.id) ^ uint64(v.partitions)<<1 ^ uint64(int64(v.op))<<33)
 		if v.present {
 			h = mix(h + 1)
 		}
-		if v.grown {
+		if v.amended {
 			h = mix(h + 2)
 		}
+		h = mix(h ^ hashString(v.configs))
 	}
 	for _, n := range s.nodes {
 		h = mix(h ^ uint64(uint32(n.node))<<32 ^ uint64(n.pos))
@@ -290,7 +400,8 @@ func (s *metaState) hash() uint64 {
 	if s.sealed {
 		h = mix(h ^ 0x5ea1ed)
 	}
-	return h
+	s.h = h
+	return s
 }
 
 // The model's operations. Pointers, so that porcupine copies nothing as
@@ -311,6 +422,9 @@ type (
 		id string
 		// final: a final describe.
 		final bool
+		// key and value: a config change's, or the key a
+		// describe_config reads.
+		key, value string
 	}
 
 	metaOutput struct {
@@ -321,6 +435,8 @@ type (
 		absent     bool
 		id         string
 		partitions int32
+		// value: a describe_config's answer ("" none set).
+		value string
 	}
 
 	metaOutcome int
@@ -337,6 +453,10 @@ const (
 	metaOpExisting
 	// metaOpAddPartitions: grow the topic to in.partitions.
 	metaOpAddPartitions
+	// metaOpAlterConfig: set in.key to in.value ("" deletes it).
+	metaOpAlterConfig
+	// metaOpDescribeConfig: read in.key on in.node.
+	metaOpDescribeConfig
 )
 
 const (
@@ -362,6 +482,10 @@ func (m metaModel) step(s *metaState, in *metaInput, out *metaOutput) []any {
 		return stepDescribe(s, in, out)
 	case metaOpAddPartitions:
 		return m.stepAddPartitions(s, in, out)
+	case metaOpAlterConfig:
+		return m.stepAlterConfig(s, in, out)
+	case metaOpDescribeConfig:
+		return stepDescribeConfig(s, in, out)
 	case metaOpApplied:
 		j := s.versionOf(in.op)
 		if j < 0 {
@@ -372,7 +496,7 @@ func (m metaModel) step(s *metaState, in *metaInput, out *metaOutput) []any {
 		if len(s.versions) != 1 || s.versions[0].present || s.versions[0].op != -1 {
 			return nil
 		}
-		return []any{&metaState{versions: []metaVersion{{present: true, id: in.id, partitions: in.partitions, op: -1}}}}
+		return []any{(&metaState{versions: []metaVersion{{present: true, id: in.id, partitions: in.partitions, op: -1, configs: unknownConfigs}}}).hashed()}
 	}
 	return nil
 }
@@ -461,7 +585,7 @@ func (m metaModel) refusalSaw(s *metaState, saw func(metaVersion) bool) []any {
 func (m metaModel) stepAddPartitions(s *metaState, in *metaInput, out *metaOutput) []any {
 	cur := s.current()
 	can := cur.present && !s.sealed && (cur.partitions == 0 || cur.partitions < in.partitions)
-	grown := metaVersion{present: true, id: cur.id, partitions: in.partitions, op: in.op, grown: true}
+	grown := metaVersion{present: true, id: cur.id, partitions: in.partitions, op: in.op, amended: true, configs: cur.configs}
 	switch out.outcome {
 	case metaOk:
 		if !can {
@@ -487,14 +611,16 @@ func (m metaModel) stepAddPartitions(s *metaState, in *metaInput, out *metaOutpu
 // stepDescribe places a describe on in.node: it shows a version between the
 // node's pos and the last (the last, if final). Absent is shown by the
 // first absent version at or above pos (a later one only constrains the
-// future more); a topic with an id is shown by its version or by binding
-// a version whose id is not known yet, each a possible state.
+// future more); a topic with an id is shown by the first version that
+// shows it as it is (for the same reason), or by binding a version whose
+// id or count is not known yet, each a possible state.
 func stepDescribe(s *metaState, in *metaInput, out *metaOutput) []any {
 	from := s.pos(in.node)
 	if in.final {
 		from = s.last()
 	}
 	var next []any
+	placed := false // at a version that binds nothing
 	for j := from; j <= s.last(); j++ {
 		v := s.versions[j]
 		if out.absent {
@@ -504,14 +630,17 @@ func stepDescribe(s *metaState, in *metaInput, out *metaOutput) []any {
 			continue
 		}
 		bound, ok := bindVersion(s, v, out)
-		if !ok {
-			continue
+		switch {
+		case !ok:
+		case bound != v:
+			next = append(next, s.rebound(j, bound).at(in.node, j, in.final))
+		case !placed:
+			// The first version that shows out as it is dominates
+			// the later ones (config changes make runs of them):
+			// the same versions, the node's pos lower.
+			placed = true
+			next = append(next, s.at(in.node, j, in.final))
 		}
-		t := s
-		if bound != v {
-			t = s.rebound(j, bound)
-		}
-		next = append(next, t.at(in.node, j, in.final))
 	}
 	return next
 }
@@ -629,6 +758,24 @@ func describeMetaOperation(input, output any) string {
 			return s + " -> " + kerr.InvalidPartitions.Message
 		}
 		return s + " -> grown"
+	case metaOpAlterConfig:
+		s := fmt.Sprintf("alter config on node %d, %s", in.node, describeConfig(in.key, in.value))
+		switch out.outcome {
+		case metaUnknown:
+			return s + " -> ?"
+		case metaRefused:
+			return s + " -> " + kerr.UnknownTopicOrPartition.Message
+		}
+		return s + " -> altered"
+	case metaOpDescribeConfig:
+		s := fmt.Sprintf("describe config %s on node %d", in.key, in.node)
+		if in.final {
+			s = "final " + s
+		}
+		if out.absent {
+			return s + " -> absent"
+		}
+		return s + " -> " + describeConfig(in.key, out.value)
 	case metaOpApplied:
 		return fmt.Sprintf("node %d has applied op %d (its answer)", in.node, in.op)
 	case metaOpExisting:

@@ -2,6 +2,7 @@ package jepsen
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -147,6 +148,8 @@ func CheckAppliedLogs(samples []AppliedSample) []MetaViolation {
 type TopicSummary struct {
 	ID         raftmeta.TopicID
 	Partitions int32
+	// Configs are the configs set on the topic (not the defaults).
+	Configs map[string]string
 }
 
 // FinalImage is one node's image at the end of the liveness phase, as far
@@ -164,7 +167,7 @@ func SummarizeImage(node int32, im *raftmeta.Image) FinalImage {
 	f := FinalImage{Node: node, Applied: im.Applied, Topics: make(map[string]TopicSummary)}
 	for _, name := range im.TopicNames() {
 		t := im.TopicByName(name)
-		f.Topics[name] = TopicSummary{ID: t.ID, Partitions: int32(len(t.Partitions))}
+		f.Topics[name] = TopicSummary{ID: t.ID, Partitions: int32(len(t.Partitions)), Configs: maps.Clone(t.Configs)}
 	}
 	return f
 }
@@ -183,6 +186,8 @@ type finalState struct {
 	present    bool
 	id         string
 	partitions int32
+	// configs are the topic's configs, "k=v" joined by ", " in key order.
+	configs string
 }
 
 func (f FinalImage) state(topic string) finalState {
@@ -190,12 +195,19 @@ func (f FinalImage) state(topic string) finalState {
 	if !ok {
 		return finalState{}
 	}
-	return finalState{present: true, id: topicIDString(t.ID), partitions: t.Partitions}
+	var configs []string
+	for _, k := range slices.Sorted(maps.Keys(t.Configs)) {
+		configs = append(configs, k+"="+t.Configs[k])
+	}
+	return finalState{present: true, id: topicIDString(t.ID), partitions: t.Partitions, configs: strings.Join(configs, ", ")}
 }
 
 func (s finalState) String() string {
 	if !s.present {
 		return "no such topic"
+	}
+	if s.configs != "" {
+		return describeTopicState(s.id, s.partitions) + ", " + s.configs
 	}
 	return describeTopicState(s.id, s.partitions)
 }

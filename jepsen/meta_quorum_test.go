@@ -1,6 +1,7 @@
 package jepsen
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 
@@ -225,12 +226,13 @@ func TestCheckConverged(t *testing.T) {
 
 func TestSummarizeImage(t *testing.T) {
 	im := raftmeta.NewImage()
-	if err := im.Apply(raftmeta.CreateTopicRecord{Topic: raftmeta.Topic{Name: "t", ID: tid(1), Partitions: []raftmeta.Partition{
+	if err := im.Apply(raftmeta.CreateTopicRecord{Topic: raftmeta.Topic{Name: "t", ID: tid(1), Configs: map[string]string{"retention.ms": "60000"}, Partitions: []raftmeta.Partition{
 		{Index: 0, Replicas: []int32{1}, ISR: []int32{1}, Leader: 1}, {Index: 1, Replicas: []int32{1}, ISR: []int32{1}, Leader: 1}}}}); err != nil {
 		t.Fatal(err)
 	}
 	f := SummarizeImage(2, im)
-	if f.Node != 2 || f.Applied != 1 || len(f.Topics) != 1 || f.Topics["t"] != (TopicSummary{ID: tid(1), Partitions: 2}) {
+	want := TopicSummary{ID: tid(1), Partitions: 2, Configs: map[string]string{"retention.ms": "60000"}}
+	if f.Node != 2 || f.Applied != 1 || len(f.Topics) != 1 || !reflect.DeepEqual(f.Topics["t"], want) {
 		t.Fatalf("summary %+v", f)
 	}
 }

@@ -34,7 +34,12 @@ type metaGenChange struct {
 	present    bool
 	id         raftmeta.TopicID
 	partitions int32
+	// retention is the topic's retention.ms ("" none set).
+	retention string
 }
+
+// metaGenKey is the config key the generator changes and reads.
+const metaGenKey = "retention.ms"
 
 type metaGenOp struct {
 	id         OpID
@@ -42,6 +47,7 @@ type metaGenOp struct {
 	topic      string
 	node       int32
 	partitions int32
+	value      string // a config change's
 	decided    bool
 	refused    bool
 	// at is the log's length once its change committed.
@@ -93,7 +99,11 @@ func genMetaHistory(seed uint64, cfg metaGenConfig) (*MetaHistory, []FinalImage)
 		f := FinalImage{Node: node, Applied: uint64(len(g.log)), Topics: make(map[string]TopicSummary)}
 		for t := range cfg.topics {
 			if s, _ := g.state(topicName(t), len(g.log)); s.present {
-				f.Topics[s.topic] = TopicSummary{ID: s.id, Partitions: s.partitions}
+				sum := TopicSummary{ID: s.id, Partitions: s.partitions}
+				if s.retention != "" {
+					sum.Configs = map[string]string{metaGenKey: s.retention}
+				}
+				f.Topics[s.topic] = sum
 			}
 		}
 		finals = append(finals, f)
@@ -136,6 +146,15 @@ func (g *metaGen) invoke(client int) *metaGenOp {
 	case n < 14:
 		o.typ, o.partitions = MetaAddPartitions, int32(2+g.r.IntN(4))
 		o.id = g.h.InvokeAddPartitions(client, o.node, o.topic, o.partitions)
+	case n < 16:
+		o.typ = MetaAlterConfig
+		if g.r.IntN(4) > 0 {
+			o.value = fmt.Sprint(60000 * (1 + g.r.IntN(4)))
+		}
+		o.id = g.h.InvokeAlterConfig(client, o.node, o.topic, metaGenKey, o.value)
+	case n < 17:
+		o.typ = MetaDescribeConfig
+		o.id = g.h.InvokeDescribeConfig(client, o.node, o.topic, metaGenKey)
 	default:
 		o.typ = MetaDescribe
 		o.id = g.h.InvokeDescribe(client, o.node, o.topic)
@@ -146,14 +165,17 @@ func (g *metaGen) invoke(client int) *metaGenOp {
 // advance moves a busy operation on one step; it reports whether the
 // client is idle again.
 func (g *metaGen) advance(o *metaGenOp) bool {
-	if o.typ == MetaDescribe {
+	if o.typ == MetaDescribe || o.typ == MetaDescribeConfig {
 		if g.r.IntN(3) == 0 {
 			g.catchUp(o.node, g.r.IntN(len(g.log)+1))
 		}
 		s, _ := g.state(o.topic, g.applied[o.node-1])
-		if s.present {
+		switch {
+		case s.present && o.typ == MetaDescribeConfig:
+			g.h.DescribeConfigValue(o.id, s.retention)
+		case s.present:
 			g.h.DescribeExists(o.id, s.id, s.partitions)
-		} else {
+		default:
 			g.h.DescribeAbsent(o.id)
 		}
 		return true
@@ -186,6 +208,9 @@ func (g *metaGen) advance(o *metaGenOp) bool {
 	case o.typ == MetaAddPartitions:
 		g.catchUp(o.node, o.at)
 		g.h.AddPartitionsOk(o.id)
+	case o.typ == MetaAlterConfig:
+		g.catchUp(o.node, o.at)
+		g.h.AlterConfigOk(o.id)
 	default:
 		g.catchUp(o.node, o.at)
 		g.h.DeleteOk(o.id)
@@ -198,6 +223,17 @@ func (g *metaGen) advance(o *metaGenOp) bool {
 func (g *metaGen) decide(o *metaGenOp) {
 	o.decided = true
 	s, _ := g.state(o.topic, len(g.log))
+	if o.typ == MetaAlterConfig {
+		if !s.present {
+			o.refused = true
+			return
+		}
+		c := s
+		c.retention = o.value
+		g.log = append(g.log, c)
+		o.at = len(g.log)
+		return
+	}
 	if o.typ == MetaAddPartitions {
 		// Refused if absent, or if it has that many already (topicID
 		// then says it was present).
@@ -271,7 +307,8 @@ func TestGeneratedMetaHistoriesAreVaried(t *testing.T) {
 	}
 	for _, want := range []string{"create_topic ok", "create_topic info", "create_topic fail TOPIC_ALREADY_EXISTS", "create_topic fail INVALID_PARTITIONS",
 		"delete_topic ok", "delete_topic info", "delete_topic fail UNKNOWN_TOPIC_OR_PARTITION", "describe_topic ok", "describe_topic ok absent",
-		"add_partitions ok", "add_partitions info", "add_partitions fail INVALID_PARTITIONS", "add_partitions fail UNKNOWN_TOPIC_OR_PARTITION"} {
+		"add_partitions ok", "add_partitions info", "add_partitions fail INVALID_PARTITIONS", "add_partitions fail UNKNOWN_TOPIC_OR_PARTITION",
+		"alter_config ok", "alter_config info", "alter_config fail UNKNOWN_TOPIC_OR_PARTITION", "describe_config ok", "describe_config ok absent"} {
 		if kinds[want] == 0 {
 			t.Errorf("no %q in ten histories: %v", want, kinds)
 		}
@@ -348,9 +385,11 @@ func TestSweepRandomMetaMutationsFail(t *testing.T) {
 	mutations := []struct {
 		name   string
 		mutate func(r *rand.Rand, f *metaFacts) bool
-		// cfg, if set, generates longer histories, for a mutation
-		// that needs a rarer pattern.
-		cfg *metaGenConfig
+		// cfg, if set, generates other histories (with seeds times as
+		// many of them, of which a tenth must be mutable), for a
+		// mutation that needs a rarer pattern.
+		cfg   *metaGenConfig
+		seeds int
 	}{
 		{"a present topic missing from one final describe", func(r *rand.Rand, f *metaFacts) bool {
 			is := slices.DeleteFunc(f.okDescribes(true), func(i int) bool { return f.events[i].Absent })
@@ -360,7 +399,7 @@ func TestSweepRandomMetaMutationsFail(t *testing.T) {
 			e := &f.events[is[r.IntN(len(is))]]
 			e.Absent, e.ID, e.Partitions = true, "", 0
 			return true
-		}, nil},
+		}, nil, 1},
 		{"a final describe with an id nobody was given", func(r *rand.Rand, f *metaFacts) bool {
 			is := slices.DeleteFunc(f.okDescribes(true), func(i int) bool { return f.events[i].Absent })
 			if len(is) == 0 {
@@ -368,7 +407,7 @@ func TestSweepRandomMetaMutationsFail(t *testing.T) {
 			}
 			f.events[is[r.IntN(len(is))]].ID = fresh(r)
 			return true
-		}, nil},
+		}, nil, 1},
 		{"a deleted topic back in one final describe", func(r *rand.Rand, f *metaFacts) bool {
 			var is []int
 			for _, i := range f.okDescribes(true) {
@@ -383,7 +422,7 @@ func TestSweepRandomMetaMutationsFail(t *testing.T) {
 			older := f.olderCreatedThan(e.Topic, e.Time)
 			showCreated(e, f.events[older[r.IntN(len(older))]])
 			return true
-		}, nil},
+		}, nil, 1},
 		{"a node showing an incarnation older than one it had shown", func(r *rand.Rand, f *metaFacts) bool {
 			var pairs [][2]int // (describe to mutate, the older creation to show)
 			for _, later := range f.okDescribes(false) {
@@ -403,7 +442,7 @@ func TestSweepRandomMetaMutationsFail(t *testing.T) {
 			p := pairs[r.IntN(len(pairs))]
 			showCreated(&f.events[p[0]], f.events[p[1]])
 			return true
-		}, nil},
+		}, nil, 1},
 		{"a describe showing an incarnation created after it", func(r *rand.Rand, f *metaFacts) bool {
 			var pairs [][2]int
 			for _, d := range f.okDescribes(false) {
@@ -420,7 +459,7 @@ func TestSweepRandomMetaMutationsFail(t *testing.T) {
 			p := pairs[r.IntN(len(pairs))]
 			showCreated(&f.events[p[0]], f.events[p[1]])
 			return true
-		}, nil},
+		}, nil, 1},
 		{"a node showing fewer partitions than an add it acknowledged", func(r *rand.Rand, f *metaFacts) bool {
 			var is []int
 			var below []int32
@@ -435,7 +474,7 @@ func TestSweepRandomMetaMutationsFail(t *testing.T) {
 			k := r.IntN(len(is))
 			f.events[is[k]].Partitions = below[k]
 			return true
-		}, &metaGenConfig{clients: 4, ops: 150, topics: 2, nodes: 3}},
+		}, &metaGenConfig{clients: 4, ops: 120, topics: 2, nodes: 2}, 3},
 		{"a creation answered with another partition count", func(r *rand.Rand, f *metaFacts) bool {
 			if len(f.created) == 0 {
 				return false
@@ -443,12 +482,16 @@ func TestSweepRandomMetaMutationsFail(t *testing.T) {
 			is := sortedValues(f.created)
 			f.events[is[r.IntN(len(is))]].Partitions++
 			return true
-		}, nil},
+		}, nil, 1},
 	}
 	for _, m := range mutations {
 		t.Run(m.name, func(t *testing.T) {
 			mutated := 0
-			for seed := range uint64(metaSeeds(t)) {
+			seeds, least := metaSeeds(t), metaSeeds(t)/3
+			if m.cfg != nil {
+				seeds, least = m.seeds*metaSeeds(t), m.seeds*metaSeeds(t)/10
+			}
+			for seed := range uint64(seeds) {
 				cfg := metaGenSmall
 				if m.cfg != nil {
 					cfg = *m.cfg
@@ -463,8 +506,8 @@ func TestSweepRandomMetaMutationsFail(t *testing.T) {
 					t.Fatalf("seed %d: mutated history accepted:\n%s", seed, r)
 				}
 			}
-			if mutated < metaSeeds(t)/3 {
-				t.Fatalf("only %d of %d histories could be mutated", mutated, metaSeeds(t))
+			if mutated < least {
+				t.Fatalf("only %d of %d histories could be mutated", mutated, seeds)
 			}
 		})
 	}
@@ -485,14 +528,24 @@ func (f *metaFacts) shrinkable(d int) (int32, bool) {
 		if e.Absent || ginv.Partitions > e.Partitions {
 			continue
 		}
+		// A new incarnation (with fewer partitions) needs a deletion that
+		// may have taken effect after the add: one invoked before d and
+		// not definitely failed, answered after the add's invoke or of
+		// unknown outcome (it may land at any time).
 		recreated := slices.ContainsFunc(f.events, func(c MetaEvent) bool {
-			return c.Type == MetaCreate && c.Kind == KindInvoke && c.Topic == e.Topic && c.Time > ginv.Time && c.Time < e.Time
+			return c.Type == MetaDelete && c.Topic == e.Topic && f.invoke(f.completion(c)).Time < e.Time &&
+				(c.Kind == KindOk && c.Time > ginv.Time || c.Kind == KindInfo)
 		})
 		if !recreated {
 			return ginv.Partitions - 1, true
 		}
 	}
 	return 0, false
+}
+
+// completion returns the index of event c (a completion).
+func (f *metaFacts) completion(c MetaEvent) int {
+	return slices.IndexFunc(f.events, func(e MetaEvent) bool { return e.Op == c.Op && e.Kind == c.Kind })
 }
 
 // olderCreatedThan returns the acknowledged creations of topic answered
@@ -603,6 +656,21 @@ func mutateOneEvent(r *rand.Rand, f *metaFacts) (string, bool) {
 	case e.Type == MetaCreate:
 		e.Kind, e.ID, e.Partitions, e.Code, e.Error = KindOk, fresh(r), f.invoke(i).Partitions, 0, ""
 		return "create refused: ok", true
+	case e.Type == MetaDescribeConfig && e.Absent:
+		e.Absent, e.Value = false, fmt.Sprint(60000*(1+r.IntN(4)))
+		return "describe_config: absent to a value", true
+	case e.Type == MetaDescribeConfig && r.IntN(3) == 0:
+		e.Absent, e.Value = true, ""
+		return "describe_config: present to absent", true
+	case e.Type == MetaDescribeConfig:
+		e.Value = "7"
+		return "describe_config: a value nobody set", true
+	case e.Type == MetaAlterConfig && e.Kind == KindOk:
+		e.Kind, e.Code, e.Error = KindFail, kerr.UnknownTopicOrPartition.Code, kerr.UnknownTopicOrPartition.Error()
+		return "alter_config ok: refused as unknown", true
+	case e.Type == MetaAlterConfig:
+		e.Kind, e.Code, e.Error = KindOk, 0, ""
+		return "alter_config refused: ok", true
 	case e.Type == MetaAddPartitions && e.Kind == KindOk:
 		e.Kind, e.Code, e.Error = KindFail, kerr.UnknownTopicOrPartition.Code, kerr.UnknownTopicOrPartition.Error()
 		return "add partitions ok: refused as unknown", true

@@ -35,6 +35,14 @@ func metaGrown(h *MetaHistory, node int32, topic string, count int32) {
 	h.AddPartitionsOk(h.InvokeAddPartitions(0, node, topic, count))
 }
 
+func metaAltered(h *MetaHistory, node int32, topic, key, value string) {
+	h.AlterConfigOk(h.InvokeAlterConfig(0, node, topic, key, value))
+}
+
+func metaConfigSeen(h *MetaHistory, node int32, topic, key, value string) {
+	h.DescribeConfigValue(h.InvokeDescribeConfig(1, node, topic, key), value)
+}
+
 func metaSeen(h *MetaHistory, node int32, topic string, id raftmeta.TopicID, partitions int32) {
 	h.DescribeExists(h.InvokeDescribe(1, node, topic), id, partitions)
 }
@@ -111,6 +119,34 @@ func TestMetaAcceptsLegalHistories(t *testing.T) {
 			h.Complete(h.InvokeAddPartitions(0, 1, "t", 2), kerr.InvalidPartitions)
 			h.Complete(h.InvokeAddPartitions(0, 1, "t", 20000), kerr.InvalidPartitions) // above the limit: no read
 			metaFinal(h, "t", tid(1), 2, 1, 2)
+		}},
+		{"a config change, seen late by a lagging node", func(h *MetaHistory) {
+			metaCreated(h, 1, "t", 1, tid(1))
+			metaConfigSeen(h, 1, "t", "retention.ms", "")
+			metaAltered(h, 1, "t", "retention.ms", "60000")
+			metaConfigSeen(h, 2, "t", "retention.ms", "") // not applied there yet
+			metaConfigSeen(h, 1, "t", "retention.ms", "60000")
+			metaAltered(h, 2, "t", "retention.ms", "") // deleted: the default again
+			metaConfigSeen(h, 3, "t", "retention.ms", "60000")
+			metaConfigSeen(h, 3, "t", "retention.ms", "")
+			metaFinal(h, "t", tid(1), 1, 1, 2, 3)
+		}},
+		{"a config change of unknown outcome, either way", func(h *MetaHistory) {
+			metaCreated(h, 1, "t", 1, tid(1))
+			h.Complete(h.InvokeAlterConfig(0, 1, "t", "retention.ms", "60000"), kerr.NotController)
+			metaConfigSeen(h, 2, "t", "retention.ms", "")
+			metaConfigSeen(h, 3, "t", "retention.ms", "60000")
+		}},
+		{"config refusals and reads of an absent topic", func(h *MetaHistory) {
+			h.Complete(h.InvokeAlterConfig(0, 1, "t", "retention.ms", "60000"), kerr.UnknownTopicOrPartition)
+			h.Complete(h.InvokeDescribeConfig(1, 1, "t", "retention.ms"), kerr.UnknownTopicOrPartition)
+			h.Complete(h.InvokeAlterConfig(0, 1, "t", "retention.ms", "x"), kerr.InvalidConfig) // says nothing
+		}},
+		{"configs of a topic from before the history are unknown", func(h *MetaHistory) {
+			h.Existing("t", tid(1), 2)
+			metaConfigSeen(h, 1, "t", "retention.ms", "123")
+			metaAltered(h, 1, "t", "retention.ms", "")
+			metaConfigSeen(h, 1, "t", "retention.ms", "")
 		}},
 		{"a stale describe on a lagging node", func(h *MetaHistory) {
 			metaCreated(h, 1, "t", 3, tid(1))
@@ -243,6 +279,37 @@ func TestMetaRejectsViolations(t *testing.T) {
 			metaCreated(h, 1, "t", 1, tid(1))
 			metaGrown(h, 1, "t", 3)
 			metaFinal(h, "t", tid(1), 1, 2, 3)
+		}, []string{CheckMetaLinearizable}},
+		{"the acknowledging node shows the config before its change", func(h *MetaHistory) {
+			metaCreated(h, 1, "t", 1, tid(1))
+			metaAltered(h, 2, "t", "retention.ms", "60000")
+			metaConfigSeen(h, 2, "t", "retention.ms", "")
+		}, []string{CheckMetaLinearizable}},
+		{"a config value nobody set", func(h *MetaHistory) {
+			metaCreated(h, 1, "t", 1, tid(1))
+			metaConfigSeen(h, 2, "t", "retention.ms", "60000")
+		}, []string{CheckMetaLinearizable}},
+		{"a node's config goes back", func(h *MetaHistory) {
+			metaCreated(h, 1, "t", 1, tid(1))
+			metaAltered(h, 1, "t", "retention.ms", "60000")
+			metaAltered(h, 1, "t", "retention.ms", "120000")
+			metaConfigSeen(h, 3, "t", "retention.ms", "120000")
+			metaConfigSeen(h, 3, "t", "retention.ms", "60000")
+		}, []string{CheckMetaLinearizable}},
+		{"a config change acknowledged on an absent topic", func(h *MetaHistory) {
+			metaAltered(h, 1, "t", "retention.ms", "60000")
+		}, []string{CheckMetaLinearizable}},
+		{"an acknowledged config change lost at the end", func(h *MetaHistory) {
+			metaCreated(h, 1, "t", 1, tid(1))
+			metaAltered(h, 1, "t", "retention.ms", "60000")
+			h.FinalImage(9, FinalImage{Node: 2, Topics: map[string]TopicSummary{"t": {ID: tid(1), Partitions: 1}}})
+		}, []string{CheckMetaLinearizable}},
+		{"a config survives its topic's deletion", func(h *MetaHistory) {
+			metaCreated(h, 1, "t", 1, tid(1))
+			metaAltered(h, 1, "t", "retention.ms", "60000")
+			metaDeleted(h, 1, "t")
+			metaCreated(h, 1, "t", 1, tid(2))
+			metaConfigSeen(h, 1, "t", "retention.ms", "60000")
 		}, []string{CheckMetaLinearizable}},
 		{"a lost acknowledged creation", func(h *MetaHistory) {
 			metaCreated(h, 1, "t", 3, tid(1))

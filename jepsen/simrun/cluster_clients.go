@@ -63,7 +63,14 @@ type metaOp struct {
 	typ        jepsen.MetaType
 	topic      string
 	partitions int32
+	// value is a config change's value of metaConfigKey ("" deletes it).
+	value string
 }
+
+// metaConfigKey is the topic config the metadata clients change and read:
+// one a topic of the metadata workload (which holds no records) may have
+// any value of.
+const metaConfigKey = "retention.ms"
 
 // metaAttempts bounds the tries of one operation in the safety phase;
 // the liveness create tries until it succeeds.
@@ -155,6 +162,13 @@ func (c *metaClient) draw() *metaOp {
 		// To 2-5 partitions: often more than the topic has, sometimes
 		// not (INVALID_PARTITIONS, a read).
 		op.typ, op.partitions = jepsen.MetaAddPartitions, int32(2+c.rand.Intn(4))
+	case x < 15:
+		op.typ = jepsen.MetaAlterConfig
+		if c.rand.Intn(4) > 0 {
+			op.value = fmt.Sprint(3600000 * (1 + c.rand.Intn(8)))
+		}
+	case x < 16:
+		op.typ = jepsen.MetaDescribeConfig
 	default:
 		op.typ = jepsen.MetaDescribe
 	}
@@ -191,6 +205,28 @@ func (c *metaClient) send(op *metaOp, target int) {
 		t.Topic, t.Count = op.topic, op.partitions
 		q.Topics = append(q.Topics, t)
 		req = q
+	case jepsen.MetaAlterConfig:
+		c.inFlight = h.InvokeAlterConfig(c.id, nodeID, op.topic, metaConfigKey, op.value)
+		q := kmsg.NewPtrIncrementalAlterConfigsRequest()
+		q.Version = 1
+		rr := kmsg.NewIncrementalAlterConfigsRequestResource()
+		rr.ResourceType, rr.ResourceName = kmsg.ConfigResourceTypeTopic, op.topic
+		cfg := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+		cfg.Name, cfg.Op = metaConfigKey, kmsg.IncrementalAlterConfigOpDelete
+		if op.value != "" {
+			cfg.Op, cfg.Value = kmsg.IncrementalAlterConfigOpSet, kmsg.StringPtr(op.value)
+		}
+		rr.Configs = append(rr.Configs, cfg)
+		q.Resources = append(q.Resources, rr)
+		req = q
+	case jepsen.MetaDescribeConfig:
+		c.inFlight = h.InvokeDescribeConfig(c.id, nodeID, op.topic, metaConfigKey)
+		q := kmsg.NewPtrDescribeConfigsRequest()
+		q.Version = 4
+		rr := kmsg.NewDescribeConfigsRequestResource()
+		rr.ResourceType, rr.ResourceName, rr.ConfigNames = kmsg.ConfigResourceTypeTopic, op.topic, []string{metaConfigKey}
+		q.Resources = append(q.Resources, rr)
+		req = q
 	default:
 		c.inFlight = h.InvokeDescribe(c.id, nodeID, op.topic)
 		q := kmsg.NewPtrMetadataRequest()
@@ -225,7 +261,7 @@ func (c *metaClient) answered(op *metaOp, id jepsen.OpID, resp kmsg.Response, er
 	retry := false
 	switch {
 	case err == nil:
-	case op.typ == jepsen.MetaDescribe:
+	case op.typ == jepsen.MetaDescribe || op.typ == jepsen.MetaDescribeConfig:
 		// A failed read: retry only on a lost connection.
 		var ke *kerr.Error
 		retry = !errors.As(err, &ke)
@@ -264,9 +300,13 @@ func (c *metaClient) answered(op *metaOp, id jepsen.OpID, resp kmsg.Response, er
 	if c.r.stopping {
 		return
 	}
-	if err == nil && op.typ != jepsen.MetaDescribe && c.rand.Intn(2) == 0 {
+	if err == nil && op.typ != jepsen.MetaDescribe && op.typ != jepsen.MetaDescribeConfig && c.rand.Intn(2) == 0 {
 		target := c.target
-		c.cur, c.attempts, c.unknown, c.readBack = &metaOp{typ: jepsen.MetaDescribe, topic: op.topic}, 0, false, &target
+		read := jepsen.MetaDescribe
+		if op.typ == jepsen.MetaAlterConfig {
+			read = jepsen.MetaDescribeConfig
+		}
+		c.cur, c.attempts, c.unknown, c.readBack = &metaOp{typ: read, topic: op.topic}, 0, false, &target
 		c.r.probes.add("meta.read_back")
 		c.later(0)
 		return
@@ -316,6 +356,36 @@ func (c *metaClient) record(op *metaOp, id jepsen.OpID, resp kmsg.Response) erro
 		}
 		c.r.probes.add("meta.partitions_added")
 		h.AddPartitionsOk(id)
+		return nil
+	case *kmsg.IncrementalAlterConfigsResponse:
+		if len(resp.Resources) != 1 || resp.Resources[0].ResourceName != op.topic {
+			return fail(fmt.Errorf("IncrementalAlterConfigs answered %d resources, not %s", len(resp.Resources), op.topic))
+		}
+		if code := resp.Resources[0].ErrorCode; code != 0 {
+			return fail(kerr.ErrorForCode(code))
+		}
+		c.r.probes.add("meta.config_altered")
+		h.AlterConfigOk(id)
+		return nil
+	case *kmsg.DescribeConfigsResponse:
+		if len(resp.Resources) != 1 || resp.Resources[0].ResourceName != op.topic {
+			return fail(fmt.Errorf("DescribeConfigs answered %d resources, not %s", len(resp.Resources), op.topic))
+		}
+		res := resp.Resources[0]
+		if res.ErrorCode != 0 {
+			return fail(kerr.ErrorForCode(res.ErrorCode))
+		}
+		value := ""
+		for _, cfg := range res.Configs {
+			// Set on the topic, or a default (then "": none set).
+			if cfg.Name == metaConfigKey && cfg.Source == kmsg.ConfigSourceDynamicTopicConfig && cfg.Value != nil {
+				value = *cfg.Value
+			}
+		}
+		if value != "" {
+			c.r.probes.add("meta.config_seen_set")
+		}
+		h.DescribeConfigValue(id, value)
 		return nil
 	case *kmsg.MetadataResponse:
 		if len(resp.Topics) != 1 || resp.Topics[0].Topic == nil || *resp.Topics[0].Topic != op.topic {
