@@ -13,8 +13,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 )
 
-// The metadata history: what clients saw of topics being created, deleted
-// and described. It is a history of its own (MetaHistory, MetaEvent),
+// The metadata history: what clients saw of topics being created, deleted,
+// grown, reconfigured and described. It is a history of its own (MetaHistory, MetaEvent),
 // beside the data path's History, not more Kinds of Event: its operations
 // name a node and a topic, never a partition or a value, and a separate
 // type keeps both JSON-lines formats small and each checker's validation
@@ -38,6 +38,9 @@ import (
 //	{"time":4,"kind":"ok","op":0,"client":0,"type":"create_topic","node":2,"topic":"t","partitions":3,"id":"5f3c0d9e-..."}
 //	{"time":6,"kind":"ok","op":2,"client":1,"type":"describe_topic","node":2,"topic":"t","partitions":3,"id":"5f3c0d9e-..."}
 //	{"time":3,"kind":"ok","op":1,"client":1,"type":"describe_topic","node":1,"topic":"t","absent":true}
+//	{"time":9,"kind":"invoke","op":4,"client":0,"type":"add_partitions","node":1,"topic":"t","partitions":5}
+//	{"time":11,"kind":"invoke","op":5,"client":1,"type":"alter_config","node":2,"topic":"t","key":"retention.ms","value":"3600000"}
+//	{"time":14,"kind":"ok","op":6,"client":1,"type":"describe_config","node":2,"topic":"t","key":"retention.ms","value":"3600000"}
 //
 // What the events promise and how they are judged is in meta_model.go.
 
@@ -237,7 +240,7 @@ type MetaHistory struct {
 	// configKeys are the config keys operated on, by topic, sorted: the
 	// final images are described for them.
 	configKeys map[string][]string
-	err    error
+	err        error
 }
 
 // NewMetaHistory returns an empty metadata history.
