@@ -139,7 +139,7 @@ func (t *Timeline) AddHistory(events []Event, result Result) {
 const timelineStyle = `body{font:13px system-ui,sans-serif;margin:16px;color:#222}
 h1{font-size:17px} pre{font-size:12px;white-space:pre-wrap;background:#f6f6f6;padding:6px}
 .lanes text{font-size:11px} .head{font-weight:bold} .axis{stroke:#ccc} .tick{font-size:10px;fill:#666}
-.down{fill:#c0392b} .killed{fill:#922b21} .paused{fill:#e67e22} .disk{fill:#8e44ad} .partition{fill:#7f8c8d}
+.down{fill:#c0392b} .killed{fill:#922b21} .paused{fill:#e67e22} .disk{fill:#8e44ad} .partition{fill:#7f8c8d} .latency{fill:#48c9b0} .loss{fill:#a04000}
 .leader{fill:#27ae60} .part{fill:#5dade2;stroke:#fff;stroke-width:.5} .ok{fill:#58d68d} .fail{fill:#ec7063} .info{fill:#f4d03f} .pending{fill:#bbb}
 .fault{fill:#000} .generation{fill:#2471a3} .mark{stroke:#e00;stroke-width:1.5;stroke-dasharray:4 3}
 .marklabel{fill:#e00;font-size:11px}

@@ -31,15 +31,19 @@ import (
 
 // sluice jepsen: the simulator's checks against real processes. N sluice
 // serve processes of this binary (each in a network namespace of its own
-// as root, else on 127.0.0.1), real franz-go producers and consumers
-// through kill -9, SIGSTOP/SIGCONT, clean restarts, partitions and full
-// disks of one node at a time, then every fault healed, every partition
-// read whole, and the history judged by the same checker as a simulated
-// run's (jepsen.Check), with the same summary line and --out files.
-// Latency, loss and consumer groups are still the simulator's alone.
+// as root, or on 127.0.0.1 behind a fault-injecting TCP proxy in the
+// runner, jepsen_proxy.go), real franz-go producers and consumers through
+// kill -9, SIGSTOP/SIGCONT, clean restarts, partitions, latency, loss
+// (proxy only) and full disks of one node at a time, then every fault
+// healed, every partition read whole, and the history judged by the same
+// checker as a simulated run's (jepsen.Check), with the same summary line
+// and --out files. Consumer groups are still the simulator's alone.
 
 // realFaults are the faults the runner injects, in the order it names them.
-var realFaults = []string{"kill", "stop", "restart", "partition", "diskfull"}
+var realFaults = []string{"kill", "stop", "restart", "partition", "latency", "loss", "diskfull"}
+
+// proxyFaults are the faults only the proxy network makes.
+var proxyFaults = []string{"latency", "loss"}
 
 type jepsenOptions struct {
 	seed       uint64
@@ -53,11 +57,15 @@ type jepsenOptions struct {
 	out        string
 	keep       bool
 	// network is "netns" (each node in a namespace of its own, partitions
-	// possible), "loopback" (127.0.0.1, no network faults) or "auto".
+	// possible), "proxy" (127.0.0.1 behind the runner's proxy: partitions,
+	// latency, loss), "loopback" (127.0.0.1, no network faults) or "auto".
 	network string
 	// autoNetwork says --network was auto: namespaces that cannot be made
-	// (root in a container without the right) fall back to loopback.
+	// (root in a container without the right) fall back to the proxy.
 	autoNetwork bool
+	// defaultFaults says --faults was not given: a fallback to the proxy
+	// takes the proxy's default mix.
+	defaultFaults bool
 	// sabotage makes the final read drop its last record, for a test
 	// that the check sees a lost write.
 	sabotage bool
@@ -66,23 +74,37 @@ type jepsenOptions struct {
 func newJepsenCommand() *cobra.Command {
 	var o jepsenOptions
 	cmd := &cobra.Command{
-		Use:   "jepsen [--seed N] [--nodes N] [--duration D] [--faults kill,stop,restart,partition,diskfull] [--network netns|loopback] [--out DIR]",
+		Use:   "jepsen [--seed N] [--nodes N] [--duration D] [--faults kill,stop,restart,partition,latency,loss,diskfull] [--network netns|proxy|loopback] [--out DIR]",
 		Short: "Run a real cluster of this binary through process, network and disk faults with real clients, and check what they saw",
 		Long: `jepsen starts --nodes sluice serve processes of this binary (a KRaft cluster
-of combined nodes, in a temporary directory): as root each in a network
-namespace of its own, else on 127.0.0.1. It creates a topic with
-replication factor 3 (or the node count, if less) and min.insync.replicas
-2; franz-go producers write to it (idempotent, acks=all) and consumers
-fetch from the leaders, while a nemesis, seeded by --seed, kills (kill -9),
-pauses (SIGSTOP, then SIGCONT), cleanly restarts, partitions (namespaces
-only: from a peer, all of them or the clients, one way or both) or fills
-the disk of (root: each node's data directory a small tmpfs) one node at
-a time. Then every fault is healed, each partition is read whole, and the
-history is checked as a simulated run's is: porcupine and Kafka's
-invariants (no acknowledged record lost). It prints one summary line and
-exits 1 on a violation; --out writes the history, porcupine's pages, the
-timeline and the nodes' logs. Everything it started (processes,
-namespaces, mounts) is gone when it ends, on failure or Ctrl-C too.`,
+of combined nodes, in a temporary directory): with --network netns (root)
+each in a network namespace of its own; with --network proxy on 127.0.0.1,
+every connection between nodes and from the clients relayed by a TCP
+proxy in the runner that knows each connection's two ends; with --network
+loopback on 127.0.0.1 without network faults. The default, auto, is netns
+where it can be made unless latency or loss is asked for, else proxy.
+
+It creates a topic with replication factor 3 (or the node count, if less)
+and min.insync.replicas 2; franz-go producers write to it (idempotent,
+acks=all) and consumers fetch from the leaders, while a nemesis, seeded by
+--seed, does one of these to one node at a time:
+  kill       kill -9, then a restart
+  stop       SIGSTOP, then SIGCONT
+  restart    SIGTERM, then a restart
+  partition  from a peer, all of them or the clients, one way or both
+             (netns: a blackhole route; proxy: the bytes held until it heals)
+  latency    proxy: 20-200 ms added to every chunk of the node's links to
+             one end or all of them, order kept
+  loss       proxy: a TCP proxy cannot drop packets, so loss is what an
+             application sees of it: 5-25% of chunks held 200 ms-1 s, as a
+             retransmission timeout would, everything behind them waiting
+  diskfull   root: the node's data directory (a small tmpfs) filled
+Then every fault is healed, each partition is read whole, and the history
+is checked as a simulated run's is: porcupine and Kafka's invariants (no
+acknowledged record lost). It prints one summary line and exits 1 on a
+violation; --out writes the history, porcupine's pages, the timeline and
+the nodes' logs. Everything it started (processes, namespaces, mounts, the
+proxy's listeners) is gone when it ends, on failure or Ctrl-C too.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := o.validate(); err != nil {
@@ -106,8 +128,8 @@ namespaces, mounts) is gone when it ends, on failure or Ctrl-C too.`,
 	cmd.Flags().IntVar(&o.consumers, "consumers", 2, "consumer clients, fetching from the partitions' leaders at the epoch they know")
 	cmd.Flags().DurationVar(&o.duration, "duration", time.Minute, "the safety phase, with faults; healing and the final reads follow")
 	cmd.Flags().DurationVar(&o.faultEvery, "fault-every", 4*time.Second, "the mean time between two faults")
-	cmd.Flags().StringSliceVar(&o.faults, "faults", nil, "the faults to mix: kill, stop, restart, partition (netns only), diskfull (root); default all this machine allows")
-	cmd.Flags().StringVar(&o.network, "network", "auto", "netns: each node in a network namespace of its own (root; partitions one and two ways); loopback: 127.0.0.1, no network faults; auto: netns where it can")
+	cmd.Flags().StringSliceVar(&o.faults, "faults", nil, "the faults to mix: kill, stop, restart, partition (netns, proxy), latency and loss (proxy), diskfull (root); default all the network allows")
+	cmd.Flags().StringVar(&o.network, "network", "auto", "netns: each node in a network namespace of its own (root; partitions); proxy: 127.0.0.1 through the runner's proxy (partitions, latency, loss); loopback: 127.0.0.1, no network faults; auto: netns where it can unless latency or loss is asked for, else proxy")
 	cmd.Flags().StringVar(&o.out, "out", "", "write the history, porcupine's pages, the timeline, the summary and the nodes' logs to this directory")
 	cmd.Flags().BoolVar(&o.keep, "keep", false, "keep the cluster's directory (its path is printed)")
 	cmd.Flags().BoolVar(&o.sabotage, "sabotage-drop-final", false, "internal: drop the last record of every final read, to show the check catches it")
@@ -135,8 +157,8 @@ func (o jepsenOptions) validate() error {
 			return fmt.Errorf("--faults: %q is not one of %s", f, strings.Join(realFaults, ", "))
 		}
 	}
-	if !slices.Contains([]string{"auto", "netns", "loopback"}, o.network) {
-		return fmt.Errorf("--network %q: want netns, loopback or auto", o.network)
+	if !slices.Contains([]string{"auto", "netns", "proxy", "loopback"}, o.network) {
+		return fmt.Errorf("--network %q: want netns, proxy, loopback or auto", o.network)
 	}
 	return nil
 }
@@ -145,8 +167,9 @@ func (o jepsenOptions) validate() error {
 // refuses what the network cannot do.
 func (o *jepsenOptions) resolveNetwork() error {
 	if o.network == "auto" {
-		o.network, o.autoNetwork = "loopback", true
-		if netnsAvailable() == nil {
+		o.network, o.autoNetwork = "proxy", true
+		wantsProxy := slices.ContainsFunc(o.faults, func(f string) bool { return slices.Contains(proxyFaults, f) })
+		if !wantsProxy && netnsAvailable() == nil {
 			o.network = "netns"
 		}
 	}
@@ -156,28 +179,45 @@ func (o *jepsenOptions) resolveNetwork() error {
 		}
 	}
 	if len(o.faults) == 0 {
-		o.faults = []string{"kill", "stop", "restart"}
-		if o.network == "netns" {
-			o.faults = append(o.faults, "partition")
-		}
-		if os.Geteuid() == 0 {
-			o.faults = append(o.faults, "diskfull")
-		}
+		o.faults, o.defaultFaults = defaultRealFaults(o.network), true
 	}
 	if slices.Contains(o.faults, "diskfull") && os.Geteuid() != 0 {
 		return errors.New("--faults diskfull: needs root, to mount each node's small data filesystem")
 	}
-	if o.network != "netns" && slices.Contains(o.faults, "partition") {
-		return errors.New("--faults partition: needs --network netns (root and the ip command)")
+	for _, f := range proxyFaults {
+		if o.network != "proxy" && slices.Contains(o.faults, f) {
+			return fmt.Errorf("--faults %s: needs --network proxy (namespaces partition by routes; nothing on this kernel delays or drops packets, tc netem included)", f)
+		}
+	}
+	if o.network == "loopback" && slices.Contains(o.faults, "partition") {
+		return errors.New("--faults partition: needs --network netns (root and the ip command) or --network proxy")
 	}
 	return nil
 }
 
+// defaultRealFaults is every fault the network and the user allow.
+func defaultRealFaults(network string) []string {
+	faults := []string{"kill", "stop", "restart"}
+	switch network {
+	case "netns":
+		faults = append(faults, "partition")
+	case "proxy":
+		faults = append(faults, "partition", "latency", "loss")
+	}
+	if os.Geteuid() == 0 {
+		faults = append(faults, "diskfull")
+	}
+	return faults
+}
+
 // realNode is one sluice serve process and where it lives.
 type realNode struct {
-	id             int32
-	name           string
+	id   int32
+	name string
+	// addr and ctrlAddr are the addresses it advertises (the proxy's, in
+	// proxy mode); listen is where its broker listener is.
 	addr, ctrlAddr string
+	listen         string
 	dir, conf, log string
 	nodeProcess
 	paused bool
@@ -209,9 +249,11 @@ type realRun struct {
 	nodes []*realNode
 	start time.Time
 	rand  *rand.Rand
-	// netns is the run's namespaces (--network netns), nil on loopback;
-	// mounts the nodes' small data filesystems (diskfull).
+	// netns is the run's namespaces (--network netns), proxy its proxy
+	// (--network proxy), both nil on loopback; mounts the nodes' small
+	// data filesystems (diskfull).
 	netns  *netnsNet
+	proxy  *proxyNet
 	mounts []string
 	// stderr hears what goes wrong on the way that is not a verdict.
 	stderr io.Writer
@@ -246,16 +288,31 @@ func runJepsen(ctx context.Context, o jepsenOptions, stdout, stderr io.Writer) e
 			return err
 		}
 		if err != nil {
-			fmt.Fprintf(stderr, "no network namespaces (%v): on 127.0.0.1, without partitions\n", err)
-			o.network = "loopback"
-			o.faults = slices.DeleteFunc(o.faults, func(f string) bool { return f == "partition" })
+			fmt.Fprintf(stderr, "no network namespaces (%v): on 127.0.0.1 through the proxy\n", err)
+			o.network = "proxy"
+			if o.defaultFaults {
+				o.faults = defaultRealFaults(o.network)
+			}
 		}
 	}
-	r := &realRun{o: o, exe: exe, root: root, netns: netns, stderr: stderr, start: time.Now(),
+	var proxy *proxyNet
+	if o.network == "proxy" {
+		if proxy, err = newProxyNet(o.nodes, o.seed); err != nil {
+			os.RemoveAll(root)
+			return err
+		}
+	}
+	r := &realRun{o: o, exe: exe, root: root, netns: netns, proxy: proxy, stderr: stderr, start: time.Now(),
 		rand: rand.New(rand.NewPCG(o.seed, 0x9e3779b97f4a7c15)), h: jepsen.NewHistory(), injected: map[string]int{}}
 	r.h.SetClock(r.since)
 	defer func() {
 		r.killAll()
+		if r.proxy != nil {
+			r.proxy.close()
+			if n, addr := r.proxy.strangers(); n > 0 {
+				fmt.Fprintf(stderr, "proxy: closed %d connections from no end of the run's (the first from %s)\n", n, addr)
+			}
+		}
 		for _, dir := range r.mounts {
 			unix.Unmount(dir, unix.MNT_DETACH)
 		}
@@ -324,8 +381,13 @@ func runJepsen(ctx context.Context, o jepsenOptions, stdout, stderr io.Writer) e
 	line := fmt.Sprintf("seed=%d time=%s ops=%d result=%s nodes=%d network=%s partitions=%d producers=%d consumers=%d faults=%s every=%s injected=%s",
 		o.seed, r.since().Truncate(time.Millisecond), ops, result, o.nodes, o.network, o.partitions, o.producers, o.consumers, strings.Join(o.faults, ","), o.faultEvery, orNone(strings.Join(injected, ",")))
 	fmt.Fprintln(stdout, line)
+	var notes []string
+	if r.proxy != nil {
+		notes = append(notes, r.proxy.statsNow().String())
+		fmt.Fprintln(stderr, notes[0])
+	}
 	if o.out != "" {
-		if err := r.writeArtifacts(line, check); err != nil {
+		if err := r.writeArtifacts(line, notes, check); err != nil {
 			return err
 		}
 	}
@@ -346,6 +408,8 @@ func orNone(s string) string {
 // startCluster writes each node's configuration and starts them all.
 func (r *realRun) startCluster(ctx context.Context) error {
 	var voters []string
+	var listeners []string
+	var targets [][2]string
 	for i := range r.o.nodes {
 		var addrs []string
 		if r.netns != nil {
@@ -357,19 +421,28 @@ func (r *realRun) startCluster(ctx context.Context) error {
 				return err
 			}
 		}
-		n := &realNode{id: int32(i + 1), name: fmt.Sprintf("n%d", i+1), addr: addrs[0], ctrlAddr: addrs[1]}
+		n := &realNode{id: int32(i + 1), name: fmt.Sprintf("n%d", i+1), addr: addrs[0], ctrlAddr: addrs[1], listen: addrs[0]}
+		listeners = append(listeners, fmt.Sprintf("listeners=PLAINTEXT://%s,CONTROLLER://%s", addrs[0], addrs[1]))
+		if r.proxy != nil {
+			// Everyone is told of the proxy's addresses, never the node's.
+			n.addr, n.ctrlAddr = r.proxy.addr(i, 0), r.proxy.addr(i, 1)
+			targets = append(targets, [2]string{addrs[0], addrs[1]})
+		}
 		n.dir = filepath.Join(r.root, n.name)
 		n.conf = filepath.Join(r.root, n.name+".properties")
 		n.log = filepath.Join(r.root, n.name+".log")
 		voters = append(voters, fmt.Sprintf("%d@%s", n.id, n.ctrlAddr))
 		r.nodes = append(r.nodes, n)
 	}
-	for _, n := range r.nodes {
+	if r.proxy != nil {
+		r.proxy.start(targets)
+	}
+	for i, n := range r.nodes {
 		lines := []string{
 			"process.roles=broker,controller",
 			fmt.Sprintf("node.id=%d", n.id),
 			"controller.quorum.voters=" + strings.Join(voters, ","),
-			fmt.Sprintf("listeners=PLAINTEXT://%s,CONTROLLER://%s", n.addr, n.ctrlAddr),
+			listeners[i],
 			"inter.broker.listener.name=PLAINTEXT",
 			"controller.listener.names=CONTROLLER",
 			"listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
@@ -378,6 +451,11 @@ func (r *realRun) startCluster(ctx context.Context) error {
 			"broker.session.timeout.ms=3000",
 			"broker.heartbeat.interval.ms=500",
 			"replica.lag.time.max.ms=4000",
+		}
+		if r.proxy != nil {
+			lines = append(lines,
+				fmt.Sprintf("advertised.listeners=PLAINTEXT://%s,CONTROLLER://%s", n.addr, n.ctrlAddr),
+				"sluice.outbound.local.address="+nodeSourceAddr(i).String())
 		}
 		if err := os.WriteFile(n.conf, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
 			return err
@@ -448,14 +526,14 @@ func (r *realRun) waitAll(ctx context.Context, limit time.Duration) error {
 	for _, n := range r.nodes {
 		for {
 			dialCtx, cancel := context.WithTimeout(ctx, time.Second)
-			c, err := r.dial(dialCtx, "tcp", n.addr)
+			c, err := r.dial(dialCtx, "tcp", n.listen) // the proxy would accept for a node that is down
 			cancel()
 			if err == nil {
 				c.Close()
 				break
 			}
 			if ctx.Err() != nil || time.Now().After(deadline) {
-				return fmt.Errorf("%s did not listen on %s within %s (its log: %s)", n.name, n.addr, limit, n.log)
+				return fmt.Errorf("%s did not listen on %s within %s (its log: %s)", n.name, n.listen, limit, n.log)
 			}
 			time.Sleep(100 * time.Millisecond)
 		}
@@ -463,10 +541,14 @@ func (r *realRun) waitAll(ctx context.Context, limit time.Duration) error {
 	return nil
 }
 
-// dial connects from where the clients live: the hub namespace, or here.
+// dial connects from where the clients live: the hub namespace, or here
+// (from the clients' own address, by which the proxy knows them).
 func (r *realRun) dial(ctx context.Context, network, addr string) (net.Conn, error) {
-	if r.netns != nil {
+	switch {
+	case r.netns != nil:
 		return r.netns.dial(ctx, network, addr)
+	case r.proxy != nil:
+		return (&net.Dialer{LocalAddr: &net.TCPAddr{IP: clientsAddr.AsSlice()}}).DialContext(ctx, network, addr)
 	}
 	return (&net.Dialer{}).DialContext(ctx, network, addr)
 }
@@ -649,63 +731,70 @@ func (r *realRun) nemesis(ctx context.Context) {
 			r.bringBack(n) // it died on its own: back first
 			continue
 		}
-		var cuts []cut
-		detail := ""
 		from := r.since()
-		switch fault {
-		case "kill":
-			n.cmd.Process.Signal(syscall.SIGKILL)
-			<-n.done
-		case "stop":
-			n.cmd.Process.Signal(syscall.SIGSTOP)
-			n.paused = true
-		case "restart":
-			n.cmd.Process.Signal(syscall.SIGTERM)
-			select {
-			case <-n.done:
-			case <-time.After(30 * time.Second):
-				n.cmd.Process.Signal(syscall.SIGKILL)
-				<-n.done
-			}
-		case "diskfull":
-			detail = fillDisk(n.dir)
-		case "partition":
-			cuts = r.netns.partitionCuts(r.rand.IntN, int(n.id-1))
-			for _, c := range cuts {
-				if err := r.netns.apply(c); err != nil {
-					fmt.Fprintf(r.stderr, "partition: %v\n", err)
-				}
-			}
-		}
-		label := "fault " + fault
-		if len(cuts) > 0 {
-			label += fmt.Sprintf(" %v", cuts)
-		}
-		if detail != "" {
-			label += ": " + detail
-		}
+		detail, heal := r.inject(n, fault)
 		r.locked(func() {
 			r.injected[fault]++
 			lane := r.timeline.Lane("nodes", n.name)
-			lane.Points = append(lane.Points, jepsen.Point{At: from, Class: "fault", Label: label})
+			lane.Points = append(lane.Points, jepsen.Point{At: from, Class: "fault", Label: "fault " + fault + detail})
 		})
 		select {
 		case <-ctx.Done():
 		case <-time.After(hold):
 		}
-		for _, c := range cuts {
-			r.netns.undo(c)
-		}
-		if fault == "diskfull" {
-			os.Remove(filepath.Join(n.dir, diskFiller))
+		if heal != nil {
+			heal()
 		}
 		r.undo(n, fault, from)
 	}
 }
 
+// inject makes fault on node n. It says what it did (to follow the
+// fault's name in the timeline) and returns what undoes it beyond
+// bringBack, if anything.
+func (r *realRun) inject(n *realNode, fault string) (string, func()) {
+	i := int(n.id - 1)
+	switch fault {
+	case "kill":
+		n.cmd.Process.Signal(syscall.SIGKILL)
+		<-n.done
+	case "stop":
+		n.cmd.Process.Signal(syscall.SIGSTOP)
+		n.paused = true
+	case "restart":
+		n.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-n.done:
+		case <-time.After(30 * time.Second):
+			n.cmd.Process.Signal(syscall.SIGKILL)
+			<-n.done
+		}
+	case "diskfull":
+		return ": " + fillDisk(n.dir), func() { os.Remove(filepath.Join(n.dir, diskFiller)) }
+	case "partition", "latency", "loss":
+		if r.proxy != nil {
+			detail, heal := r.proxy.proxyFault(r.rand.IntN, fault, i)
+			return " " + detail, heal
+		}
+		cuts := r.netns.partitionCuts(r.rand.IntN, i)
+		for _, c := range cuts {
+			if err := r.netns.apply(c); err != nil {
+				fmt.Fprintf(r.stderr, "partition: %v\n", err)
+			}
+		}
+		return fmt.Sprintf(" %v", cuts), func() {
+			for _, c := range cuts {
+				r.netns.undo(c)
+			}
+		}
+	}
+	return "", nil
+}
+
 // undo ends a node's fault (bringBack) and draws it.
 func (r *realRun) undo(n *realNode, fault string, from time.Duration) {
-	class := map[string]string{"kill": "killed", "stop": "paused", "restart": "down", "partition": "partition", "diskfull": "disk"}[fault]
+	class := map[string]string{"kill": "killed", "stop": "paused", "restart": "down", "partition": "partition",
+		"latency": "latency", "loss": "loss", "diskfull": "disk"}[fault]
 	r.bringBack(n)
 	to := r.since()
 	r.locked(func() {
@@ -729,6 +818,9 @@ func (r *realRun) bringBack(n *realNode) {
 
 // heal brings back whatever is still out.
 func (r *realRun) heal() {
+	if r.proxy != nil {
+		r.proxy.healAll()
+	}
 	for _, n := range r.nodes {
 		r.bringBack(n)
 	}
@@ -816,9 +908,10 @@ func (r *realRun) killAll() {
 }
 
 // writeArtifacts writes the run's files to --out, as sim run --out does.
-func (r *realRun) writeArtifacts(line string, check jepsen.Result) error {
+func (r *realRun) writeArtifacts(line string, notes []string, check jepsen.Result) error {
 	dir := r.o.out
-	if err := os.WriteFile(filepath.Join(dir, "summary.txt"), []byte(line+"\n"+check.String()+"\n"), 0o644); err != nil {
+	summary := strings.Join(append(append([]string{line}, notes...), check.String()), "\n") + "\n"
+	if err := os.WriteFile(filepath.Join(dir, "summary.txt"), []byte(summary), 0o644); err != nil {
 		return err
 	}
 	create := func(name string) (io.Writer, error) { return os.Create(filepath.Join(dir, name)) }
@@ -826,7 +919,7 @@ func (r *realRun) writeArtifacts(line string, check jepsen.Result) error {
 		return err
 	}
 	t := r.timeline
-	t.Title, t.End, t.Notes = fmt.Sprintf("sluice jepsen: seed %d", r.o.seed), r.since(), []string{line}
+	t.Title, t.End, t.Notes = fmt.Sprintf("sluice jepsen: seed %d", r.o.seed), r.since(), append([]string{line}, notes...)
 	t.AddHistory(r.h.Events(), check)
 	if err := jepsen.WriteTimelineArtifact(t, create); err != nil {
 		return err

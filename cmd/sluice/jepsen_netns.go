@@ -189,35 +189,28 @@ func (c cut) String() string { return c.ns + "->" + c.host }
 func (n *netnsNet) apply(c cut) error { return inNS(c.ns, "route", "add", "blackhole", c.host+"/32") }
 func (n *netnsNet) undo(c cut) error  { return inNS(c.ns, "route", "del", "blackhole", c.host+"/32") }
 
-// partitionCuts draws a partition of node i: from one peer or all of
-// them, or from the clients; one way (i's packets dropped, or theirs) or
-// both ways.
+// partitionCuts draws a partition of node i as the proxy does
+// (partitionLinks: from one peer or all of them, or from the clients; one
+// way or both), each link a cut in its sender's namespace.
 func (n *netnsNet) partitionCuts(pick func(int) int, i int) []cut {
-	self := n.nodeNS(i)
-	type end struct{ ns, host string }
-	var others []end
-	switch x := pick(10); {
-	case x < 3:
-		others = []end{{n.hub(), hubHost}}
-	case x < 6:
-		j := (i + 1 + pick(n.nodes-1)) % n.nodes
-		others = []end{{n.nodeNS(j), n.nodeHost(j)}}
-	default:
-		for j := range n.nodes {
-			if j != i {
-				others = append(others, end{n.nodeNS(j), n.nodeHost(j)})
-			}
-		}
-	}
-	way := pick(3) // 0 both ways, 1 i's packets out, 2 theirs in
 	var cuts []cut
-	for _, o := range others {
-		if way != 2 {
-			cuts = append(cuts, cut{self, o.host})
-		}
-		if way != 1 {
-			cuts = append(cuts, cut{o.ns, n.nodeHost(i)})
-		}
+	for _, l := range partitionLinks(pick, i, n.nodes) {
+		cuts = append(cuts, cut{n.endNS(l.from), n.endHost(l.to)})
 	}
 	return cuts
+}
+
+// endNS and endHost are a link end's namespace and address.
+func (n *netnsNet) endNS(e int) string {
+	if e == clientsEnd {
+		return n.hub()
+	}
+	return n.nodeNS(e)
+}
+
+func (n *netnsNet) endHost(e int) string {
+	if e == clientsEnd {
+		return hubHost
+	}
+	return n.nodeHost(e)
 }
