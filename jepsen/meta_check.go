@@ -402,6 +402,15 @@ func (a *metaAnalysis) porcupineOps(topic string) []porcupine.Operation {
 			Output: &metaOutput{}})
 	}
 	openReturn := 2*a.timeLast + 2
+	// The config values some read showed: a config change of unknown
+	// outcome whose value nobody saw is placed as one that never took
+	// effect (stepAlterConfig).
+	seen := make(map[[2]string]bool)
+	for i := range a.ops {
+		if o := &a.ops[i]; o.invoke.Topic == topic && o.invoke.Type == MetaDescribeConfig && o.outcome() == KindOk && !o.done.Absent {
+			seen[[2]string{o.invoke.Key, o.done.Value}] = true
+		}
+	}
 	for i := range a.ops {
 		o := &a.ops[i]
 		inv := o.invoke
@@ -420,6 +429,7 @@ func (a *metaAnalysis) porcupineOps(topic string) []porcupine.Operation {
 			in.kind = metaOpAddPartitions
 		case MetaAlterConfig:
 			in.kind = metaOpAlterConfig
+			in.unseen = !seen[[2]string{inv.Key, inv.Value}]
 		case MetaDescribeConfig:
 			in.kind = metaOpDescribeConfig
 			if o.outcome() != KindOk {

@@ -285,7 +285,16 @@ func (m metaModel) stepAlterConfig(s *metaState, in *metaInput, out *metaOutput)
 		}
 		return []any{s.appended(altered)}
 	case metaUnknown:
-		if !can {
+		if !can || altered.configs == cur.configs || in.unseen {
+			// Refused, never made, or made with nothing to show for
+			// it: a version equal to the last adds no state a read
+			// could see, and retries of one change (the same value,
+			// several attempts of unknown outcome) would otherwise
+			// multiply porcupine's states. A value no read shows may
+			// as well never have been set: had it taken effect, every
+			// read after it (up to the next change) and every final
+			// read of its version would show it, and there are none;
+			// dropping it leaves every other version as it was.
 			return []any{s}
 		}
 		return []any{s, s.appended(altered)}
@@ -423,8 +432,10 @@ type (
 		// final: a final describe.
 		final bool
 		// key and value: a config change's, or the key a
-		// describe_config reads.
+		// describe_config reads. unseen: no read in the history shows
+		// the change's value.
 		key, value string
+		unseen     bool
 	}
 
 	metaOutput struct {

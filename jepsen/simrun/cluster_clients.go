@@ -164,8 +164,11 @@ func (c *metaClient) draw() *metaOp {
 		op.typ, op.partitions = jepsen.MetaAddPartitions, int32(2+c.rand.Intn(4))
 	case x < 15:
 		op.typ = jepsen.MetaAlterConfig
-		if c.rand.Intn(4) > 0 {
-			op.value = fmt.Sprint(3600000 * (1 + c.rand.Intn(8)))
+		// Two values or a delete: few enough that changes of unknown
+		// outcome often restate the value (porcupine's states stay
+		// few), enough that a lost or stale change shows.
+		if x := c.rand.Intn(3); x > 0 {
+			op.value = fmt.Sprint(3600000 * x)
 		}
 	case x < 16:
 		op.typ = jepsen.MetaDescribeConfig
@@ -267,6 +270,11 @@ func (c *metaClient) answered(op *metaOp, id jepsen.OpID, resp kmsg.Response, er
 		retry = !errors.As(err, &ke)
 	case outcome == jepsen.Failed && isNotSent(err):
 		retry = true
+	case outcome == jepsen.Unknown && op.typ == jepsen.MetaAlterConfig:
+		// Not retried: the read-back below asks whether it took
+		// effect, as an operator would (every retry of unknown outcome
+		// is one more change porcupine must place anywhere after it).
+		c.unknown = true
 	case outcome == jepsen.Unknown:
 		c.unknown = true
 		retry = true
@@ -300,7 +308,7 @@ func (c *metaClient) answered(op *metaOp, id jepsen.OpID, resp kmsg.Response, er
 	if c.r.stopping {
 		return
 	}
-	if err == nil && op.typ != jepsen.MetaDescribe && op.typ != jepsen.MetaDescribeConfig && c.rand.Intn(2) == 0 {
+	if (err == nil || op.typ == jepsen.MetaAlterConfig && outcome == jepsen.Unknown) && op.typ != jepsen.MetaDescribe && op.typ != jepsen.MetaDescribeConfig && c.rand.Intn(2) == 0 {
 		target := c.target
 		read := jepsen.MetaDescribe
 		if op.typ == jepsen.MetaAlterConfig {
