@@ -178,6 +178,7 @@ var clusterSettings = []setting{
 		return nil
 	}},
 	{"moves", func(c *Choice, v string) error { return setBool(&c.Cluster.Moves, v) }},
+	{"voterchanges", func(c *Choice, v string) error { return setBool(&c.Cluster.VoterChanges, v) }},
 	{"rebalance", func(c *Choice, v string) error { return setDuration(&c.Cluster.RebalanceEvery, v, time.Second) }},
 	{"groups", func(c *Choice, v string) error {
 		if v == "none" {

@@ -75,6 +75,9 @@ type ClusterOptions struct {
 	// Moves says an operator reassigns the data topic's partitions every
 	// few seconds (cluster_data.go's mover).
 	Moves bool
+	// VoterChanges says an operator takes voters out of the metadata
+	// quorum and puts them back every few seconds (cluster_voters.go).
+	VoterChanges bool
 	// PageCache gives the data topic Kafka's flush policy
 	// (flush.messages=2^63-1): an acknowledgement promises the records
 	// are in every ISR member's page cache, not on its disk. Such a seed
@@ -123,6 +126,9 @@ func (o ClusterOptions) String() string {
 	}
 	if o.Think > 0 {
 		flush += fmt.Sprintf(" think=%s", o.Think)
+	}
+	if o.VoterChanges {
+		flush += " voterchanges=true"
 	}
 	return fmt.Sprintf("%s clients=%d partitions=%d rf=%d min_isr=%d acks1=%.2f flush=%s lag=%s racks=%d rebalance=%s moves=%t producers=%d consumers=%d snapshots=%dB/%s faults=%s every=%s",
 		shape, o.Clients, o.Partitions, o.ReplicationFactor, o.MinInSync, o.LeaderAcks, flush, o.ReplicaLagTime, o.Racks, o.RebalanceEvery, o.Moves, o.Producers, o.Consumers,
@@ -180,6 +186,8 @@ func ChooseClusterOptions(seed uint64, nodes int) ClusterOptions {
 	// Drawn after everything else, for the same reason.
 	o.Groups = chooseGroups(r)
 	o.SendSmallChunks = r.Chance(0.5)
+	// Drawn last, so that every draw above stays what it was.
+	o.VoterChanges = r.Chance(0.3)
 	return o
 }
 
@@ -202,6 +210,9 @@ type clusterRun struct {
 	nemesis    *clusterNemesis
 	// groups is the group workload, nil in a seed without one.
 	groups *groupRun
+	// reconfig takes voters out and back in (cluster_voters.go), nil in
+	// a seed without voter changes.
+	reconfig *reconfigurer
 
 	raftSamples    []jepsen.RaftSample
 	appliedSamples []jepsen.AppliedSample
@@ -321,6 +332,7 @@ func (r *clusterRun) execute() {
 			History: r.h, Stopping: func() bool { return r.stopping }})
 	}
 	r.startMover()
+	r.startReconfigurer()
 	r.nemesis.start()
 	r.w.Run(r.cfg.Duration)
 	r.liveness()
@@ -558,6 +570,9 @@ func (r *clusterRun) liveness() {
 	if r.groups != nil {
 		r.groups.startLiveness()
 	}
+	if r.reconfig != nil {
+		r.reconfig.startLiveness()
+	}
 	if !w.RunUntil(func() bool { return r.clientsDone() && r.cfg.workloadsIdle() }, livenessLimit) {
 		r.fail("liveness: operations still pending %s after healing: %s", livenessLimit, r.describeBusy())
 		return
@@ -622,7 +637,7 @@ func (r *clusterRun) clientsDone() bool {
 			return false
 		}
 	}
-	return true
+	return r.reconfig == nil || r.reconfig.done()
 }
 
 // converged says every node runs, knows the same leader, and has applied
@@ -656,6 +671,9 @@ func (r *clusterRun) describeBusy() string {
 		if !d.done() {
 			parts = append(parts, fmt.Sprintf("%s busy (in flight %v, partitions to produce to %v)", d.name, d.flying, d.pending))
 		}
+	}
+	if r.reconfig != nil && !r.reconfig.done() {
+		parts = append(parts, fmt.Sprintf("reconfigurer busy (original voters %v)", r.reconfig.voters))
 	}
 	for _, n := range r.nodes {
 		s := fmt.Sprintf("%s up=%v", n.name, n.node.Up())

@@ -589,13 +589,17 @@ func (r *clusterRun) compareReplicas(e env.Env, sessions []*session, topic *topi
 // added, catch up and join the ISR, leaders are moved off removed replicas,
 // and removed replicas are deleted, all under faults. It records nothing:
 // the clients' histories and the end's replica comparison judge the run.
+// It starts again when its machine comes back from a power loss (which
+// cuts every machine, the operator's too).
 func (r *clusterRun) startMover() {
 	if r.cfg.MetaOnly || r.opts.ReplicationFactor < 2 || !r.opts.Moves {
 		return
 	}
-	mover := r.w.AddNode("mover", nil)
 	rand := r.w.Rand("mover")
-	e := mover.Env()
+	r.w.AddNode("mover", func(e env.Env) { r.runMover(e, rand) })
+}
+
+func (r *clusterRun) runMover(e env.Env, rand *rng.Rand) {
 	s := &session{e: e, clientID: "mover", dialTimeout: dialTimeout, probes: &r.probes}
 	var move func()
 	move = func() {
@@ -639,5 +643,5 @@ func (r *clusterRun) startMover() {
 			e.Clock.AfterFunc(time.Duration(1000+rand.Intn(5000))*time.Millisecond, move)
 		})
 	}
-	mover.Post(func() { e.Clock.AfterFunc(time.Duration(rand.Intn(3000))*time.Millisecond, move) })
+	e.Clock.AfterFunc(time.Duration(rand.Intn(3000))*time.Millisecond, move)
 }
