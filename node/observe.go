@@ -48,6 +48,24 @@ func (b *Broker) MetadataView() MetadataView {
 	}
 }
 
+// QuorumConfig returns the metadata quorum's configuration as this node
+// applied it: the voters and the learners, by node.id, in order (nil
+// before its quorum node started). A harness compares it across nodes and
+// with the reconfigurations it made. It must be called as MetadataView is.
+func (b *Broker) QuorumConfig() (voters, learners []int32) {
+	if b.meta.node == nil {
+		return nil, nil
+	}
+	cs := b.meta.node.Status().Config
+	for _, id := range currentVoters(cs) {
+		voters = append(voters, nodeIDOfRaft(id))
+	}
+	for _, id := range slices.Sorted(slices.Values(append(slices.Clone(cs.GetLearners()), cs.GetLearnersNext()...))) {
+		learners = append(learners, nodeIDOfRaft(id))
+	}
+	return voters, slices.Compact(learners)
+}
+
 // MetadataImage returns the node's metadata image, as of
 // MetadataView().Applied. The caller must not modify it, and must not keep
 // it past the node's next event.
@@ -75,6 +93,12 @@ type ReplicationView struct {
 	// ThrottledFetches the follower fetches its leaders answered with
 	// fewer bytes (or none) for a replication throttle (throttle.go).
 	ReplicasRemoved, ThrottledFetches int
+	// RetriesDeduped counts idempotent producers' batches its leaders
+	// found already in their logs and answered with the original offsets;
+	// RetriesDedupedAcrossEpochs those of them stamped with an earlier
+	// leader epoch than the leader's: appended by an earlier leadership,
+	// which a failover or a leader move ended before the answer arrived.
+	RetriesDeduped, RetriesDedupedAcrossEpochs int
 }
 
 // ReplicationView returns the counts; on the node's loop, as MetadataView.

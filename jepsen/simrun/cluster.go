@@ -587,6 +587,7 @@ func (r *clusterRun) liveness() {
 		return
 	}
 	r.sampleAll()
+	r.checkQuorumConfigs()
 	if r.groups != nil {
 		r.noteOffsetsTopic()
 	}

@@ -44,15 +44,21 @@ type reconfigurer struct {
 	// leader is the node index to ask first (the last leader heard of).
 	leader int
 	// live is set in the liveness phase; whole once every original
-	// voter votes again.
-	live, whole bool
+	// voter votes again, seen twice, wholeFor apart (wholeOnce the
+	// first time), so that a change whose answer was lost and that
+	// commits late is seen too.
+	live, whole, wholeOnce bool
 	busy        bool
 	tries       int
 }
 
 // reconfigureEvery is the mean pause between two of the reconfigurer's
-// steps.
-const reconfigureEvery = 3 * time.Second
+// steps; wholeFor is how long the quorum must stay whole in the liveness
+// phase.
+const (
+	reconfigureEvery = 3 * time.Second
+	wholeFor         = 3 * time.Second
+)
 
 func (r *clusterRun) startReconfigurer() {
 	if !r.opts.VoterChanges {
@@ -174,6 +180,10 @@ func (c *reconfigurer) change(p *kmsg.DescribeQuorumResponseTopicPartition) {
 	}
 	clusterID := c.clusterID
 	switch {
+	case len(missing) == 0 && c.live && !c.wholeOnce:
+		c.wholeOnce, c.busy = true, false
+		c.later(wholeFor)
+		return
 	case len(missing) == 0 && c.live:
 		c.whole, c.busy = true, false
 		c.r.logf("reconfigurer: every voter votes: %v", voting)
@@ -190,6 +200,7 @@ func (c *reconfigurer) change(p *kmsg.DescribeQuorumResponseTopicPartition) {
 			c.answered("removed", id, err)
 		})
 	case len(missing) > 0:
+		c.wholeOnce = false
 		id := missing[c.rand.Intn(len(missing))]
 		req := kmsg.NewPtrAddRaftVoterRequest()
 		req.ClusterID, req.TimeoutMillis, req.VoterID = &clusterID, 10000, id
@@ -252,4 +263,31 @@ func (c *reconfigurer) send(i int, req kmsg.Request, done func(kmsg.Response, er
 		c.s.addr, c.s.client = addr, nil
 	}
 	c.s.do(req, metaTimeout, done)
+}
+
+// checkQuorumConfigs holds every node's raft configuration, once the
+// cluster has converged, to what the run made: the original voters voting
+// (a reconfigured quorum made whole again) and the broker-only nodes as
+// learners, on every node alike. A node restarted from a snapshot that lost
+// part of the configuration would otherwise go unseen while it follows.
+func (r *clusterRun) checkQuorumConfigs() {
+	var wantVoters, wantLearners []int32
+	for _, n := range r.nodes {
+		if n.voter {
+			wantVoters = append(wantVoters, n.id)
+		} else {
+			wantLearners = append(wantLearners, n.id)
+		}
+	}
+	for _, n := range r.nodes {
+		b := n.broker()
+		if b == nil {
+			continue
+		}
+		voters, learners := b.QuorumConfig()
+		if !slices.Equal(voters, wantVoters) || !slices.Equal(learners, wantLearners) {
+			r.fail("quorum: %s's raft configuration has voters %v and learners %v at the end, want voters %v and learners %v",
+				n.name, voters, learners, wantVoters, wantLearners)
+		}
+	}
 }
