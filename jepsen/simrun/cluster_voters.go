@@ -48,8 +48,8 @@ type reconfigurer struct {
 	// first time), so that a change whose answer was lost and that
 	// commits late is seen too.
 	live, whole, wholeOnce bool
-	busy        bool
-	tries       int
+	busy                   bool
+	tries                  int
 }
 
 // reconfigureEvery is the mean pause between two of the reconfigurer's
