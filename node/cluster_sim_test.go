@@ -683,3 +683,63 @@ func TestInitProducerIDWithoutAQuorumIsRetriable(t *testing.T) {
 		return got.ProducerID >= 0
 	}, 2*time.Minute), "no producer id once the quorum is back")
 }
+
+// A CreateTopics answer describes the topic as that create made it, even
+// when a CreatePartitions the controller took meanwhile (against its view,
+// the create still in flight) commits and is applied with it: the answer says 2
+// partitions, not the 5 the topic has by then (sim seed 58 of the 5-node,
+// 2-broker-only sweep, whose metadata checker held the create to 4).
+func TestClusterCreateTopicsAnswerIsTheCreatesEvenWhenPartitionsAreAddedAtOnce(t *testing.T) {
+	c := newSimCluster(t, 4, 3, nil)
+	ctl := c.controller()
+	dial := func() *wire.Client {
+		var cl *wire.Client
+		c.world.Node("c1").Post(func() {
+			wire.Dial(c.world.Node("c1").Env().Net, c.host(ctl)+":9092", "test", func(got *wire.Client, err error) {
+				require.NoError(t, err)
+				cl = got
+			})
+		})
+		require.True(t, c.world.RunUntil(func() bool { return cl != nil }, time.Minute))
+		return cl
+	}
+	creator, grower := dial(), dial()
+	create := kmsg.NewPtrCreateTopicsRequest()
+	create.Version, create.TimeoutMillis = 7, 30000
+	ct := kmsg.NewCreateTopicsRequestTopic()
+	ct.Topic, ct.NumPartitions, ct.ReplicationFactor = "racing", 2, 1
+	create.Topics = append(create.Topics, ct)
+	grow := kmsg.NewPtrCreatePartitionsRequest()
+	grow.TimeoutMillis = 30000
+	gt := kmsg.NewCreatePartitionsRequestTopic()
+	gt.Topic, gt.Count = "racing", 5
+	grow.Topics = append(grow.Topics, gt)
+	var created *kmsg.CreateTopicsResponse
+	var grown *kmsg.CreatePartitionsResponse
+	// The controller is cut off from its followers for a moment (shorter
+	// than an election timeout), so that both changes commit together.
+	for i := range 3 {
+		if i != ctl {
+			c.world.Net().Partition(c.host(ctl), c.host(i))
+			c.world.Net().Partition(c.host(i), c.host(ctl))
+		}
+	}
+	c.world.Node("c1").Post(func() {
+		creator.Request(create, func(r kmsg.Response, err error) {
+			require.NoError(t, err)
+			created = r.(*kmsg.CreateTopicsResponse)
+		})
+		grower.Request(grow, func(r kmsg.Response, err error) {
+			require.NoError(t, err)
+			grown = r.(*kmsg.CreatePartitionsResponse)
+		})
+	})
+	c.world.Run(200 * time.Millisecond)
+	require.Nil(t, created, "answered before the create could commit")
+	c.world.Net().HealAll()
+	require.True(t, c.world.RunUntil(func() bool { return created != nil && grown != nil }, time.Minute))
+	require.Zero(t, created.Topics[0].ErrorCode)
+	require.Zero(t, grown.Topics[0].ErrorCode, "the add was decided against the view, with the create in flight")
+	require.Equal(t, int32(2), created.Topics[0].NumPartitions)
+	require.Len(t, c.leaders(ctl, "racing"), 5)
+}

@@ -152,6 +152,10 @@ func (b *Broker) createTopics(specs []topicSpec, validateOnly bool, done func([]
 			results[i].err, results[i].msg, results[i].topic = res.Err, res.Message, nil
 			continue
 		}
+		// The answer describes the topic as this change creates it: by the
+		// time the change is applied here, later ones (partitions added,
+		// configs altered, even a deletion) may have been applied with it.
+		results[i].topic.ID = res.ID
 		committing = append(committing, i)
 		b.creating[specs[i].name] = true
 	}
@@ -170,8 +174,10 @@ func (b *Broker) createTopics(specs []topicSpec, validateOnly bool, done func([]
 			}
 			// Applying the record opened the partitions this node leads
 			// (metadata_apply.go); other brokers open theirs as they apply it.
-			t := b.image.TopicByName(specs[i].name)
-			results[i].topic = t
+			t := b.image.Topics[results[i].topic.ID]
+			if t == nil {
+				continue // deleted since, by a change applied with this one
+			}
 			for _, mp := range t.Partitions {
 				if perr := b.offline[partitionKey{t.ID, mp.Index}]; perr != nil {
 					results[i].err, results[i].msg = kerr.KafkaStorageError, perr.Error()
