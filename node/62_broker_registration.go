@@ -163,8 +163,18 @@ func (b *Broker) register(done func(error)) {
 		})
 		return
 	}
-	if leader := nodeIDOfRaft(b.meta.leader); leader == b.cfg.NodeID || (leader < 0 && b.cfg.Roles().IsController()) {
-		// This node leads (or will know who does): wait for the quorum.
+	leader := nodeIDOfRaft(b.meta.leader)
+	if commit := b.meta.node.Status().Commit; leader < 0 && b.cfg.Roles().IsController() && commit > b.meta.applied {
+		// Whether this node is still in the quorum is in the recovered
+		// log: decide once it is applied.
+		b.whenApplied(commit, func(error) { b.register(done) })
+		return
+	}
+	if leader == b.cfg.NodeID || (leader < 0 && b.cfg.Roles().IsController() && !b.removedFromQuorum()) {
+		// This node leads (or will know who does): wait for the quorum. A
+		// controller removed from the quorum hears from no leader, so it
+		// asks the voters, as a broker-only node does, and its
+		// registration makes it a learner again.
 		b.meta.leaderWaiters.add(func(error) { b.register(done) })
 		return
 	}

@@ -79,7 +79,7 @@ func (b *Broker) handleAddRaftVoter(r *request) {
 	if timeoutMs <= 0 {
 		timeoutMs = int32(controllerRequestTimeout / time.Millisecond)
 	}
-	b.addVoter(id, b.voterContext(addr, id), timeoutMs, answer)
+	b.addVoter(id, addr, b.voterContext(addr, id), timeoutMs, answer)
 }
 
 // newVoterAddr is the CONTROLLER address of the voter req adds.
@@ -137,6 +137,8 @@ type voterOp struct {
 	answer   func(*kerr.Error, string)
 	answered bool
 	timer    env.Timer
+	// onFailure, if set, undoes what the change did before it failed.
+	onFailure func()
 }
 
 // beginVoterChange starts a voter change answered by answer, or by
@@ -161,6 +163,9 @@ func (op *voterOp) finish(code *kerr.Error, msg string) {
 	op.b.meta.voterChange = false
 	if op.timer != nil {
 		op.timer.Stop()
+	}
+	if code != nil && op.onFailure != nil {
+		op.onFailure()
 	}
 	op.answer(code, msg)
 }
@@ -188,10 +193,10 @@ func (op *voterOp) propose(cc *raftpb.ConfChangeV2, next func()) {
 // done answers success.
 func (op *voterOp) done() { op.finish(nil, "") }
 
-// addVoter adds raft id as a learner (unless it is one), waits for it to
-// catch up with the log as it was committed when it started to, then
-// makes it a voter.
-func (b *Broker) addVoter(id uint64, ctx []byte, timeoutMs int32, answer func(*kerr.Error, string)) {
+// addVoter adds raft id, which listens at addr, as a learner (unless it
+// is one), waits for it to catch up with the log as it was committed when
+// it started to, then makes it a voter.
+func (b *Broker) addVoter(id uint64, addr string, ctx []byte, timeoutMs int32, answer func(*kerr.Error, string)) {
 	op := b.beginVoterChange(timeoutMs, answer)
 	change := func(t raftpb.ConfChangeType) *raftpb.ConfChangeV2 {
 		cc := &raftpb.ConfChangeV2{Context: ctx}
@@ -199,12 +204,39 @@ func (b *Broker) addVoter(id uint64, ctx []byte, timeoutMs int32, answer func(*k
 		return cc
 	}
 	promote := func() { op.propose(change(raftpb.ConfChangeType_ConfChangeAddNode), op.done) }
-	catchUp := func() { b.whenCaughtUp(op, id, b.meta.node.Status().Commit, promote) }
+	catchUp := func() {
+		b.dialLearner(op, id, addr)
+		b.whenCaughtUp(op, id, b.meta.node.Status().Commit, promote)
+	}
 	if slices.Contains(b.meta.node.Status().Config.GetLearners(), id) {
 		catchUp()
 		return
 	}
 	op.propose(change(raftpb.ConfChangeType_ConfChangeAddLearnerNode), catchUp)
+}
+
+// dialLearner points this node's transport at the learner id's given
+// CONTROLLER address for the catch-up check, which wants a connection
+// dialed there. A learner added when it registered as a broker (a
+// broker-only node, or a combined node removed from the quorum before it
+// registered) has no address in any node's transport: without this, the
+// check could never pass. If the change does not go through, the
+// transport goes back to what it had, since the address is only the
+// request's word until the promotion, whose context teaches it to every
+// node, is applied (a wrong one would starve the learner of the leader's
+// messages).
+func (b *Broker) dialLearner(op *voterOp, id uint64, addr string) {
+	t := b.meta.transport
+	prev := t.PeerAddr(id)
+	if prev == addr || id == b.meta.self {
+		return
+	}
+	t.SetPeer(id, addr)
+	op.onFailure = func() {
+		if b.meta.transport == t && t.PeerAddr(id) == addr && b.meta.voterAddrs[id] != addr {
+			t.SetPeer(id, prev)
+		}
+	}
 }
 
 // whenCaughtUp calls next once the learner id, heard from recently and

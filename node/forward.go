@@ -245,10 +245,10 @@ func (b *Broker) toController(req kmsg.Request, timeout time.Duration, done func
 // CONTROLLER listener, dialing it if need be.
 func (b *Broker) controllerClient(done func(*wire.Client, error)) {
 	leader := nodeIDOfRaft(b.meta.leader)
-	if leader < 0 && !b.cfg.Roles().IsController() {
-		// A broker that is not yet a learner hears nothing of the quorum:
-		// it asks the voters in turn, and those that do not lead answer
-		// NOT_CONTROLLER.
+	if leader < 0 && (!b.cfg.Roles().IsController() || b.removedFromQuorum()) {
+		// A broker that is not yet a learner (or a controller removed from
+		// the quorum) hears nothing of the quorum: it asks the voters in
+		// turn, and those that do not lead answer NOT_CONTROLLER.
 		voters := b.cfg.Voters()
 		if len(voters) > 0 {
 			b.ctlProbe++

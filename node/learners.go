@@ -46,6 +46,14 @@ func (b *Broker) inQuorumConfig(id uint64) bool {
 		slices.Contains(st.Config.GetVotersOutgoing(), id) || slices.Contains(st.Config.GetLearnersNext(), id))
 }
 
+// removedFromQuorum says this node's configuration has voters and names
+// this node in no role: a voter removed by RemoveRaftVoter before it
+// registered as a broker, whom no leader sends anything.
+func (b *Broker) removedFromQuorum() bool {
+	st := b.meta.node.Status()
+	return st.Config != nil && len(st.Config.GetVoters()) > 0 && !b.inQuorumConfig(b.meta.self)
+}
+
 // addQueuedLearners adds every queued broker in one membership change,
 // unless one of ours is in flight (its end starts the next).
 func (b *Broker) addQueuedLearners() {

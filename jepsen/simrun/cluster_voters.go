@@ -195,7 +195,8 @@ func (c *reconfigurer) change(p *kmsg.DescribeQuorumResponseTopicPartition) {
 		c.r.logf("reconfigurer: removing voter %d of %v", id, voting)
 		c.send(c.rand.Intn(len(c.r.nodes)), req, func(resp kmsg.Response, err error) {
 			if err == nil {
-				err = kerr.ErrorForCode(resp.(*kmsg.RemoveRaftVoterResponse).ErrorCode)
+				rr := resp.(*kmsg.RemoveRaftVoterResponse)
+				err = voterChangeError(rr.ErrorCode, rr.ErrorMessage)
 			}
 			c.answered("removed", id, err)
 		})
@@ -208,7 +209,8 @@ func (c *reconfigurer) change(p *kmsg.DescribeQuorumResponseTopicPartition) {
 		c.r.logf("reconfigurer: adding voter %d back to %v", id, voting)
 		c.send(c.rand.Intn(len(c.r.nodes)), req, func(resp kmsg.Response, err error) {
 			if err == nil {
-				err = kerr.ErrorForCode(resp.(*kmsg.AddRaftVoterResponse).ErrorCode)
+				rr := resp.(*kmsg.AddRaftVoterResponse)
+				err = voterChangeError(rr.ErrorCode, rr.ErrorMessage)
 			}
 			c.answered("added", id, err)
 		})
@@ -216,6 +218,16 @@ func (c *reconfigurer) change(p *kmsg.DescribeQuorumResponseTopicPartition) {
 		c.busy = false
 		c.later(c.pause())
 	}
+}
+
+// voterChangeError is a voter change's answer as an error (nil for none),
+// with the broker's message, which says which refusal it was.
+func voterChangeError(code int16, msg *string) error {
+	err := kerr.ErrorForCode(code)
+	if err != nil && msg != nil {
+		err = fmt.Errorf("%w (%s)", err, *msg)
+	}
+	return err
 }
 
 // answered ends a step whose change got err (nil: done).

@@ -266,6 +266,15 @@ func (t *Transport) SetPeer(id uint64, addr string) {
 	}
 }
 
+// PeerAddr is the address SetPeer gave peer id, "" if none: such a peer
+// is reached only over its own connections to us.
+func (t *Transport) PeerAddr(id uint64) string {
+	if p := t.peers[id]; p != nil {
+		return p.addr
+	}
+	return ""
+}
+
 // Reached reports whether the transport holds a connection it dialed to
 // peer id at the address SetPeer gave, whose hello named id: the peer
 // listens there, as that raft id. Messages a peer sends on its own
