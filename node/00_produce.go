@@ -161,10 +161,21 @@ func (b *Broker) appendProduced(p *partition, records []byte, out *kmsg.ProduceR
 	out.LogAppendTime = res.AppendTime
 	out.LogStartOffset = res.LogStartOffset
 	end := res.LastOffset + 1
-	if !res.Duplicate {
+	if res.Duplicate {
+		b.countRetryDeduped(p, res.BaseOffset)
+	} else {
 		p.appended(end, res.LastOffset-res.BaseOffset+1)
 	}
 	return end, true
+}
+
+// countRetryDeduped counts a retry answered from the log's producer state,
+// for ReplicationView.
+func (b *Broker) countRetryDeduped(p *partition, base int64) {
+	b.replStats.RetriesDeduped++
+	if epoch, ok := p.log.EpochForOffset(base); ok && epoch < p.leaderEpoch {
+		b.replStats.RetriesDedupedAcrossEpochs++
+	}
 }
 
 // awaitReplicated calls done once every partition's high watermark has

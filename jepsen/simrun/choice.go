@@ -96,7 +96,7 @@ func Choose(cfg Config) (Choice, error) {
 			// The metadata clients alone: no data topic, producers,
 			// consumers, groups or reassignments.
 			c.Cluster.Partitions, c.Cluster.Producers, c.Cluster.Consumers = 0, 0, 0
-			c.Cluster.Groups, c.Cluster.Moves = nil, false
+			c.Cluster.Groups, c.Cluster.Moves, c.Cluster.IdempotentProducers = nil, false, 0
 		}
 		if cfg.noFaults {
 			c.Cluster.Faults = nil
@@ -107,6 +107,7 @@ func Choose(cfg Config) (Choice, error) {
 			return c, err
 		}
 	}
+	c.Cluster.IdempotentProducers = min(c.Cluster.IdempotentProducers, c.Cluster.Producers)
 	return c, nil
 }
 
@@ -169,6 +170,7 @@ var clusterSettings = []setting{
 	{"partitions", func(c *Choice, v string) error { return setInt(&c.Cluster.Partitions, v, 1, 16) }},
 	{"producers", func(c *Choice, v string) error { return setInt(&c.Cluster.Producers, v, 0, 8) }},
 	{"consumers", func(c *Choice, v string) error { return setInt(&c.Cluster.Consumers, v, 0, 8) }},
+	{"idempotent", func(c *Choice, v string) error { return setInt(&c.Cluster.IdempotentProducers, v, 0, 8) }},
 	{"acks1", func(c *Choice, v string) error {
 		f, err := strconv.ParseFloat(v, 64)
 		if err != nil || f < 0 || f > 1 {

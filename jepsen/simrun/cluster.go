@@ -100,6 +100,11 @@ type ClusterOptions struct {
 	// replicated commits' and small batches' file path is then simulated
 	// too.
 	SendSmallChunks bool
+	// IdempotentProducers is how many of the producers (the first ones)
+	// are idempotent (cluster_idempotent.go): they retry the very same
+	// batch across leader changes, and no value of theirs may land twice.
+	// The others send plain one-record produces. Clamped to Producers.
+	IdempotentProducers int
 }
 
 func (o ClusterOptions) String() string {
@@ -129,6 +134,9 @@ func (o ClusterOptions) String() string {
 	}
 	if o.VoterChanges {
 		flush += " voterchanges=true"
+	}
+	if o.IdempotentProducers > 0 {
+		flush += fmt.Sprintf(" idempotent=%d", o.IdempotentProducers)
 	}
 	return fmt.Sprintf("%s clients=%d partitions=%d rf=%d min_isr=%d acks1=%.2f flush=%s lag=%s racks=%d rebalance=%s moves=%t producers=%d consumers=%d snapshots=%dB/%s faults=%s every=%s",
 		shape, o.Clients, o.Partitions, o.ReplicationFactor, o.MinInSync, o.LeaderAcks, flush, o.ReplicaLagTime, o.Racks, o.RebalanceEvery, o.Moves, o.Producers, o.Consumers,
@@ -188,7 +196,19 @@ func ChooseClusterOptions(seed uint64, nodes int) ClusterOptions {
 	o.SendSmallChunks = r.Chance(0.5)
 	// Drawn last, so that every draw above stays what it was.
 	o.VoterChanges = r.Chance(0.3)
+	o.IdempotentProducers = chooseIdempotent(r.Fork("idempotent"), o.Producers)
 	return o
+}
+
+// chooseIdempotent draws how many producers are idempotent: none in half
+// the seeds, else some or all of them. It draws from a stream of its own
+// (a fork does not depend on the draws made before it), so that no other
+// choice of a seed moves, whatever is drawn before or after it.
+func chooseIdempotent(r *rng.Rand, producers int) int {
+	if !r.Chance(0.5) {
+		return 0
+	}
+	return 1 + r.Intn(producers)
 }
 
 // rackOf is the rack of node (or consumer) i in a run with racks.
@@ -228,6 +248,8 @@ type clusterRun struct {
 	comparing int
 	probes    probes
 	failures  []string
+	// sabotaged is set once a data client's sabotage has struck.
+	sabotaged bool
 }
 
 // clusterNode is one combined node and what is known of its process.
@@ -519,6 +541,8 @@ func (r *clusterRun) replicationProbes(n *clusterNode, b *node.Broker) {
 		{v.ISRRefused, seen.ISRRefused, "repl.isr_refused"},
 		{v.ISRStale, seen.ISRStale, "repl.isr_stale_partition_epoch"},
 		{v.FencedFetches, seen.FencedFetches, "repl.fenced_epoch"},
+		{v.RetriesDeduped, seen.RetriesDeduped, "repl.retry_deduped"},
+		{v.RetriesDedupedAcrossEpochs, seen.RetriesDedupedAcrossEpochs, "repl.retry_deduped_across_epochs"},
 	} {
 		if c.now > c.then {
 			r.probes.add(c.probe)

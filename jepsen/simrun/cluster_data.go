@@ -19,10 +19,11 @@ import (
 // clients start and noted as existing in the metadata history, and
 // producers and consumers that find each partition's leader from Metadata,
 // follow NOT_LEADER_OR_FOLLOWER's leader hint, and refresh the metadata on
-// LEADER_NOT_AVAILABLE, a -1 leader or a lost connection. Each produce
-// sends one record, not idempotent, a fresh value every attempt, with
-// acks=all or (a share of the seed's choosing) acks=1, whose
-// acknowledgement the checker knows may be lost; each fetch reads one
+// LEADER_NOT_AVAILABLE, a -1 leader or a lost connection. Each plain
+// produce sends one record, not idempotent, a fresh value every attempt,
+// with acks=all or (a share of the seed's choosing) acks=1, whose
+// acknowledgement the checker knows may be lost; some seeds' producers
+// are idempotent instead (cluster_idempotent.go); each fetch reads one
 // partition from the consumer's position. The topic's replication factor
 // and min.insync.replicas are the seed's. The history is judged by
 // jepsen.Check, as a single broker's is, and every answer is held against
@@ -60,6 +61,9 @@ type dataClient struct {
 	live    bool
 	pending []int32 // partitions a live producer still must produce to
 	tries   int
+	// idem is an idempotent producer's state (cluster_idempotent.go), nil
+	// for a plain producer or a consumer.
+	idem *idempotence
 }
 
 func (r *clusterRun) newDataClient(id int, name string, producer bool) *dataClient {
@@ -70,11 +74,17 @@ func (r *clusterRun) newDataClient(id int, name string, producer bool) *dataClie
 		// some from leaders.
 		d.rack = rackOf(id, r.opts.Racks)
 	}
+	if producer && id <= r.opts.IdempotentProducers {
+		d.idem = newIdempotence(r.partitions, 0)
+	}
 	return d
 }
 
 func (d *dataClient) boot(e env.Env) {
 	d.e, d.inc = e, d.node.Incarnation()
+	if d.idem != nil {
+		d.restartIdempotence()
+	}
 	if d.flying {
 		// A metadata refresh (inFlight -1) is not in the history.
 		if d.inFlight >= 0 {
@@ -136,6 +146,10 @@ func (d *dataClient) startLiveness() {
 
 func (d *dataClient) step() {
 	if d.flying || (d.r.stopping && (!d.live || !d.producer || len(d.pending) == 0)) {
+		return
+	}
+	if d.idem != nil {
+		d.stepIdempotent()
 		return
 	}
 	p := int32(d.rand.Intn(d.r.partitions))

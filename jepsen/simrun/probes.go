@@ -92,6 +92,11 @@ func KnownClusterProbes(metaOnly bool) []string {
 			"data.preferred_replica", "data.follower_fetch", "data.page_cache", "data.replica_compared", "data.reassignment", "data.reassignment_during_fault",
 			"moment.follower_sync_inflight.armed", "moment.follower_sync_inflight.fired",
 			"repl.truncation", "repl.isr_shrink", "repl.isr_expand", "repl.isr_refused", "repl.isr_stale_partition_epoch", "repl.fenced_epoch", "repl.unclean_refused", "fault.stall_connection_isr", "fault.stall_connection_isr_released",
+			// Idempotent producers (cluster_idempotent.go) and the
+			// retries their leaders dedupe.
+			"data.idempotent", "data.idempotent_retry", "data.idempotent_retry_new_leader", "data.idempotent_ok_after_retry",
+			"data.idempotent_ok_after_leader_change", "data.idempotent_given_up", "data.idempotent_epoch_bump",
+			"data.idempotent_new_producer_id", "data.idempotent_init_retry", "repl.retry_deduped", "repl.retry_deduped_across_epochs",
 			// The group workload (cluster_groups.go).
 			"group.late_join", "group.leave", "group.crash", "group.stall", "group.lease_lost", "group.rejoin",
 			"group.coordinator_moved", "group.failover_during_rebalance", "group.revocation_racing_assignment",

@@ -83,6 +83,11 @@ const (
 	// and every single run passes, but its acknowledgements differ from
 	// the same seed's with one produce in flight (Compare).
 	SabotagePipelineSkipsValue
+	// SabotageIdempotentFreshRetry (cluster runs with idempotent
+	// producers) makes one retry of a batch whose first attempts' outcome
+	// is unknown go out as a fresh batch, under a bumped epoch from
+	// sequence 0: where the earlier attempt landed, its values land twice.
+	SabotageIdempotentFreshRetry
 )
 
 // Config says what to run.
