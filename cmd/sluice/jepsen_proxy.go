@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/netip"
+	"slices"
 	"sync"
 	"time"
 )
@@ -442,13 +443,13 @@ func (pc *proxyConn) pipe(l link, src, dst *net.TCPConn) {
 	go func() {
 		defer close(chunks)
 		var last time.Time
+		buf := make([]byte, chunkMax)
 		for {
-			buf := make([]byte, chunkMax)
 			n, err := src.Read(buf)
 			if n > 0 {
 				last = pc.p.due(l, last)
 				select {
-				case chunks <- chunk{buf[:n], last}:
+				case chunks <- chunk{slices.Clone(buf[:n]), last}:
 				case <-pc.done:
 					readErr <- net.ErrClosed
 					return
