@@ -7,7 +7,6 @@ import (
 
 	"github.com/sluicemq/sluice/env"
 	"github.com/sluicemq/sluice/jepsen"
-	"github.com/sluicemq/sluice/raftmeta"
 	"github.com/sluicemq/sluice/sim"
 	"github.com/sluicemq/sluice/sim/rng"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -40,12 +39,12 @@ type metaClient struct {
 	inFlight jepsen.OpID
 	flying   bool
 	// cur is the operation being tried, attempts the tries made.
-	cur      *metaOp
+	cur      *MetaOp
 	attempts int
 	// live is set in the liveness phase: the client makes one create of
 	// a name of its own, which must succeed, and stops.
 	live, liveDone bool
-	liveOp         *metaOp
+	liveOp         *MetaOp
 	// unknown says an attempt of cur ended with its outcome unknown.
 	unknown bool
 	// target is the node index the last attempt went to; readBack, when
@@ -57,20 +56,6 @@ type metaClient struct {
 	target   int
 	readBack *int
 }
-
-// metaOp is one logical metadata operation.
-type metaOp struct {
-	typ        jepsen.MetaType
-	topic      string
-	partitions int32
-	// value is a config change's value of metaConfigKey ("" deletes it).
-	value string
-}
-
-// metaConfigKey is the topic config the metadata clients change and read:
-// one a topic of the metadata workload (which holds no records) may have
-// any value of.
-const metaConfigKey = "retention.ms"
 
 // metaAttempts bounds the tries of one operation in the safety phase;
 // the liveness create tries until it succeeds.
@@ -120,7 +105,7 @@ func (c *metaClient) later(d time.Duration) {
 // first attempt is posted to the client's loop.
 func (c *metaClient) startLiveness() {
 	c.live = true
-	c.liveOp = &metaOp{typ: jepsen.MetaCreate, topic: fmt.Sprintf("live-%d", c.id+1), partitions: 2}
+	c.liveOp = &MetaOp{Type: jepsen.MetaCreate, Topic: fmt.Sprintf("live-%d", c.id+1), Partitions: 2}
 	inc := c.inc
 	c.node.Post(func() {
 		if c.node.Incarnation() == inc && !c.flying {
@@ -141,7 +126,8 @@ func (c *metaClient) next() {
 		if c.r.stopping {
 			return
 		}
-		c.cur, c.attempts, c.unknown = c.draw(), 0, false
+		op := DrawMetaOp(c.rand, c.names)
+		c.cur, c.attempts, c.unknown = &op, 0, false
 	}
 	c.attempts++
 	target := c.rand.Intn(len(c.r.nodes))
@@ -151,96 +137,9 @@ func (c *metaClient) next() {
 	c.send(c.cur, target)
 }
 
-func (c *metaClient) draw() *metaOp {
-	op := &metaOp{topic: c.names[c.rand.Intn(len(c.names))]}
-	switch x := c.rand.Intn(20); {
-	case x < 5:
-		op.typ, op.partitions = jepsen.MetaCreate, int32(1+c.rand.Intn(3))
-	case x < 10:
-		op.typ = jepsen.MetaDelete
-	case x < 13:
-		// To 2-5 partitions: often more than the topic has, sometimes
-		// not (INVALID_PARTITIONS, a read).
-		op.typ, op.partitions = jepsen.MetaAddPartitions, int32(2+c.rand.Intn(4))
-	case x < 15:
-		op.typ = jepsen.MetaAlterConfig
-		// Two values or a delete: few enough that changes of unknown
-		// outcome often restate the value (porcupine's states stay
-		// few), enough that a lost or stale change shows.
-		if x := c.rand.Intn(3); x > 0 {
-			op.value = fmt.Sprint(3600000 * x)
-		}
-	case x < 16:
-		op.typ = jepsen.MetaDescribeConfig
-	default:
-		op.typ = jepsen.MetaDescribe
-	}
-	return op
-}
-
-func (c *metaClient) send(op *metaOp, target int) {
-	h := c.r.mh
-	nodeID := c.r.nodes[target].id
+func (c *metaClient) send(op *MetaOp, target int) {
 	var req kmsg.Request
-	switch op.typ {
-	case jepsen.MetaCreate:
-		c.inFlight = h.InvokeCreate(c.id, nodeID, op.topic, op.partitions)
-		q := kmsg.NewPtrCreateTopicsRequest()
-		q.Version = 7
-		q.TimeoutMillis = 10000
-		t := kmsg.NewCreateTopicsRequestTopic()
-		t.Topic, t.NumPartitions, t.ReplicationFactor = op.topic, op.partitions, 1
-		q.Topics = append(q.Topics, t)
-		req = q
-	case jepsen.MetaDelete:
-		c.inFlight = h.InvokeDelete(c.id, nodeID, op.topic)
-		q := kmsg.NewPtrDeleteTopicsRequest()
-		q.Version = 4
-		q.TimeoutMillis = 10000
-		q.TopicNames = []string{op.topic}
-		req = q
-	case jepsen.MetaAddPartitions:
-		c.inFlight = h.InvokeAddPartitions(c.id, nodeID, op.topic, op.partitions)
-		q := kmsg.NewPtrCreatePartitionsRequest()
-		q.Version = 3
-		q.TimeoutMillis = 10000
-		t := kmsg.NewCreatePartitionsRequestTopic()
-		t.Topic, t.Count = op.topic, op.partitions
-		q.Topics = append(q.Topics, t)
-		req = q
-	case jepsen.MetaAlterConfig:
-		c.inFlight = h.InvokeAlterConfig(c.id, nodeID, op.topic, metaConfigKey, op.value)
-		q := kmsg.NewPtrIncrementalAlterConfigsRequest()
-		q.Version = 1
-		rr := kmsg.NewIncrementalAlterConfigsRequestResource()
-		rr.ResourceType, rr.ResourceName = kmsg.ConfigResourceTypeTopic, op.topic
-		cfg := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
-		cfg.Name, cfg.Op = metaConfigKey, kmsg.IncrementalAlterConfigOpDelete
-		if op.value != "" {
-			cfg.Op, cfg.Value = kmsg.IncrementalAlterConfigOpSet, kmsg.StringPtr(op.value)
-		}
-		rr.Configs = append(rr.Configs, cfg)
-		q.Resources = append(q.Resources, rr)
-		req = q
-	case jepsen.MetaDescribeConfig:
-		c.inFlight = h.InvokeDescribeConfig(c.id, nodeID, op.topic, metaConfigKey)
-		q := kmsg.NewPtrDescribeConfigsRequest()
-		q.Version = 4
-		rr := kmsg.NewDescribeConfigsRequestResource()
-		rr.ResourceType, rr.ResourceName, rr.ConfigNames = kmsg.ConfigResourceTypeTopic, op.topic, []string{metaConfigKey}
-		q.Resources = append(q.Resources, rr)
-		req = q
-	default:
-		c.inFlight = h.InvokeDescribe(c.id, nodeID, op.topic)
-		q := kmsg.NewPtrMetadataRequest()
-		q.Version = 12
-		t := kmsg.NewMetadataRequestTopic()
-		name := op.topic
-		t.Topic = &name
-		q.Topics = append(q.Topics, t)
-		q.AllowAutoTopicCreation = false
-		req = q
-	}
+	c.inFlight, req = op.Invoke(c.r.mh, c.id, c.r.nodes[target].id)
 	c.flying, c.target = true, target
 	id, inc := c.inFlight, c.inc
 	c.sessions[target].do(req, metaTimeout, func(resp kmsg.Response, err error) {
@@ -253,24 +152,24 @@ func (c *metaClient) send(op *metaOp, target int) {
 }
 
 // answered records how an attempt ended and decides what comes next.
-func (c *metaClient) answered(op *metaOp, id jepsen.OpID, resp kmsg.Response, err error) {
+func (c *metaClient) answered(op *MetaOp, id jepsen.OpID, resp kmsg.Response, err error) {
 	h := c.r.mh
 	if err == nil {
 		err = c.record(op, id, resp)
 	} else {
 		h.Complete(id, err)
 	}
-	outcome := jepsen.ClassifyMeta(op.typ, err)
+	outcome := jepsen.ClassifyMeta(op.Type, err)
 	retry := false
 	switch {
 	case err == nil:
-	case op.typ == jepsen.MetaDescribe || op.typ == jepsen.MetaDescribeConfig:
+	case op.Type == jepsen.MetaDescribe || op.Type == jepsen.MetaDescribeConfig:
 		// A failed read: retry only on a lost connection.
 		var ke *kerr.Error
 		retry = !errors.As(err, &ke)
 	case outcome == jepsen.Failed && isNotSent(err):
 		retry = true
-	case outcome == jepsen.Unknown && op.typ == jepsen.MetaAlterConfig:
+	case outcome == jepsen.Unknown && op.Type == jepsen.MetaAlterConfig:
 		// Not retried: the read-back below asks whether it took
 		// effect, as an operator would (every retry of unknown outcome
 		// is one more change porcupine must place anywhere after it).
@@ -291,7 +190,7 @@ func (c *metaClient) answered(op *metaOp, id jepsen.OpID, resp kmsg.Response, er
 			c.liveDone, c.cur = true, nil
 			return
 		case c.attempts >= 50:
-			c.r.fail("liveness: %s's create of %s failed %d times after healing, the last: %v", c.name, op.topic, c.attempts, err)
+			c.r.fail("liveness: %s's create of %s failed %d times after healing, the last: %v", c.name, op.Topic, c.attempts, err)
 			c.liveDone, c.cur = true, nil
 			return
 		}
@@ -308,13 +207,13 @@ func (c *metaClient) answered(op *metaOp, id jepsen.OpID, resp kmsg.Response, er
 	if c.r.stopping {
 		return
 	}
-	if (err == nil || op.typ == jepsen.MetaAlterConfig && outcome == jepsen.Unknown) && op.typ != jepsen.MetaDescribe && op.typ != jepsen.MetaDescribeConfig && c.rand.Intn(2) == 0 {
+	if (err == nil || op.Type == jepsen.MetaAlterConfig && outcome == jepsen.Unknown) && op.Type != jepsen.MetaDescribe && op.Type != jepsen.MetaDescribeConfig && c.rand.Intn(2) == 0 {
 		target := c.target
 		read := jepsen.MetaDescribe
-		if op.typ == jepsen.MetaAlterConfig {
+		if op.Type == jepsen.MetaAlterConfig {
 			read = jepsen.MetaDescribeConfig
 		}
-		c.cur, c.attempts, c.unknown, c.readBack = &metaOp{typ: read, topic: op.topic}, 0, false, &target
+		c.cur, c.attempts, c.unknown, c.readBack = &MetaOp{Type: read, Topic: op.Topic}, 0, false, &target
 		c.r.probes.add("meta.read_back")
 		c.later(0)
 		return
@@ -326,92 +225,13 @@ func isNotSent(err error) bool { return jepsen.ClassifyMeta(jepsen.MetaCreate, e
 
 // record records a response to the attempt, and returns its error (nil for
 // success).
-func (c *metaClient) record(op *metaOp, id jepsen.OpID, resp kmsg.Response) error {
-	h := c.r.mh
-	fail := func(err error) error {
-		h.Complete(id, err)
-		return err
-	}
-	switch resp := resp.(type) {
-	case *kmsg.CreateTopicsResponse:
-		if len(resp.Topics) != 1 || resp.Topics[0].Topic != op.topic {
-			return fail(fmt.Errorf("CreateTopics answered %d topics, not %s", len(resp.Topics), op.topic))
-		}
-		t := resp.Topics[0]
-		if t.ErrorCode != 0 {
-			return fail(kerr.ErrorForCode(t.ErrorCode))
-		}
-		h.CreateOk(id, raftmeta.TopicID(t.TopicID), t.NumPartitions)
-		return nil
-	case *kmsg.DeleteTopicsResponse:
-		if len(resp.Topics) != 1 || resp.Topics[0].Topic == nil || *resp.Topics[0].Topic != op.topic {
-			return fail(fmt.Errorf("DeleteTopics answered %d topics, not %s", len(resp.Topics), op.topic))
-		}
-		if code := resp.Topics[0].ErrorCode; code != 0 {
-			return fail(kerr.ErrorForCode(code))
-		}
-		h.DeleteOk(id)
-		return nil
-	case *kmsg.CreatePartitionsResponse:
-		if len(resp.Topics) != 1 || resp.Topics[0].Topic != op.topic {
-			return fail(fmt.Errorf("CreatePartitions answered %d topics, not %s", len(resp.Topics), op.topic))
-		}
-		if code := resp.Topics[0].ErrorCode; code != 0 {
-			if code == kerr.InvalidPartitions.Code {
-				c.r.probes.add("meta.partitions_refused")
-			}
-			return fail(kerr.ErrorForCode(code))
-		}
-		c.r.probes.add("meta.partitions_added")
-		h.AddPartitionsOk(id)
-		return nil
-	case *kmsg.IncrementalAlterConfigsResponse:
-		if len(resp.Resources) != 1 || resp.Resources[0].ResourceName != op.topic {
-			return fail(fmt.Errorf("IncrementalAlterConfigs answered %d resources, not %s", len(resp.Resources), op.topic))
-		}
-		if code := resp.Resources[0].ErrorCode; code != 0 {
-			return fail(kerr.ErrorForCode(code))
-		}
-		c.r.probes.add("meta.config_altered")
-		h.AlterConfigOk(id)
-		return nil
-	case *kmsg.DescribeConfigsResponse:
-		if len(resp.Resources) != 1 || resp.Resources[0].ResourceName != op.topic {
-			return fail(fmt.Errorf("DescribeConfigs answered %d resources, not %s", len(resp.Resources), op.topic))
-		}
-		res := resp.Resources[0]
-		if res.ErrorCode != 0 {
-			return fail(kerr.ErrorForCode(res.ErrorCode))
-		}
-		value := ""
-		for _, cfg := range res.Configs {
-			// Set on the topic, or a default (then "": none set).
-			if cfg.Name == metaConfigKey && cfg.Source == kmsg.ConfigSourceDynamicTopicConfig && cfg.Value != nil {
-				value = *cfg.Value
-			}
-		}
-		if value != "" {
-			c.r.probes.add("meta.config_seen_set")
-		}
-		h.DescribeConfigValue(id, value)
-		return nil
-	case *kmsg.MetadataResponse:
-		if len(resp.Topics) != 1 || resp.Topics[0].Topic == nil || *resp.Topics[0].Topic != op.topic {
-			return fail(fmt.Errorf("metadata answered %d topics, not %s", len(resp.Topics), op.topic))
-		}
-		t := resp.Topics[0]
-		if t.ErrorCode != 0 {
-			return fail(kerr.ErrorForCode(t.ErrorCode))
-		}
-		partitions := int32(len(t.Partitions))
-		if c.r.cfg.Sabotage == SabotageDescribeAbsent && !c.r.nemesis.sabotaged && c.r.w.Now() > 5*time.Second {
-			// As if the node had answered from an image that lost the topic.
-			c.r.nemesis.sabotaged = true
-			h.DescribeAbsent(id)
-			return nil
-		}
-		h.DescribeExists(id, raftmeta.TopicID(t.TopicID), partitions)
+func (c *metaClient) record(op *MetaOp, id jepsen.OpID, resp kmsg.Response) error {
+	if md, ok := resp.(*kmsg.MetadataResponse); ok && c.r.cfg.Sabotage == SabotageDescribeAbsent && !c.r.nemesis.sabotaged && c.r.w.Now() > 5*time.Second &&
+		len(md.Topics) == 1 && md.Topics[0].Topic != nil && *md.Topics[0].Topic == op.Topic && md.Topics[0].ErrorCode == 0 {
+		// As if the node had answered from an image that lost the topic.
+		c.r.nemesis.sabotaged = true
+		c.r.mh.DescribeAbsent(id)
 		return nil
 	}
-	return fail(fmt.Errorf("unexpected response %T", resp))
+	return RecordMetaAnswer(c.r.mh, *op, id, resp, c.r.probes.add)
 }
