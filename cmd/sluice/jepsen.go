@@ -39,6 +39,9 @@ import (
 // checker as a simulated run's (jepsen.Check), with the same summary line
 // and --out files. Consumer groups are still the simulator's alone.
 
+// dataTopic is the topic the producers and consumers use.
+const dataTopic = "jepsen"
+
 // realFaults are the faults the runner injects, in the order it names them.
 var realFaults = []string{"kill", "stop", "restart", "partition", "latency", "loss", "diskfull"}
 
@@ -51,11 +54,13 @@ type jepsenOptions struct {
 	partitions int
 	producers  int
 	consumers  int
-	duration   time.Duration
-	faultEvery time.Duration
-	faults     []string
-	out        string
-	keep       bool
+	// metaClients is how many metadata clients (jepsen_meta.go) run.
+	metaClients int
+	duration    time.Duration
+	faultEvery  time.Duration
+	faults      []string
+	out         string
+	keep        bool
 	// network is "netns" (each node in a namespace of its own, partitions
 	// possible), "proxy" (127.0.0.1 behind the runner's proxy: partitions,
 	// latency, loss), "loopback" (127.0.0.1, no network faults) or "auto".
@@ -67,8 +72,10 @@ type jepsenOptions struct {
 	// takes the proxy's default mix.
 	defaultFaults bool
 	// sabotage makes the final read drop its last record, for a test
-	// that the check sees a lost write.
-	sabotage bool
+	// that the check sees a lost write; sabotageMeta drops the data topic
+	// from the first node's final image, for a test that the metadata
+	// check sees it.
+	sabotage, sabotageMeta bool
 }
 
 func newJepsenCommand() *cobra.Command {
@@ -86,7 +93,9 @@ where it can be made unless latency or loss is asked for, else proxy.
 
 It creates a topic with replication factor 3 (or the node count, if less)
 and min.insync.replicas 2; franz-go producers write to it (idempotent,
-acks=all) and consumers fetch from the leaders, while a nemesis, seeded by
+acks=all) and consumers fetch from the leaders; metadata clients create,
+delete, grow, reconfigure and describe topics of their own through random
+nodes (the simulator's metadata workload); while a nemesis, seeded by
 --seed, does one of these to one node at a time:
   kill       kill -9, then a restart
   stop       SIGSTOP, then SIGCONT
@@ -101,7 +110,8 @@ acks=all) and consumers fetch from the leaders, while a nemesis, seeded by
   diskfull   root: the node's data directory (a small tmpfs) filled
 Then every fault is healed, each partition is read whole, and the history
 is checked as a simulated run's is: porcupine and Kafka's invariants (no
-acknowledged record lost). It prints one summary line and exits 1 on a
+acknowledged record lost), and the metadata history against the metadata
+model, with every node's final image. It prints one summary line and exits 1 on a
 violation; --out writes the history, porcupine's pages, the timeline and
 the nodes' logs. Everything it started (processes, namespaces, mounts, the
 proxy's listeners) is gone when it ends, on failure or Ctrl-C too.`,
@@ -126,6 +136,7 @@ proxy's listeners) is gone when it ends, on failure or Ctrl-C too.`,
 	cmd.Flags().IntVar(&o.partitions, "partitions", 3, "partitions of the topic")
 	cmd.Flags().IntVar(&o.producers, "producers", 3, "producer clients")
 	cmd.Flags().IntVar(&o.consumers, "consumers", 2, "consumer clients, fetching from the partitions' leaders at the epoch they know")
+	cmd.Flags().IntVar(&o.metaClients, "meta-clients", 2, "metadata clients: topic creates, deletes, partition adds, config changes and describes through random nodes, checked by the metadata model")
 	cmd.Flags().DurationVar(&o.duration, "duration", time.Minute, "the safety phase, with faults; healing and the final reads follow")
 	cmd.Flags().DurationVar(&o.faultEvery, "fault-every", 4*time.Second, "the mean time between two faults")
 	cmd.Flags().StringSliceVar(&o.faults, "faults", nil, "the faults to mix: kill, stop, restart, partition (netns, proxy), latency and loss (proxy), diskfull (root); default all the network allows")
@@ -134,6 +145,8 @@ proxy's listeners) is gone when it ends, on failure or Ctrl-C too.`,
 	cmd.Flags().BoolVar(&o.keep, "keep", false, "keep the cluster's directory (its path is printed)")
 	cmd.Flags().BoolVar(&o.sabotage, "sabotage-drop-final", false, "internal: drop the last record of every final read, to show the check catches it")
 	_ = cmd.Flags().MarkHidden("sabotage-drop-final")
+	cmd.Flags().BoolVar(&o.sabotageMeta, "sabotage-meta-final", false, "internal: leave the data topic out of the first node's final image, to show the metadata check catches it")
+	_ = cmd.Flags().MarkHidden("sabotage-meta-final")
 	return cmd
 }
 
@@ -147,6 +160,8 @@ func (o jepsenOptions) validate() error {
 		return fmt.Errorf("--producers %d: want 1 to 32", o.producers)
 	case o.consumers < 0 || o.consumers > 32:
 		return fmt.Errorf("--consumers %d: want 0 to 32", o.consumers)
+	case o.metaClients < 0 || o.metaClients > 8:
+		return fmt.Errorf("--meta-clients %d: want 0 to 8", o.metaClients)
 	case o.duration <= 0 || o.duration > 24*time.Hour:
 		return fmt.Errorf("--duration %s: want above zero and at most 24h", o.duration)
 	case o.faultEvery < 100*time.Millisecond:
@@ -328,8 +343,12 @@ func runJepsen(ctx context.Context, o jepsenOptions, stdout, stderr io.Writer) e
 	if err := r.startCluster(ctx); err != nil {
 		return err
 	}
-	topic := "jepsen"
+	topic := dataTopic
 	if err := r.createTopic(ctx, topic); err != nil {
+		return err
+	}
+	meta := newRealMeta(r)
+	if err := meta.noteExisting(ctx, topic); err != nil {
 		return err
 	}
 	// The safety phase: producers and the nemesis, until the duration is
@@ -351,6 +370,13 @@ func runJepsen(ctx context.Context, o jepsenOptions, stdout, stderr io.Writer) e
 			r.consume(safety, topic, 101+i)
 		}()
 	}
+	for i := range o.metaClients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			meta.client(safety, i)
+		}()
+	}
 	r.nemesis(safety)
 	wg.Wait()
 	if ctx.Err() != nil {
@@ -358,18 +384,31 @@ func runJepsen(ctx context.Context, o jepsenOptions, stdout, stderr io.Writer) e
 	}
 	// The liveness phase: heal, let the cluster converge, read it all.
 	r.heal()
+	for i := range o.metaClients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			meta.live(ctx, i)
+		}()
+	}
+	wg.Wait()
 	if err := r.finalReads(ctx, topic); err != nil {
 		return fmt.Errorf("liveness: %w", err)
 	}
+	if err := meta.settle(ctx); err != nil {
+		meta.fail("liveness: %v", err)
+	}
 	check := jepsen.Check(r.h, jepsen.Config{})
+	metaCheck := meta.check()
 	ops := 0
 	for _, e := range r.h.Events() {
 		if e.Kind == jepsen.KindInvoke {
 			ops++
 		}
 	}
+	failed := !check.OK() || !metaCheck.OK() || len(meta.failures) > 0
 	result := "ok"
-	if !check.OK() {
+	if failed {
 		result = "violation"
 	}
 	var injected []string
@@ -378,21 +417,28 @@ func runJepsen(ctx context.Context, o jepsenOptions, stdout, stderr io.Writer) e
 			injected = append(injected, fmt.Sprintf("%s:%d", f, r.injected[f]))
 		}
 	}
-	line := fmt.Sprintf("seed=%d time=%s ops=%d result=%s nodes=%d network=%s partitions=%d producers=%d consumers=%d faults=%s every=%s injected=%s",
-		o.seed, r.since().Truncate(time.Millisecond), ops, result, o.nodes, o.network, o.partitions, o.producers, o.consumers, strings.Join(o.faults, ","), o.faultEvery, orNone(strings.Join(injected, ",")))
+	line := fmt.Sprintf("seed=%d time=%s ops=%d meta_ops=%d result=%s nodes=%d network=%s partitions=%d producers=%d consumers=%d meta_clients=%d faults=%s every=%s injected=%s",
+		o.seed, r.since().Truncate(time.Millisecond), ops, meta.ops(), result, o.nodes, o.network, o.partitions, o.producers, o.consumers, o.metaClients,
+		strings.Join(o.faults, ","), o.faultEvery, orNone(strings.Join(injected, ",")))
 	fmt.Fprintln(stdout, line)
 	var notes []string
 	if r.proxy != nil {
 		notes = append(notes, r.proxy.statsNow().String())
 		fmt.Fprintln(stderr, notes[0])
 	}
+	notes = append(notes, "metadata: "+metaCheck.String())
+	notes = append(notes, meta.failures...)
 	if o.out != "" {
-		if err := r.writeArtifacts(line, notes, check); err != nil {
+		if err := r.writeArtifacts(line, notes, check, meta); err != nil {
 			return err
 		}
 	}
-	if !check.OK() {
+	if failed {
 		fmt.Fprintln(stderr, check.String())
+		fmt.Fprintln(stderr, "metadata:", metaCheck.String())
+		for _, f := range meta.failures {
+			fmt.Fprintln(stderr, f)
+		}
 		return fmt.Errorf("jepsen seed %d: %w", o.seed, errSimFailed)
 	}
 	return nil
@@ -908,7 +954,7 @@ func (r *realRun) killAll() {
 }
 
 // writeArtifacts writes the run's files to --out, as sim run --out does.
-func (r *realRun) writeArtifacts(line string, notes []string, check jepsen.Result) error {
+func (r *realRun) writeArtifacts(line string, notes []string, check jepsen.Result, meta *realMeta) error {
 	dir := r.o.out
 	summary := strings.Join(append(append([]string{line}, notes...), check.String()), "\n") + "\n"
 	if err := os.WriteFile(filepath.Join(dir, "summary.txt"), []byte(summary), 0o644); err != nil {
@@ -916,6 +962,9 @@ func (r *realRun) writeArtifacts(line string, notes []string, check jepsen.Resul
 	}
 	create := func(name string) (io.Writer, error) { return os.Create(filepath.Join(dir, name)) }
 	if err := jepsen.WriteArtifacts(r.h.Events(), jepsen.Config{}, create); err != nil {
+		return err
+	}
+	if err := jepsen.WriteMetaArtifacts(meta.h.Events(), jepsen.MetaConfig{}, create); err != nil {
 		return err
 	}
 	t := r.timeline

@@ -41,12 +41,16 @@ func TestJepsenRunnerChecksARealCluster(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "out")
 	out, stderr, err := runSluice("jepsen", "--duration", "8s", "--fault-every", "1s", "--seed", "3", "--out", dir)
 	require.NoError(t, err, "%s%s", out, stderr)
-	require.Regexp(t, `^seed=3 time=\S+ ops=\d+ result=ok nodes=3 network=(netns|proxy) partitions=3 producers=3 consumers=2 faults=kill,stop,restart(,partition)?(,latency,loss)?(,diskfull)? every=1s injected=\S+\n$`, out)
+	require.Regexp(t, `^seed=3 time=\S+ ops=\d+ meta_ops=\d+ result=ok nodes=3 network=(netns|proxy) partitions=3 producers=3 consumers=2 meta_clients=2 faults=kill,stop,restart(,partition)?(,latency,loss)?(,diskfull)? every=1s injected=\S+\n$`, out)
 	history, err := os.ReadFile(filepath.Join(dir, "history.jsonl"))
 	require.NoError(t, err)
 	require.Contains(t, string(history), `"kind":"ok","op"`, "operations completed")
 	require.Regexp(t, `"client":10[12],"type":"fetch"`, string(history), "the consumers fetched during the faults")
-	for _, name := range []string{"history.jsonl", "summary.txt", "timeline.html", "linearizability-jepsen-0.html", "n1.log"} {
+	meta, err := os.ReadFile(filepath.Join(dir, "meta-history.jsonl"))
+	require.NoError(t, err)
+	require.Regexp(t, `"kind":"ok","op":\d+,"client":[01],"type":"create_topic"`, string(meta), "the metadata clients created topics")
+	require.Contains(t, string(meta), `"final":true`, "every node's image was recorded")
+	for _, name := range []string{"history.jsonl", "meta-history.jsonl", "summary.txt", "timeline.html", "linearizability-jepsen-0.html", "meta-linearizability-live-1.html", "n1.log"} {
 		info, err := os.Stat(filepath.Join(dir, name))
 		require.NoError(t, err, name)
 		require.Positive(t, info.Size(), name)
@@ -54,10 +58,12 @@ func TestJepsenRunnerChecksARealCluster(t *testing.T) {
 	require.Empty(t, leftoverNodes(t))
 	require.Empty(t, leftoverNamespaces(t))
 
-	out, stderr, err = runSluice("jepsen", "--duration", "4s", "--fault-every", "1s", "--seed", "3", "--sabotage-drop-final")
+	out, stderr, err = runSluice("jepsen", "--duration", "4s", "--fault-every", "1s", "--seed", "3", "--sabotage-drop-final", "--sabotage-meta-final")
 	require.ErrorIs(t, err, errSimFailed, out)
 	require.Contains(t, out, "result=violation")
 	require.Contains(t, stderr, "lost-write")
+	require.Contains(t, stderr, "metadata: result=violation")
+	require.Contains(t, stderr, "not-converged")
 	require.Empty(t, leftoverNodes(t))
 
 	require.Empty(t, leftoverNamespaces(t))

@@ -65,7 +65,8 @@ func DrawMetaOp(r Intn, names []string) MetaOp {
 }
 
 // Invoke records an attempt of op by client on node in h and returns its
-// id and the request to send to that node. Creates ask for replication
+// id and the request to send to that node, which means the same at any
+// version a client may negotiate. Creates ask for replication
 // factor 1, so that a topic can be made while most nodes are down.
 func (op MetaOp) Invoke(h *jepsen.MetaHistory, client int, node int32) (jepsen.OpID, kmsg.Request) {
 	switch op.Type {
@@ -81,7 +82,13 @@ func (op MetaOp) Invoke(h *jepsen.MetaHistory, client int, node int32) (jepsen.O
 		q := kmsg.NewPtrDeleteTopicsRequest()
 		q.Version = 4
 		q.TimeoutMillis = 10000
+		// Both fields: v6 names topics in Topics, earlier versions in
+		// TopicNames, and a client that negotiates the version (franz-go
+		// sends the highest both ends speak) may send either.
 		q.TopicNames = []string{op.Topic}
+		dt := kmsg.NewDeleteTopicsRequestTopic()
+		dt.Topic = kmsg.StringPtr(op.Topic)
+		q.Topics = append(q.Topics, dt)
 		return h.InvokeDelete(client, node, op.Topic), q
 	case jepsen.MetaAddPartitions:
 		q := kmsg.NewPtrCreatePartitionsRequest()
@@ -185,7 +192,7 @@ func RecordMetaAnswer(h *jepsen.MetaHistory, op MetaOp, id jepsen.OpID, resp kms
 		h.AlterConfigOk(id)
 		return nil
 	case *kmsg.DescribeConfigsResponse:
-		value, err := describedConfig(resp, op.Topic)
+		value, err := DescribedConfig(resp, op.Topic)
 		if err != nil {
 			return fail(err)
 		}
@@ -208,9 +215,9 @@ func RecordMetaAnswer(h *jepsen.MetaHistory, op MetaOp, id jepsen.OpID, resp kms
 	return fail(fmt.Errorf("unexpected response %T", resp))
 }
 
-// describedConfig is the value of MetaConfigKey set on topic in a
+// DescribedConfig is the value of MetaConfigKey set on topic in a
 // DescribeConfigs answer, "" if none is (a default is none).
-func describedConfig(resp *kmsg.DescribeConfigsResponse, topic string) (string, error) {
+func DescribedConfig(resp *kmsg.DescribeConfigsResponse, topic string) (string, error) {
 	if len(resp.Resources) != 1 || resp.Resources[0].ResourceName != topic {
 		return "", fmt.Errorf("DescribeConfigs answered %d resources, not %s", len(resp.Resources), topic)
 	}
