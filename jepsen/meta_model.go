@@ -133,7 +133,12 @@ import (
 // IncrementalAlterConfigs of one key is a change like an add: one instant
 // between call and answer, only on a present topic, a new version of the
 // same incarnation with the key set (or deleted: ""); an unknown topic is
-// a read of absent. A describe_config on N shows absent, or a value of the
+// a read of absent. A change to what is in effect already writes nothing,
+// and the controller answers it from its state at once, so it is a read
+// too, as a refusal is: of some version where the key is so (the latest,
+// with strict refusals); it makes no version (a deposed controller that
+// had not applied a deletion acknowledged such a change of a deleted
+// topic: swarm seed 719). A describe_config on N shows absent, or a value of the
 // key, which must be the key's value in some version between pos[N] and
 // the last (the last, if final), and moves pos[N] there, as a describe
 // does. A created topic has no configs set; a topic that existed before
@@ -280,10 +285,17 @@ func (m metaModel) stepAlterConfig(s *metaState, in *metaInput, out *metaOutput)
 	altered.op, altered.amended, altered.configs = in.op, true, configSet(cur.configs, in.key, in.value)
 	switch out.outcome {
 	case metaOk:
-		if !can {
-			return nil
+		if can && altered.configs != cur.configs {
+			return []any{s.appended(altered)}
 		}
-		return []any{s.appended(altered)}
+		// A change to what is in effect writes nothing, and a
+		// controller (Kafka's, and Sluice's) answers it from its
+		// committed state at once, without confirming that it still
+		// leads: that state may be stale by any amount, as a refusal's
+		// is. So it is a read of some version where the topic has the
+		// key so (the latest, with strict refusals), and makes no
+		// version of its own.
+		return m.refusalSaw(s, func(v metaVersion) bool { return v.present && configSet(v.configs, in.key, in.value) == v.configs })
 	case metaUnknown:
 		if !can || altered.configs == cur.configs || in.unseen {
 			// Refused, never made, or made with nothing to show for
@@ -500,7 +512,10 @@ func (m metaModel) step(s *metaState, in *metaInput, out *metaOutput) []any {
 	case metaOpApplied:
 		j := s.versionOf(in.op)
 		if j < 0 {
-			return nil // the change is not placed yet: it must come first
+			// The marker comes after the change's answer, so the change
+			// is placed: as a change that wrote nothing (above), which
+			// says nothing of how far the node has applied.
+			return []any{s}
 		}
 		return []any{s.at(in.node, j, false)}
 	case metaOpExisting:
