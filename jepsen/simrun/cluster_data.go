@@ -267,12 +267,7 @@ func (d *dataClient) produce(p, leader int32) {
 				return
 			default:
 				err = kerr.ErrorForCode(code)
-				switch code {
-				case kerr.NotEnoughReplicas.Code:
-					r.probes.add("data.not_enough_replicas")
-				case kerr.NotEnoughReplicasAfterAppend.Code:
-					r.probes.add("data.not_enough_replicas_after_append")
-				}
+				r.probeRefusal(code)
 				d.followLeader(pr, tp, code)
 			}
 		} else {
@@ -658,4 +653,14 @@ func (r *clusterRun) runMover(e env.Env, rand *rng.Rand) {
 		})
 	}
 	e.Clock.AfterFunc(time.Duration(rand.Intn(3000))*time.Millisecond, move)
+}
+
+// probeRefusal counts a produce refused for want of in-sync replicas.
+func (r *clusterRun) probeRefusal(code int16) {
+	switch code {
+	case kerr.NotEnoughReplicas.Code:
+		r.probes.add("data.not_enough_replicas")
+	case kerr.NotEnoughReplicasAfterAppend.Code:
+		r.probes.add("data.not_enough_replicas_after_append")
+	}
 }

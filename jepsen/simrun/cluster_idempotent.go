@@ -295,12 +295,7 @@ func (d *dataClient) idempotentAnswer(b *idempotentBatch, leader int32, resp kms
 		b.attempts, b.lastErr = append(b.attempts, jepsen.Failed), kerr.ErrorForCode(code)
 		d.idempotentGiveUp(b)
 	default:
-		switch code {
-		case kerr.NotEnoughReplicas.Code:
-			r.probes.add("data.not_enough_replicas")
-		case kerr.NotEnoughReplicasAfterAppend.Code:
-			r.probes.add("data.not_enough_replicas_after_append")
-		}
+		r.probeRefusal(code)
 		d.followLeader(pr, tp, code)
 		d.idempotentFailed(b, jepsen.ClassifyCode(code), kerr.ErrorForCode(code))
 	}
