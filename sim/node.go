@@ -58,6 +58,9 @@ type incarnation struct {
 	// timers are the pending AfterFuncs, by (deadline, seq).
 	timers   timerHeap
 	timerSeq uint64
+	// fire is fireTimer as a func value, made once: every timer's event
+	// runs it.
+	fire func()
 }
 
 // Name returns the node's name, which is also its host name on the network.
@@ -112,8 +115,11 @@ func (inc *incarnation) schedule(d time.Duration, label sched.Label, f func()) *
 		return nil
 	}
 	label.Node = n.name
-	return n.w.sched.After(d, label, func() { n.arrive(inc, label, f) })
+	return n.w.sched.AfterFor(d, label, inc, f)
 }
+
+// Run implements sched.Owner: the incarnation's events arrive at its node.
+func (inc *incarnation) Run(label sched.Label, f func()) { inc.node.arrive(inc, label, f) }
 
 // arrive runs an event that has come due, unless its incarnation has died;
 // it holds the event back if the node is paused or already has events held.
