@@ -373,10 +373,14 @@ const readAttempts = 3
 // size, checking each: its shape, that it lies within the segment, and that
 // it continues the previous one (the first must begin at wantBase, or when
 // wantBase is -1 end at wantLast). visit returns false to stop early. It
-// returns the position and offset where it stopped.
+// returns the position and offset where it stopped. visit must not keep h:
+// one header serves the whole walk (passed by pointer to a func value, a
+// header per batch would each be a heap allocation).
 func (s *segment) walk(r *headerReader, pos, wantBase, wantLast int64, visit func(pos int64, h *header) bool) (int64, int64, error) {
+	var h header
 	for pos < s.size {
-		h, err := s.readConfirmed(r, pos, wantBase, wantLast)
+		var err error
+		h, err = s.readConfirmed(r, pos, wantBase, wantLast)
 		if err != nil {
 			return pos, wantBase, err
 		}
