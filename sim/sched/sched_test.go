@@ -1,7 +1,9 @@
 package sched
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 )
@@ -178,4 +180,49 @@ func BenchmarkTrivialEvents(b *testing.B) {
 		s.Step()
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
+}
+
+// Canceled events leave the queue at once, and the rest still run in
+// (time, sequence) order, whatever was canceled: many events at few
+// distinct times, a third of them canceled in a scrambled order, one from
+// inside a running event.
+func TestCancelRemovesAndKeepsTheOrder(t *testing.T) {
+	s := New()
+	var ran []int
+	var events []*Event
+	for i := range 3000 {
+		at := time.Duration((i*7919)%97) * time.Millisecond
+		events = append(events, s.At(at, Label{Kind: "e"}, func() { ran = append(ran, i) }))
+	}
+	canceled := map[int]bool{}
+	for k := range 1000 {
+		i := (k * 1543) % len(events)
+		if got := events[i].Cancel(); got == canceled[i] {
+			t.Fatalf("Cancel of event %d reported %v, canceled before: %v", i, got, canceled[i])
+		}
+		canceled[i] = true
+		if events[i].Pending() {
+			t.Fatalf("event %d pending after Cancel", i)
+		}
+	}
+	if got, want := len(s.heap), len(events)-len(canceled); got != want {
+		t.Fatalf("%d events in the queue, want %d: canceled ones stayed", got, want)
+	}
+	late := s.At(time.Second, Label{Kind: "late"}, func() { ran = append(ran, -1) })
+	s.At(500*time.Millisecond, Label{Kind: "canceler"}, func() { late.Cancel() })
+	var want []int
+	for i := range events {
+		if !canceled[i] {
+			want = append(want, i)
+		}
+	}
+	slices.SortStableFunc(want, func(a, b int) int { return cmp.Compare(events[a].At(), events[b].At()) })
+	for s.Step() {
+	}
+	if !slices.Equal(ran, want) {
+		t.Fatalf("ran %d events out of order or canceled ones: first %v, want first %v", len(ran), ran[:10], want[:10])
+	}
+	if s.Len() != 0 {
+		t.Fatalf("%d events left", s.Len())
+	}
 }
