@@ -128,6 +128,13 @@ func (h *transcript) alterAnswer(t *testing.T, td *datadriven.TestData) (Metadat
 	meta := h.r.Metadata()
 	meta.ISR = scanIDs(t, td, "isr")
 	meta.PartitionEpoch = int32(scanInt(t, td, "pepoch", int64(meta.PartitionEpoch+1)))
+	// The partition as the controller left it: another leader, a newer
+	// leader epoch or other replicas when the same change moved it on.
+	meta.Leader = int32(scanInt(t, td, "leader", int64(meta.Leader)))
+	meta.LeaderEpoch = int32(scanInt(t, td, "epoch", int64(meta.LeaderEpoch)))
+	if td.HasArg("replicas") {
+		meta.Replicas = scanIDs(t, td, "replicas")
+	}
 	return meta, nil
 }
 

@@ -265,6 +265,14 @@ func (r *Replica) alterDone(m Message) {
 		return
 	}
 	switch {
+	case m.Err == nil && m.Meta.LeaderEpoch > r.meta.LeaderEpoch:
+		// Taken, and the same metadata change moved the partition on (a
+		// reassignment completed that removes this leader, electing a
+		// member the change added): this replica no longer leads, and
+		// will hear so from the metadata. Until then the change stays in
+		// the maximal ISR, as an unknown outcome does: dropping it counted
+		// the high watermark over the old ISR alone and acknowledged what
+		// the new leader lacked (the four-node sweep lost records so).
 	case m.Err == nil:
 		r.pending, r.proposed = nil, false
 		if m.Meta.LeaderEpoch == r.meta.LeaderEpoch && m.Meta.PartitionEpoch > r.meta.PartitionEpoch {
