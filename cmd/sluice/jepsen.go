@@ -37,7 +37,8 @@ import (
 // (proxy only) and full disks of one node at a time, then every fault
 // healed, every partition read whole, and the history judged by the same
 // checker as a simulated run's (jepsen.Check), with the same summary line
-// and --out files. Consumer groups are still the simulator's alone.
+// and --out files; real franz-go consumer groups beside them, judged by
+// the simulator's group checker (jepsen_groups.go).
 
 // dataTopic is the topic the producers and consumers use.
 const dataTopic = "jepsen"
@@ -76,12 +77,19 @@ type jepsenOptions struct {
 	// from the first node's final image, for a test that the metadata
 	// check sees it.
 	sabotage, sabotageMeta bool
+	// groups is --groups, read into groupSpecs by validate.
+	groups     string
+	groupSpecs []groupSpec
+	// sabotageGroupSkip makes the group members leave the first record
+	// of every poll unprocessed, for a test that the group check sees a
+	// skipped record.
+	sabotageGroupSkip bool
 }
 
 func newJepsenCommand() *cobra.Command {
 	var o jepsenOptions
 	cmd := &cobra.Command{
-		Use:   "jepsen [--seed N] [--nodes N] [--duration D] [--faults kill,stop,restart,partition,latency,loss,diskfull] [--network netns|proxy|loopback] [--out DIR]",
+		Use:   "jepsen [--seed N] [--nodes N] [--duration D] [--faults kill,stop,restart,partition,latency,loss,diskfull] [--network netns|proxy|loopback] [--groups classic:3,consumer:2] [--out DIR]",
 		Short: "Run a real cluster of this binary through process, network and disk faults with real clients, and check what they saw",
 		Long: `jepsen starts --nodes sluice serve processes of this binary (a KRaft cluster
 of combined nodes, in a temporary directory): with --network netns (root)
@@ -108,10 +116,15 @@ nodes (the simulator's metadata workload); while a nemesis, seeded by
              application sees of it: 5-25% of chunks held 200 ms-1 s, as a
              retransmission timeout would, everything behind them waiting
   diskfull   root: the node's data directory (a small tmpfs) filled
+Consumer groups of the topic (--groups, default classic:3) run beside
+them: franz-go group members, classic (a balancer of --groups' naming or
+the seed's choosing) or KIP-848 (consumer), each committing what it
+processed, restarted now and then.
 Then every fault is healed, each partition is read whole, and the history
 is checked as a simulated run's is: porcupine and Kafka's invariants (no
-acknowledged record lost), and the metadata history against the metadata
-model, with every node's final image. It prints one summary line and exits 1 on a
+acknowledged record lost), the metadata history against the metadata
+model, with every node's final image, and the groups' history, once
+their members are stable, by the simulator's group checker. It prints one summary line and exits 1 on a
 violation; --out writes the history, porcupine's pages, the timeline and
 the nodes' logs. Everything it started (processes, namespaces, mounts, the
 proxy's listeners) is gone when it ends, on failure or Ctrl-C too.`,
@@ -147,10 +160,17 @@ proxy's listeners) is gone when it ends, on failure or Ctrl-C too.`,
 	_ = cmd.Flags().MarkHidden("sabotage-drop-final")
 	cmd.Flags().BoolVar(&o.sabotageMeta, "sabotage-meta-final", false, "internal: leave the data topic out of the first node's final image, to show the metadata check catches it")
 	_ = cmd.Flags().MarkHidden("sabotage-meta-final")
+	cmd.Flags().StringVar(&o.groups, "groups", "classic:3", "consumer groups of the topic, protocol:members separated by commas (classic, or consumer for KIP-848; a classic one may add +cooperative-sticky, +range, +sticky or +roundrobin, else the seed chooses), or none")
+	cmd.Flags().BoolVar(&o.sabotageGroupSkip, "sabotage-group-skip", false, "internal: the group members leave the first record of every poll unprocessed and commit past it, to show the group check catches it")
+	_ = cmd.Flags().MarkHidden("sabotage-group-skip")
 	return cmd
 }
 
-func (o jepsenOptions) validate() error {
+func (o *jepsenOptions) validate() error {
+	var err error
+	if o.groupSpecs, err = parseGroups(o.groups); err != nil {
+		return err
+	}
 	switch {
 	case o.nodes < 3 || o.nodes > 5:
 		return fmt.Errorf("--nodes %d: want 3 to 5 (a fault takes one node out, the rest must be a majority)", o.nodes)
@@ -351,10 +371,14 @@ func runJepsen(ctx context.Context, o jepsenOptions, stdout, stderr io.Writer) e
 	if err := meta.noteExisting(ctx, topic); err != nil {
 		return err
 	}
+	groups := newRealGroups(r, topic, chooseBalancers(o.seed, o.groupSpecs), o.sabotageGroupSkip)
+	defer groups.stopAll()
 	// The safety phase: producers and the nemesis, until the duration is
-	// up or the run is interrupted.
+	// up or the run is interrupted; the group members run on until their
+	// groups settle.
 	safety, endSafety := context.WithTimeout(ctx, o.duration)
 	defer endSafety()
+	groups.start(safety)
 	var wg sync.WaitGroup
 	for i := range o.producers {
 		wg.Add(1)
@@ -379,6 +403,7 @@ func runJepsen(ctx context.Context, o jepsenOptions, stdout, stderr io.Writer) e
 	}
 	r.nemesis(safety)
 	wg.Wait()
+	groups.wait()
 	if ctx.Err() != nil {
 		return fmt.Errorf("jepsen run interrupted after %s: everything it started is stopped", r.since().Truncate(time.Millisecond))
 	}
@@ -398,15 +423,17 @@ func runJepsen(ctx context.Context, o jepsenOptions, stdout, stderr io.Writer) e
 	if err := meta.settle(ctx); err != nil {
 		meta.fail("liveness: %v", err)
 	}
+	groups.settle(ctx)
 	check := jepsen.Check(r.h, jepsen.Config{})
 	metaCheck := meta.check()
+	groupViolations := groups.check()
 	ops := 0
 	for _, e := range r.h.Events() {
 		if e.Kind == jepsen.KindInvoke {
 			ops++
 		}
 	}
-	failed := !check.OK() || !metaCheck.OK() || len(meta.failures) > 0
+	failed := !check.OK() || !metaCheck.OK() || len(meta.failures) > 0 || len(groupViolations) > 0
 	result := "ok"
 	if failed {
 		result = "violation"
@@ -417,19 +444,24 @@ func runJepsen(ctx context.Context, o jepsenOptions, stdout, stderr io.Writer) e
 			injected = append(injected, fmt.Sprintf("%s:%d", f, r.injected[f]))
 		}
 	}
-	line := fmt.Sprintf("seed=%d time=%s ops=%d meta_ops=%d result=%s nodes=%d network=%s partitions=%d producers=%d consumers=%d meta_clients=%d faults=%s every=%s injected=%s",
+	line := fmt.Sprintf("seed=%d time=%s ops=%d meta_ops=%d result=%s nodes=%d network=%s partitions=%d producers=%d consumers=%d meta_clients=%d groups=%s faults=%s every=%s injected=%s",
 		o.seed, r.since().Truncate(time.Millisecond), ops, meta.ops(), result, o.nodes, o.network, o.partitions, o.producers, o.consumers, o.metaClients,
-		strings.Join(o.faults, ","), o.faultEvery, orNone(strings.Join(injected, ",")))
+		groupsString(groups.specs), strings.Join(o.faults, ","), o.faultEvery, orNone(strings.Join(injected, ",")))
 	fmt.Fprintln(stdout, line)
 	var notes []string
 	if r.proxy != nil {
 		notes = append(notes, r.proxy.statsNow().String())
 		fmt.Fprintln(stderr, notes[0])
 	}
+	if len(groups.specs) > 0 {
+		notes = append(notes, groups.summary())
+		fmt.Fprintln(stderr, notes[len(notes)-1])
+	}
 	notes = append(notes, "metadata: "+metaCheck.String())
 	notes = append(notes, meta.failures...)
+	notes = append(notes, groupViolations...)
 	if o.out != "" {
-		if err := r.writeArtifacts(line, notes, check, meta); err != nil {
+		if err := r.writeArtifacts(line, notes, check, meta, groups); err != nil {
 			return err
 		}
 	}
@@ -438,6 +470,9 @@ func runJepsen(ctx context.Context, o jepsenOptions, stdout, stderr io.Writer) e
 		fmt.Fprintln(stderr, "metadata:", metaCheck.String())
 		for _, f := range meta.failures {
 			fmt.Fprintln(stderr, f)
+		}
+		for _, v := range groupViolations {
+			fmt.Fprintln(stderr, v)
 		}
 		return fmt.Errorf("jepsen seed %d: %w", o.seed, errSimFailed)
 	}
@@ -497,6 +532,10 @@ func (r *realRun) startCluster(ctx context.Context) error {
 			"broker.session.timeout.ms=3000",
 			"broker.heartbeat.interval.ms=500",
 			"replica.lag.time.max.ms=4000",
+			// The group workload: a coordinator shard per node or so, and
+			// a classic group's first generation without the 3 s wait.
+			"offsets.topic.num.partitions=3",
+			"group.initial.rebalance.delay.ms=300",
 		}
 		if r.proxy != nil {
 			lines = append(lines,
@@ -954,7 +993,7 @@ func (r *realRun) killAll() {
 }
 
 // writeArtifacts writes the run's files to --out, as sim run --out does.
-func (r *realRun) writeArtifacts(line string, notes []string, check jepsen.Result, meta *realMeta) error {
+func (r *realRun) writeArtifacts(line string, notes []string, check jepsen.Result, meta *realMeta, groups *realGroups) error {
 	dir := r.o.out
 	summary := strings.Join(append(append([]string{line}, notes...), check.String()), "\n") + "\n"
 	if err := os.WriteFile(filepath.Join(dir, "summary.txt"), []byte(summary), 0o644); err != nil {
@@ -967,9 +1006,18 @@ func (r *realRun) writeArtifacts(line string, notes []string, check jepsen.Resul
 	if err := jepsen.WriteMetaArtifacts(meta.h.Events(), jepsen.MetaConfig{}, create); err != nil {
 		return err
 	}
+	if len(groups.specs) > 0 {
+		if err := jepsen.WriteGroupArtifacts(groups.events(), create); err != nil {
+			return err
+		}
+	}
 	t := r.timeline
 	t.Title, t.End, t.Notes = fmt.Sprintf("sluice jepsen: seed %d", r.o.seed), r.since(), append([]string{line}, notes...)
+	groups.addTimeline(&t)
 	t.AddHistory(r.h.Events(), check)
+	for _, v := range groups.check() {
+		t.Marks = append(t.Marks, jepsen.Mark{At: t.End, Label: v})
+	}
 	if err := jepsen.WriteTimelineArtifact(t, create); err != nil {
 		return err
 	}
