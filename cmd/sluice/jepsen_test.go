@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bufio"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -14,6 +16,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/sluicemq/sluice/jepsen"
 )
 
 // leftoverNodes lists the processes a jepsen run started that still run.
@@ -33,15 +37,19 @@ func leftoverNodes(t *testing.T) []string {
 
 // A short real run through kills, pauses and restarts keeps every
 // acknowledged record, writes its files, and leaves nothing running; the
-// same run with its final reads made to drop a record fails.
+// same run with its final reads made to drop a record fails. Its consumer
+// groups, one classic and one KIP-848, are assigned every partition,
+// commit, settle and pass the group check.
 func TestJepsenRunnerChecksARealCluster(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts real clusters")
 	}
 	dir := filepath.Join(t.TempDir(), "out")
-	out, stderr, err := runSluice("jepsen", "--duration", "8s", "--fault-every", "1s", "--seed", "3", "--out", dir)
+	out, stderr, err := runSluice("jepsen", "--duration", "8s", "--fault-every", "1s", "--seed", "3", "--groups", "classic:3,consumer:2", "--out", dir)
 	require.NoError(t, err, "%s%s", out, stderr)
-	require.Regexp(t, `^seed=3 time=\S+ ops=\d+ meta_ops=\d+ result=ok nodes=3 network=(netns|proxy) partitions=3 producers=3 consumers=2 meta_clients=2 faults=kill,stop,restart(,partition)?(,latency,loss)?(,diskfull)? every=1s injected=\S+\n$`, out)
+	require.Regexp(t, `^seed=3 time=\S+ ops=\d+ meta_ops=\d+ result=ok nodes=3 network=(netns|proxy) partitions=3 producers=3 consumers=2 meta_clients=2 groups=classic:3\+cooperative-sticky,consumer:2 faults=kill,stop,restart(,partition)?(,latency,loss)?(,diskfull)? every=1s injected=\S+\n$`, out)
+	require.Regexp(t, `groups: jepsen-g1 classic:3\+cooperative-sticky: \d+ restarts, \d+ assignments, [1-9]\d* polls processed, commits [1-9]\d* ok`, stderr)
+	requireGroupHistory(t, filepath.Join(dir, jepsen.GroupHistoryFile), map[string]jepsen.GroupProtocol{"jepsen-g1": jepsen.GroupClassic, "jepsen-g2": jepsen.GroupConsumer}, 3)
 	history, err := os.ReadFile(filepath.Join(dir, "history.jsonl"))
 	require.NoError(t, err)
 	require.Contains(t, string(history), `"kind":"ok","op"`, "operations completed")
@@ -50,7 +58,7 @@ func TestJepsenRunnerChecksARealCluster(t *testing.T) {
 	require.NoError(t, err)
 	require.Regexp(t, `"kind":"ok","op":\d+,"client":[01],"type":"create_topic"`, string(meta), "the metadata clients created topics")
 	require.Contains(t, string(meta), `"final":true`, "every node's image was recorded")
-	for _, name := range []string{"history.jsonl", "meta-history.jsonl", "summary.txt", "timeline.html", "linearizability-jepsen-0.html", "meta-linearizability-live-1.html", "n1.log"} {
+	for _, name := range []string{"history.jsonl", "meta-history.jsonl", "group-history.jsonl", "summary.txt", "timeline.html", "linearizability-jepsen-0.html", "meta-linearizability-live-1.html", "n1.log"} {
 		info, err := os.Stat(filepath.Join(dir, name))
 		require.NoError(t, err, name)
 		require.Positive(t, info.Size(), name)
@@ -66,11 +74,65 @@ func TestJepsenRunnerChecksARealCluster(t *testing.T) {
 	require.Contains(t, stderr, "not-converged")
 	require.Empty(t, leftoverNodes(t))
 
+	// Members that skip a record and commit past it are caught by the
+	// group check through the runner, the data check passing.
+	out, stderr, err = runSluice("jepsen", "--duration", "4s", "--fault-every", "1s", "--seed", "3", "--groups", "classic:2", "--sabotage-group-skip")
+	require.ErrorIs(t, err, errSimFailed, out)
+	require.Contains(t, out, "result=violation")
+	require.Contains(t, stderr, "was processed by no member: a record was skipped")
+	require.NotContains(t, stderr, "lost-write")
+	require.Empty(t, leftoverNodes(t))
+
 	require.Empty(t, leftoverNamespaces(t))
 	_, _, err = runSluice("jepsen", "--nodes", "2")
 	require.ErrorContains(t, err, "--nodes 2")
 	_, _, err = runSluice("jepsen", "--faults", "meteor")
 	require.ErrorContains(t, err, `"meteor"`)
+	_, _, err = runSluice("jepsen", "--groups", "classic:0")
+	require.ErrorContains(t, err, `--groups "classic:0"`)
+	_, _, err = runSluice("jepsen", "--groups", "consumer:2+range")
+	require.ErrorContains(t, err, "only a classic group names a balancer")
+}
+
+// requireGroupHistory reads a run's group history and requires it to be
+// more than a formality: every group assigned every one of its partitions,
+// acknowledged commits, offset fetches answered, and finals.
+func requireGroupHistory(t *testing.T, path string, groups map[string]jepsen.GroupProtocol, partitions int32) {
+	t.Helper()
+	f, err := os.Open(path)
+	require.NoError(t, err)
+	defer f.Close()
+	invokes := map[int64]jepsen.GroupEvent{}
+	assigned := map[string]map[int32]bool{}
+	kinds := map[string]map[jepsen.GroupEventKind]int{}
+	scanner := bufio.NewScanner(f)
+	scanner.Buffer(nil, 1<<20)
+	for scanner.Scan() {
+		var e jepsen.GroupEvent
+		require.NoError(t, json.Unmarshal(scanner.Bytes(), &e), scanner.Text())
+		if e.Op != 0 {
+			e.Group, e.Protocol = invokes[e.Op].Group, invokes[e.Op].Protocol
+		} else {
+			invokes[e.Time] = e
+		}
+		require.Equal(t, groups[e.Group], e.Protocol, scanner.Text())
+		if kinds[e.Group] == nil {
+			kinds[e.Group], assigned[e.Group] = map[jepsen.GroupEventKind]int{}, map[int32]bool{}
+		}
+		kinds[e.Group][e.Kind]++
+		if e.Kind == jepsen.GroupAssigned {
+			for _, p := range e.Partitions {
+				assigned[e.Group][p] = true
+			}
+		}
+	}
+	require.NoError(t, scanner.Err())
+	for g := range groups {
+		require.Len(t, assigned[g], int(partitions), "%s: every partition assigned", g)
+		for _, k := range []jepsen.GroupEventKind{jepsen.GroupProcessed, jepsen.GroupCommitOk, jepsen.GroupFetchOk, jepsen.GroupFinal} {
+			require.Positive(t, kinds[g][k], "%s: %s events", g, k)
+		}
+	}
 }
 
 // leftoverNamespaces lists this process's jepsen namespaces still there.
