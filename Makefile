@@ -79,16 +79,17 @@ mutants:
 
 # The real-process runner: three sluice serve processes of this build on
 # 127.0.0.1 behind the runner's fault-injecting proxy, franz-go producers
-# and consumers, and a two-minute schedule of every fault type (kill -9,
-# SIGSTOP/SIGCONT, clean restarts, partitions one way and both, latency,
-# loss, and full disks as root), then every partition read whole and
-# checked as a simulated run is. The proxy network is the one that makes
+# and consumers, a classic and a KIP-848 consumer group, and a two-minute
+# schedule of every fault type (kill -9, SIGSTOP/SIGCONT, clean restarts,
+# partitions one way and both, latency, loss, and full disks as root), then
+# every partition read whole and checked, the groups' history too, as a
+# simulated run is. The proxy network is the one that makes
 # every type; namespaces (--network netns) are covered by the cmd/sluice
 # tests. Its files go to jepsen-out/ (timeline.html, history, the nodes'
 # logs); everything it starts is gone when it ends.
 jepsen: build
 	rm -rf jepsen-out
-	$(BIN) jepsen --network proxy --duration 2m --seed $${SEED:-1} --out jepsen-out
+	$(BIN) jepsen --network proxy --duration 2m --seed $${SEED:-1} --groups classic:3,consumer:2 --out jepsen-out
 
 lint:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
