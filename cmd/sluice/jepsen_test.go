@@ -404,3 +404,41 @@ func TestJepsenPartitionShapeIsShared(t *testing.T) {
 	require.Equal(t, []cut{{"sjX-n2", "10.77.0.3"}}, ns.partitionCuts(draws(4, 0, 1), 1))
 	require.Equal(t, []cut{{"sjX-n1", hubHost}, {"sjX-hub", "10.77.0.1"}}, ns.partitionCuts(draws(0, 0), 0))
 }
+
+// --groups reads as the simulator's groups= option; a classic group that
+// names no balancer gets the seed's, the same for the same seed.
+func TestJepsenGroupsOption(t *testing.T) {
+	for _, c := range []struct {
+		in, want, err string
+	}{
+		{in: "none", want: "none"},
+		{in: "classic:3", want: "classic:3"},
+		{in: "classic:3+range,consumer:2", want: "classic:3+range,consumer:2"},
+		{in: "classic:9", err: "1 to 8 members"},
+		{in: "classic", err: "protocol:members"},
+		{in: "share:2", err: `protocol "share"`},
+		{in: "consumer:2+sticky", err: "only a classic group names a balancer"},
+		{in: "classic:2+fair", err: `balancer "fair"`},
+		{in: "classic:1,classic:1,classic:1,classic:1,consumer:1", err: "at most 4 groups"},
+	} {
+		gs, err := parseGroups(c.in)
+		if c.err != "" {
+			require.ErrorContains(t, err, c.err, c.in)
+			continue
+		}
+		require.NoError(t, err, c.in)
+		require.Equal(t, c.want, groupsString(gs), c.in)
+	}
+	gs, err := parseGroups("classic:3,consumer:2,classic:1+sticky")
+	require.NoError(t, err)
+	chosen := map[string]int{}
+	for seed := range uint64(60) {
+		got := chooseBalancers(seed, gs)
+		require.Equal(t, got, chooseBalancers(seed, gs), "seed %d", seed)
+		require.Equal(t, "", got[1].balancer, "KIP-848 has no client balancer")
+		require.Equal(t, "sticky", got[2].balancer, "a named balancer is kept")
+		chosen[got[0].balancer]++
+	}
+	require.Len(t, chosen, len(groupBalancers), "every balancer is some seed's: %v", chosen)
+	require.Greater(t, chosen["cooperative-sticky"], 30, "cooperative-sticky in most seeds: %v", chosen)
+}
