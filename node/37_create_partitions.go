@@ -25,7 +25,9 @@ import (
 //   - ValidateOnly checks everything against the controller's view and
 //     changes nothing.
 //   - The answer comes once the change is applied on the broker that
-//     answers, and its new partitions there accept appends.
+//     answers, and its new partitions there accept appends; a refusal,
+//     once the controller's proposals in flight have committed (it was
+//     decided against them), or NOT_CONTROLLER if one did not.
 func (b *Broker) handleCreatePartitions(r *request) {
 	req := r.body.(*kmsg.CreatePartitionsRequest)
 	resp := req.ResponseKind().(*kmsg.CreatePartitionsResponse)
@@ -98,11 +100,11 @@ func (b *Broker) handleCreatePartitions(r *request) {
 	}
 	b.propose(records, func(err error) {
 		if err != nil {
+			// Every answer the controller gave was decided against a view
+			// that held what did not commit, its refusals too.
 			msg := err.Error()
 			for _, i := range slots {
-				if resp.Topics[i].ErrorCode == 0 {
-					resp.Topics[i].ErrorCode, resp.Topics[i].ErrorMessage = commitErrorCode(err).Code, &msg
-				}
+				resp.Topics[i].ErrorCode, resp.Topics[i].ErrorMessage = commitErrorCode(err).Code, &msg
 			}
 			r.respond(resp)
 			return

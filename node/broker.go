@@ -52,6 +52,9 @@ type Broker struct {
 	ctl      *raftmeta.Controller
 	ctlTimer env.Timer
 	mono     monoClock
+	// proposals are the controller's proposals in flight, which an
+	// answer that writes nothing waits for (propose).
+	proposals proposalTracker
 	// incarnation identifies this process to the controller, brokerEpoch
 	// is the epoch its registration got, and hb its heartbeats.
 	incarnation raftmeta.IncarnationID

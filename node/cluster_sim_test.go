@@ -743,3 +743,63 @@ func TestClusterCreateTopicsAnswerIsTheCreatesEvenWhenPartitionsAreAddedAtOnce(t
 	require.Equal(t, int32(2), created.Topics[0].NumPartitions)
 	require.Len(t, c.leaders(ctl, "racing"), 5)
 }
+
+// A refusal the controller decides against its view waits for what the
+// view holds in flight: with the controller cut off from its followers, a
+// grow of a topic to 4 partitions is proposed and cannot commit; a second
+// grow to 4 is not refused INVALID_PARTITIONS on the strength of the
+// first (which never commits: the controller loses the quorum), but
+// answered NOT_CONTROLLER with it, an unknown outcome (sim seed 952 of
+// the three-node sweep).
+func TestClusterRefusalWaitsForTheProposalsItWasDecidedAgainst(t *testing.T) {
+	c := newSimCluster(t, 4, 3, nil)
+	require.Zero(t, c.createTopic(0, "grown", 1))
+	ctl := c.controller()
+	dial := func() *wire.Client {
+		var cl *wire.Client
+		c.world.Node("c1").Post(func() {
+			wire.Dial(c.world.Node("c1").Env().Net, c.host(ctl)+":9092", "test", func(got *wire.Client, err error) {
+				require.NoError(t, err)
+				cl = got
+			})
+		})
+		require.True(t, c.world.RunUntil(func() bool { return cl != nil }, time.Minute))
+		return cl
+	}
+	first, second := dial(), dial()
+	grow := func() *kmsg.CreatePartitionsRequest {
+		req := kmsg.NewPtrCreatePartitionsRequest()
+		req.TimeoutMillis = 30000
+		gt := kmsg.NewCreatePartitionsRequestTopic()
+		gt.Topic, gt.Count = "grown", 4
+		req.Topics = append(req.Topics, gt)
+		return req
+	}
+	for i := range 3 {
+		if i != ctl {
+			c.world.Net().Partition(c.host(ctl), c.host(i))
+			c.world.Net().Partition(c.host(i), c.host(ctl))
+		}
+	}
+	var a, b *kmsg.CreatePartitionsResponse
+	c.world.Node("c1").Post(func() {
+		first.Request(grow(), func(r kmsg.Response, err error) {
+			require.NoError(t, err)
+			a = r.(*kmsg.CreatePartitionsResponse)
+		})
+	})
+	c.world.Run(50 * time.Millisecond)
+	c.world.Node("c1").Post(func() {
+		second.Request(grow(), func(r kmsg.Response, err error) {
+			require.NoError(t, err)
+			b = r.(*kmsg.CreatePartitionsResponse)
+		})
+	})
+	c.world.Run(200 * time.Millisecond)
+	require.Nil(t, b, "refused before the grow it was decided against committed")
+	require.True(t, c.world.RunUntil(func() bool { return a != nil && b != nil }, time.Minute))
+	require.Equal(t, kerr.NotController.Code, a.Topics[0].ErrorCode, "the first grow's proposal was lost")
+	require.Equal(t, kerr.NotController.Code, b.Topics[0].ErrorCode, "so the refusal decided against it is no answer either")
+	c.world.Net().HealAll()
+	require.Len(t, c.leaders(c.controller(), "grown"), 1, "nothing grew")
+}

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"slices"
 	"time"
 
 	"github.com/sluicemq/sluice/env"
@@ -103,18 +104,101 @@ func (b *Broker) newController() {
 // the outcome. A lost proposal leaves the controller's view ahead of the
 // log, so the controller is rebuilt from the committed image (if this node
 // still leads).
+//
+// A call that wrote nothing (a refusal, a change to what is in effect)
+// was still decided against the controller's view, which holds every
+// proposal in flight: it is answered once those have committed, with the
+// error of one that did not, as Kafka's QuorumController completes a write
+// event without records once its earlier writes commit. Answered at once,
+// a CreatePartitions was refused INVALID_PARTITIONS for a count that only
+// a lost proposal had made (sim seed 952 of the three-node sweep).
 func (b *Broker) propose(records []raftmeta.Record, done func(error)) {
 	if len(records) == 0 {
-		b.env.Loop.Post(func() { done(nil) })
+		b.proposals.await(b.env.Loop, done)
 		return
 	}
+	seq := b.proposals.begin()
 	b.commit(records, func(err error) {
 		if err != nil && b.meta.activeTerm != 0 {
 			b.env.Log.Warn("a controller proposal was lost; rebuilding the controller from the committed image", "err", err)
 			b.newController()
 		}
+		b.proposals.end(seq, err)
 		done(err)
 	})
+}
+
+// proposalTracker numbers the controller's proposals and holds answers
+// that wait for the ones in flight.
+type proposalTracker struct {
+	made    uint64   // proposals begun
+	pending []uint64 // those in flight, in the order begun
+	// failed are the proposals that failed while someone waited.
+	failed  []failedProposal
+	waiters []proposalWaiter
+}
+
+type failedProposal struct {
+	seq uint64
+	err error
+}
+
+type proposalWaiter struct {
+	upTo uint64 // every proposal up to this one must have ended
+	// since is len(failed) when it began to wait: the failures before
+	// it came before its decision (the controller was rebuilt after them).
+	since int
+	done  func(error)
+}
+
+func (t *proposalTracker) begin() uint64 {
+	t.made++
+	t.pending = append(t.pending, t.made)
+	return t.made
+}
+
+// await calls done, on loop, once every proposal begun so far has ended:
+// nil if all committed, else the first failure's error.
+func (t *proposalTracker) await(loop env.Loop, done func(error)) {
+	if len(t.pending) == 0 {
+		loop.Post(func() { done(nil) })
+		return
+	}
+	t.waiters = append(t.waiters, proposalWaiter{upTo: t.made, since: len(t.failed), done: done})
+}
+
+// end records that proposal seq ended with err, and answers the waiters
+// no proposal in flight holds any more.
+func (t *proposalTracker) end(seq uint64, err error) {
+	t.pending = slices.DeleteFunc(t.pending, func(s uint64) bool { return s == seq })
+	if err != nil && len(t.waiters) > 0 {
+		t.failed = append(t.failed, failedProposal{seq, err})
+	}
+	type answer struct {
+		done func(error)
+		err  error
+	}
+	var ready []answer
+	t.waiters = slices.DeleteFunc(t.waiters, func(w proposalWaiter) bool {
+		if len(t.pending) > 0 && t.pending[0] <= w.upTo {
+			return false
+		}
+		a := answer{done: w.done}
+		for _, f := range t.failed[w.since:] {
+			if f.seq <= w.upTo {
+				a.err = f.err
+				break
+			}
+		}
+		ready = append(ready, a)
+		return true
+	})
+	if len(t.waiters) == 0 {
+		t.failed = t.failed[:0]
+	}
+	for _, a := range ready {
+		a.done(a.err)
+	}
 }
 
 // controllerApplied tells the controller the committed image moved, and

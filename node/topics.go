@@ -134,7 +134,21 @@ func (b *Broker) createTopics(specs []topicSpec, validateOnly bool, done func([]
 		}
 	}
 	if len(wanted) == 0 {
-		b.env.Loop.Post(func() { done(results) })
+		// Refusals decided against the controller's view wait for what
+		// it holds in flight (propose); a node that is not the controller
+		// answers from its image (validateOnly).
+		if b.ctl == nil {
+			b.env.Loop.Post(func() { done(results) })
+			return
+		}
+		b.propose(nil, func(err error) {
+			if err != nil {
+				for i := range results {
+					results[i].err, results[i].msg, results[i].topic = commitErrorCode(err), err.Error(), nil
+				}
+			}
+			done(results)
+		})
 		return
 	}
 	if b.ctl == nil {
