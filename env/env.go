@@ -54,9 +54,15 @@ type Loop interface {
 // Clock is a node's view of time. Record timestamps, retention, session
 // timeouts and raft ticks all come from here. The simulator gives each node a
 // clock with its own skew and drift and can make it jump, so Now may move
-// backwards: code that measures elapsed time must tolerate that.
+// backwards: code that measures elapsed time must tolerate that, or use
+// Elapsed.
 type Clock interface {
 	Now() time.Time
+	// Elapsed is the time elapsed on a clock that never jumps (the
+	// oscillator, CLOCK_MONOTONIC) since some fixed origin: what session
+	// timeouts and leases count, so that a step of the wall clock neither
+	// expires them early nor keeps them alive. It never decreases.
+	Elapsed() time.Duration
 	// AfterFunc runs f on the loop once d has elapsed on this clock. A
 	// non-positive d fires on a later loop turn, never inside AfterFunc.
 	AfterFunc(d time.Duration, f func()) Timer

@@ -63,6 +63,8 @@ type harnessClock struct {
 
 func (c harnessClock) Now() time.Time { return epoch0.Add(c.h.s.Now() + c.h.skew) }
 
+func (c harnessClock) Elapsed() time.Duration { return c.h.s.Now() }
+
 func (c harnessClock) AfterFunc(d time.Duration, f func()) env.Timer {
 	e := c.h.s.After(max(d, 0), sched.Label{Kind: "timer", Node: "n1"}, func() {
 		if c.inc == c.h.inc {

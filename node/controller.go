@@ -20,61 +20,54 @@ import (
 // NTP step, or the simulator's clock jumps) must neither fence every broker
 // at once nor keep a dead one alive.
 
-// monoClock is a monotonic time for the controller's sessions: the node's
-// clock at start, advanced by a timer's ticks, which count elapsed time
-// whatever Now does.
+// monoClock is a monotonic time for the controller's sessions and the
+// coordinators': the node's clock at start, advanced by what Clock.Elapsed
+// says has passed since, read at each of a timer's ticks (now) or finer
+// (Broker.monoNow). It used to count what Now said passed between ticks,
+// taking a jump of more than monoJumpMax as one tick: in the simulator,
+// whose Now has no monotonic reading (Go's time.Now has), a forward jump
+// of a few seconds then aged every session by as much, and a KIP-848
+// coordinator handed a member's partitions on while its session still ran
+// (five-node seed 672).
 type monoClock struct {
 	now   time.Time
 	timer env.Timer
-	// last is Clock.Now at the last tick, from which fine reads
-	// (Broker.monoNow) count.
-	last time.Time
+	// start and startElapsed anchor the clock: its time is start plus
+	// the Elapsed since startElapsed. lastElapsed is Elapsed at the last
+	// tick.
+	start                     time.Time
+	startElapsed, lastElapsed time.Duration
 }
 
 // monoTick is monoClock's resolution; sessions are seconds long.
 const monoTick = 100 * time.Millisecond
 
 func (b *Broker) startMonoClock() {
-	b.mono.now = b.env.Clock.Now()
-	b.mono.last = b.mono.now
+	b.mono.start, b.mono.startElapsed = b.env.Clock.Now(), b.env.Clock.Elapsed()
+	b.mono.now, b.mono.lastElapsed = b.mono.start, b.mono.startElapsed
 	var tick func()
 	tick = func() {
-		// A tick that fires late (a busy loop) counts the time that
-		// passed, as Now tells it, unless Now jumped (backwards, or more
-		// than monoJumpMax past the tick): then it counts one tick. Adding
-		// one tick per firing lost the time of late ticks, and under load
-		// a 9 s session lasted 18 s.
-		now := b.env.Clock.Now()
-		elapsed := now.Sub(b.mono.last)
-		if elapsed > monoJumpMax {
-			// A jump forward, or the process was stopped that long: how
-			// much time passed is unknown, so the leader lease (which
-			// this clock times) is given up until the next heartbeat
-			// renews it.
+		elapsed := b.env.Clock.Elapsed()
+		if elapsed-b.mono.lastElapsed > monoJumpMax {
+			// The loop stood still that long (the process was stopped,
+			// or starved): the leader lease (which this clock times) is
+			// given up until the next heartbeat renews it.
 			b.hb.leaseUntil = time.Time{}
 		}
-		if elapsed < 0 || elapsed > monoJumpMax {
-			elapsed = monoTick
-		}
-		b.mono.last = now
-		b.mono.now = b.mono.now.Add(elapsed)
+		b.mono.lastElapsed = elapsed
+		b.mono.now = b.mono.start.Add(elapsed - b.mono.startElapsed)
 		b.mono.timer = b.env.Clock.AfterFunc(monoTick, tick)
 	}
 	b.mono.timer = b.env.Clock.AfterFunc(monoTick, tick)
 }
 
-// monoNow is monoClock's time read finer than its ticks: mono.now plus
-// what Now says passed since the last tick, unless Now jumped.
+// monoNow is monoClock's time read finer than its ticks.
 func (b *Broker) monoNow() time.Time {
-	d := b.env.Clock.Now().Sub(b.mono.last)
-	if d < 0 || d > monoJumpMax {
-		d = 0
-	}
-	return b.mono.now.Add(d)
+	return b.mono.start.Add(b.env.Clock.Elapsed() - b.mono.startElapsed)
 }
 
-// monoJumpMax is the longest a tick may be late before the clock is taken
-// to have jumped.
+// monoJumpMax is the longest a tick may be late before the loop is taken
+// to have stood still.
 const monoJumpMax = 5 * time.Second
 
 func (b *Broker) stopMonoClock() {

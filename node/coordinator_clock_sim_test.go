@@ -34,3 +34,22 @@ func TestGroupTimersIgnoreAClockJump(t *testing.T) {
 		require.Less(t, c.world.Now()-start, 5*time.Second, "jump %s", jump)
 	}
 }
+
+// The sessions' monotonic clock counts elapsed time, not steps of the
+// wall clock: a second after a 4 s step forward (below the 5 s past which
+// a late tick counts as a stall) it has moved a second, not five. It used
+// to count the step, so a KIP-848 coordinator expired a member's session
+// early and gave its partition to another member while the first still
+// owned it (five-node seed 672 of the simulator's sweep).
+func TestMonotonicClockIgnoresASmallStep(t *testing.T) {
+	for _, step := range []time.Duration{4 * time.Second, -4 * time.Second, time.Hour} {
+		c := newSimCluster(t, 77, 1, nil)
+		b := c.brokers[0]
+		before, beforeMono := c.world.Now(), b.monoNow()
+		c.world.Node(c.host(0)).Clock().Jump(step)
+		c.world.Run(time.Second)
+		passed, passedMono := c.world.Now()-before, b.monoNow().Sub(beforeMono)
+		require.InDelta(t, passed.Seconds(), passedMono.Seconds(), 0.01, "step %s: %s of virtual time, %s on the monotonic clock", step, passed, passedMono)
+		require.InDelta(t, passed.Seconds(), b.mono.now.Sub(beforeMono).Seconds(), monoTick.Seconds()+0.01, "step %s: its ticks", step)
+	}
+}

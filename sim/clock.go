@@ -113,6 +113,13 @@ type nodeClock struct{ inc *incarnation }
 
 func (c nodeClock) Now() time.Time { return c.inc.node.clock.Now() }
 
+// Elapsed implements env.Clock: the node's oscillator time, which drifts
+// but never jumps (Jump moves only the wall clock).
+func (c nodeClock) Elapsed() time.Duration {
+	clock := c.inc.node.clock
+	return clock.elapsed(clock.w.sched.Now())
+}
+
 // AfterFunc implements env.Clock. The timer's deadline is on the node's
 // oscillator; a scheduler event is set for the first virtual instant at
 // which it has passed.

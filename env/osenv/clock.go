@@ -35,6 +35,12 @@ func newClock(loop *Loop, node *Node) *clock {
 
 func (c *clock) Now() time.Time { return time.Now() }
 
+// processStart carries time.Now's monotonic reading, so that Elapsed is
+// monotonic whatever the wall clock does.
+var processStart = time.Now()
+
+func (c *clock) Elapsed() time.Duration { return time.Since(processStart) }
+
 // AfterFunc implements env.Clock. f runs on the loop once d has elapsed; a
 // non-positive d runs f on a later loop turn.
 func (c *clock) AfterFunc(d time.Duration, f func()) env.Timer {

@@ -35,6 +35,8 @@ type fakeClock struct{ timers []*fakeTimer }
 
 func (c *fakeClock) Now() time.Time { return time.Unix(1700000000, 0) }
 
+func (c *fakeClock) Elapsed() time.Duration { return 0 }
+
 func (c *fakeClock) AfterFunc(d time.Duration, f func()) env.Timer {
 	t := &fakeTimer{d: d, f: f}
 	c.timers = append(c.timers, t)

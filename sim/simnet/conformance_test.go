@@ -58,6 +58,7 @@ func (s skipper) skip() { s.t.Skip("simnet provides only the network") }
 
 func (s skipper) Post(func())                               { s.skip() }
 func (s skipper) Now() time.Time                            { s.skip(); return time.Time{} }
+func (s skipper) Elapsed() time.Duration                    { s.skip(); return 0 }
 func (s skipper) AfterFunc(time.Duration, func()) env.Timer { s.skip(); return nil }
 func (s skipper) Create(string) (env.File, error)           { s.skip(); return nil, nil }
 func (s skipper) Open(string) (env.File, error)             { s.skip(); return nil, nil }
