@@ -692,18 +692,7 @@ func TestInitProducerIDWithoutAQuorumIsRetriable(t *testing.T) {
 func TestClusterCreateTopicsAnswerIsTheCreatesEvenWhenPartitionsAreAddedAtOnce(t *testing.T) {
 	c := newSimCluster(t, 4, 3, nil)
 	ctl := c.controller()
-	dial := func() *wire.Client {
-		var cl *wire.Client
-		c.world.Node("c1").Post(func() {
-			wire.Dial(c.world.Node("c1").Env().Net, c.host(ctl)+":9092", "test", func(got *wire.Client, err error) {
-				require.NoError(t, err)
-				cl = got
-			})
-		})
-		require.True(t, c.world.RunUntil(func() bool { return cl != nil }, time.Minute))
-		return cl
-	}
-	creator, grower := dial(), dial()
+	creator, grower := c.dialNew(ctl), c.dialNew(ctl)
 	create := kmsg.NewPtrCreateTopicsRequest()
 	create.Version, create.TimeoutMillis = 7, 30000
 	ct := kmsg.NewCreateTopicsRequestTopic()
@@ -755,18 +744,7 @@ func TestClusterRefusalWaitsForTheProposalsItWasDecidedAgainst(t *testing.T) {
 	c := newSimCluster(t, 4, 3, nil)
 	require.Zero(t, c.createTopic(0, "grown", 1))
 	ctl := c.controller()
-	dial := func() *wire.Client {
-		var cl *wire.Client
-		c.world.Node("c1").Post(func() {
-			wire.Dial(c.world.Node("c1").Env().Net, c.host(ctl)+":9092", "test", func(got *wire.Client, err error) {
-				require.NoError(t, err)
-				cl = got
-			})
-		})
-		require.True(t, c.world.RunUntil(func() bool { return cl != nil }, time.Minute))
-		return cl
-	}
-	first, second := dial(), dial()
+	first, second := c.dialNew(ctl), c.dialNew(ctl)
 	grow := func() *kmsg.CreatePartitionsRequest {
 		req := kmsg.NewPtrCreatePartitionsRequest()
 		req.TimeoutMillis = 30000
@@ -802,4 +780,19 @@ func TestClusterRefusalWaitsForTheProposalsItWasDecidedAgainst(t *testing.T) {
 	require.Equal(t, kerr.NotController.Code, b.Topics[0].ErrorCode, "so the refusal decided against it is no answer either")
 	c.world.Net().HealAll()
 	require.Len(t, c.leaders(c.controller(), "grown"), 1, "nothing grew")
+}
+
+// dialNew opens a connection of its own from the client node to node i's
+// broker listener, for tests that keep several requests in flight.
+func (c *simCluster) dialNew(i int) *wire.Client {
+	c.t.Helper()
+	var cl *wire.Client
+	c.world.Node("c1").Post(func() {
+		wire.Dial(c.world.Node("c1").Env().Net, c.host(i)+":9092", "test", func(got *wire.Client, err error) {
+			require.NoError(c.t, err)
+			cl = got
+		})
+	})
+	require.True(c.t, c.world.RunUntil(func() bool { return cl != nil }, time.Minute))
+	return cl
 }
