@@ -132,9 +132,6 @@ func (c nodeClock) AfterFunc(d time.Duration, f func()) env.Timer {
 	d = max(min(d, maxTimer), -maxTimer)
 	inc.timerSeq++
 	t := &timer{f: f, inc: inc, deadline: clock.elapsed(clock.w.sched.Now()) + d, seq: inc.timerSeq, index: -1}
-	if inc.fire == nil {
-		inc.fire = inc.fireTimer
-	}
 	t.event = inc.schedule(clock.virtualDelay(d), sched.Label{Kind: "timer"}, inc.fire)
 	if t.event != nil {
 		heap.Push(&inc.timers, t)

@@ -210,6 +210,7 @@ func (n *Node) start() {
 	n.boots++
 	n.killed = false
 	inc := &incarnation{node: n}
+	inc.fire = inc.fireTimer
 	inc.env = env.Env{
 		Loop:  inc,
 		Clock: nodeClock{inc: inc},

@@ -36,10 +36,9 @@ type Event struct {
 	fn    func()
 	// owner, if set, runs fn (AfterFor): one allocation per event where a
 	// wrapping closure would make two.
-	owner    Owner
-	s        *Scheduler
-	index    int // position in the heap, -1 once removed
-	canceled bool
+	owner Owner
+	s     *Scheduler
+	index int // position in the heap, -1 once run or canceled
 }
 
 // At returns the virtual time the event is due.
@@ -53,16 +52,15 @@ func (e *Event) At() time.Duration { return e.at }
 // the heap grew it to 150,000 entries, 30 times the live ones, each push
 // and pop paying for its depth.
 func (e *Event) Cancel() bool {
-	if e.canceled || e.index < 0 {
+	if e.index < 0 {
 		return false
 	}
-	e.canceled = true
 	e.s.remove(e.index)
 	return true
 }
 
 // Pending reports whether the event has neither run nor been canceled.
-func (e *Event) Pending() bool { return !e.canceled && e.index >= 0 }
+func (e *Event) Pending() bool { return e.index >= 0 }
 
 // Scheduler runs events in (time, sequence) order.
 type Scheduler struct {
@@ -149,24 +147,22 @@ func (s *Scheduler) at(at time.Duration, label Label, owner Owner, fn func()) *E
 	return e
 }
 
-// Step runs the next event that is not canceled, advancing virtual time to
-// it. It reports false when no event is left.
+// Step runs the next event, advancing virtual time to it. It reports false
+// when no event is left.
 func (s *Scheduler) Step() bool {
-	for len(s.heap) > 0 {
-		e := s.pop()
-		if e.canceled {
-			continue
-		}
-		s.now = e.at
-		s.fold(e)
-		if e.owner != nil {
-			e.owner.Run(e.label, e.fn)
-		} else {
-			e.fn()
-		}
-		return true
+	if len(s.heap) == 0 {
+		return false
 	}
-	return false
+	e := s.heap[0]
+	s.remove(0)
+	s.now = e.at
+	s.fold(e)
+	if e.owner != nil {
+		e.owner.Run(e.label, e.fn)
+	} else {
+		e.fn()
+	}
+	return true
 }
 
 // RunUntil runs every event due at or before t, then sets the clock to t.
@@ -204,15 +200,7 @@ func (s *Scheduler) NextAt() (time.Duration, bool) {
 }
 
 // Len returns the number of pending events.
-func (s *Scheduler) Len() int {
-	n := 0
-	for _, e := range s.heap {
-		if !e.canceled {
-			n++
-		}
-	}
-	return n
-}
+func (s *Scheduler) Len() int { return len(s.heap) }
 
 // Delivered returns how many events have run.
 func (s *Scheduler) Delivered() uint64 { return s.delivered }
@@ -282,13 +270,10 @@ func (e *Event) less(o *Event) bool {
 }
 
 func (s *Scheduler) peek() *Event {
-	for len(s.heap) > 0 {
-		if e := s.heap[0]; !e.canceled {
-			return e
-		}
-		s.pop()
+	if len(s.heap) == 0 {
+		return nil
 	}
-	return nil
+	return s.heap[0]
 }
 
 func (s *Scheduler) push(e *Event) {
@@ -315,21 +300,6 @@ func (s *Scheduler) remove(i int) {
 		}
 	}
 	e.index = -1
-}
-
-func (s *Scheduler) pop() *Event {
-	h := s.heap
-	top := h[0]
-	last := len(h) - 1
-	h[0] = h[last]
-	h[0].index = 0
-	h[last] = nil
-	s.heap = h[:last]
-	if last > 0 {
-		s.down(0)
-	}
-	top.index = -1
-	return top
 }
 
 func (s *Scheduler) up(i int) {
