@@ -229,25 +229,19 @@ func (m *realMeta) live(ctx context.Context, id int) {
 // noteExisting notes topic, made before the history began, once every
 // node shows it (with one id), as the history requires.
 func (m *realMeta) noteExisting(ctx context.Context, topic string) error {
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		finals, err := m.images(ctx)
-		if err == nil {
-			t, ok := finals[0].Topics[topic]
-			agree := ok
-			for _, f := range finals {
-				agree = agree && f.Topics[topic].ID == t.ID && f.Topics[topic].Partitions == t.Partitions
-			}
-			if agree {
-				m.locked(func() { m.h.Existing(topic, t.ID, t.Partitions) })
-				return nil
-			}
+	finals, err := m.awaitImages(ctx, func(finals []jepsen.FinalImage) bool {
+		t, ok := finals[0].Topics[topic]
+		for _, f := range finals {
+			ok = ok && f.Topics[topic].ID == t.ID && f.Topics[topic].Partitions == t.Partitions
 		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			return fmt.Errorf("not every node shows topic %s after 60 s (%v)", topic, err)
-		}
-		time.Sleep(200 * time.Millisecond)
+		return ok
+	})
+	if err != nil {
+		return fmt.Errorf("not every node shows topic %s: %w", topic, err)
 	}
+	t := finals[0].Topics[topic]
+	m.locked(func() { m.h.Existing(topic, t.ID, t.Partitions) })
+	return nil
 }
 
 // settle waits until every node's image is the same, notes
@@ -255,31 +249,46 @@ func (m *realMeta) noteExisting(ctx context.Context, topic string) error {
 // existing if it is there, and records each node's image as final
 // describes.
 func (m *realMeta) settle(ctx context.Context) error {
-	deadline := time.Now().Add(60 * time.Second)
+	finals, err := m.awaitImages(ctx, imagesAgree)
+	if err != nil {
+		return fmt.Errorf("the nodes did not converge after healing: %w", err)
+	}
+	if m.r.o.sabotageMeta {
+		// A test-only lie: the first node's image lost the data topic.
+		delete(finals[0].Topics, dataTopic)
+	}
+	m.locked(func() {
+		if t, ok := finals[0].Topics[offsetsTopicName]; ok {
+			m.h.Existing(offsetsTopicName, t.ID, t.Partitions)
+		}
+		for _, f := range finals {
+			m.h.FinalImage(metaFinalClient, f)
+		}
+		m.finals = finals
+	})
+	return nil
+}
+
+// awaitImages asks every node for its image, over one set of
+// connections, every 300 ms until ready holds of the images or a minute
+// has passed.
+func (m *realMeta) awaitImages(ctx context.Context, ready func([]jepsen.FinalImage) bool) ([]jepsen.FinalImage, error) {
+	c, err := m.connect(-1)
+	if err != nil {
+		return nil, err
+	}
+	defer c.close()
+	deadline := time.Now().Add(time.Minute)
 	for {
-		finals, err := m.images(ctx)
-		if err == nil && imagesAgree(finals) {
-			if m.r.o.sabotageMeta {
-				// A test-only lie: the first node's image lost the data
-				// topic.
-				delete(finals[0].Topics, dataTopic)
-			}
-			m.locked(func() {
-				if t, ok := finals[0].Topics[offsetsTopicName]; ok {
-					m.h.Existing(offsetsTopicName, t.ID, t.Partitions)
-				}
-				for _, f := range finals {
-					m.h.FinalImage(metaFinalClient, f)
-				}
-				m.finals = finals
-			})
-			return nil
+		finals, err := c.images(ctx)
+		if err == nil && ready(finals) {
+			return finals, nil
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
 			if err == nil {
 				err = errors.New("their images differ")
 			}
-			return fmt.Errorf("the nodes did not converge in 60 s after healing: %v", err)
+			return nil, fmt.Errorf("after a minute: %w", err)
 		}
 		time.Sleep(300 * time.Millisecond)
 	}
@@ -294,12 +303,7 @@ const metaFinalClient = 1000
 // images asks every node for its image: every topic's id and partition
 // count (Metadata), and the metadata workload's config of each
 // (DescribeConfigs).
-func (m *realMeta) images(ctx context.Context) ([]jepsen.FinalImage, error) {
-	c, err := m.connect(-1)
-	if err != nil {
-		return nil, err
-	}
-	defer c.close()
+func (c *metaConn) images(ctx context.Context) ([]jepsen.FinalImage, error) {
 	var out []jepsen.FinalImage
 	for i, node := range c.nodeIDs {
 		f := jepsen.FinalImage{Node: node, Topics: map[string]jepsen.TopicSummary{}}
