@@ -80,8 +80,43 @@ func (f *shapeFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.skipFaults, "skip-faults", "", "fault draws that inject nothing, numbered from 0 (\"0-3,7\"), as sim minimize prints them")
 }
 
-// config checks the flags and returns the run they describe (seed 0).
+// config checks the flags and returns the runs they describe, for every
+// seed of a sweep (seed 0): --set then needs a shape, since each swarm
+// seed chooses its own and the keys differ between one broker and a
+// cluster.
 func (f *shapeFlags) config(cmd *cobra.Command) (simrun.Config, error) {
+	cfg, err := f.parse(cmd)
+	if err != nil || len(cfg.Set) == 0 {
+		return cfg, err
+	}
+	if cfg.Swarm {
+		return cfg, errors.New("--set needs one shape for every seed: name it with --nodes instead of --swarm")
+	}
+	if _, err := simrun.Choose(cfg); err != nil {
+		return cfg, fmt.Errorf("--set: %w", err)
+	}
+	return cfg, nil
+}
+
+// configFor checks the flags and returns the run of one seed. Its shape
+// is known even under --swarm, so --set goes with --swarm here: a
+// minimized swarm seed is replayed that way.
+func (f *shapeFlags) configFor(cmd *cobra.Command, seed uint64) (simrun.Config, error) {
+	cfg, err := f.parse(cmd)
+	if err != nil {
+		return cfg, err
+	}
+	cfg.Seed = seed
+	if len(cfg.Set) > 0 {
+		if _, err := simrun.Choose(cfg); err != nil {
+			return cfg, fmt.Errorf("--set: %w", err)
+		}
+	}
+	return cfg, nil
+}
+
+// parse checks the flags but --set's keys.
+func (f *shapeFlags) parse(cmd *cobra.Command) (simrun.Config, error) {
 	if err := checkDuration(f.duration); err != nil {
 		return simrun.Config{}, err
 	}
@@ -97,17 +132,8 @@ func (f *shapeFlags) config(cmd *cobra.Command) (simrun.Config, error) {
 	if err != nil {
 		return simrun.Config{}, fmt.Errorf("--skip-faults: %w", err)
 	}
-	cfg := simrun.Config{Duration: f.duration, Nodes: f.nodes, BrokerOnly: f.brokers, MetaOnly: f.metaOnly, Swarm: f.swarm,
-		Set: f.set, SkipFaults: skips}
-	if len(f.set) > 0 {
-		if f.swarm {
-			return cfg, errors.New("--set needs one shape for every seed: name it with --nodes instead of --swarm")
-		}
-		if _, err := simrun.Choose(cfg); err != nil {
-			return cfg, fmt.Errorf("--set: %w", err)
-		}
-	}
-	return cfg, nil
+	return simrun.Config{Duration: f.duration, Nodes: f.nodes, BrokerOnly: f.brokers, MetaOnly: f.metaOnly, Swarm: f.swarm,
+		Set: f.set, SkipFaults: skips}, nil
 }
 
 // runArgs are the arguments of sim run that replay cfg.
@@ -160,7 +186,7 @@ func newSimRunCommand() *cobra.Command {
 		Short: "Run one seed: print what it chose, then its summary line; exit 1 on a violation",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := shape.config(cmd)
+			cfg, err := shape.configFor(cmd, seed)
 			if err != nil {
 				return err
 			}
@@ -170,7 +196,7 @@ func newSimRunCommand() *cobra.Command {
 			if until < 0 {
 				return fmt.Errorf("--until %s: want a virtual time from the run's start", until)
 			}
-			cfg.Seed, cfg.Timeline, cfg.Until = seed, out != "", until
+			cfg.Timeline, cfg.Until = out != "", until
 			choice, err := simrun.Choose(cfg)
 			if err != nil {
 				return err

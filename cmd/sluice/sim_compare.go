@@ -29,11 +29,10 @@ where the partition has one producer. A difference is printed with the
 variant's replay command.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := shape.config(cmd)
+			cfg, err := shape.configFor(cmd, seed)
 			if err != nil {
 				return err
 			}
-			cfg.Seed = seed
 			choice, err := simrun.Choose(cfg)
 			if err != nil {
 				return err

@@ -33,7 +33,7 @@ make test replays every file under cmd/sluice/testdata/sim-regressions and
 requires it to pass, so the bug it found stays fixed.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := shape.config(cmd)
+			cfg, err := shape.configFor(cmd, seed)
 			if err != nil {
 				return err
 			}
@@ -45,7 +45,6 @@ requires it to pass, so the bug it found stays fixed.`,
 					return fmt.Errorf("--save %s: %w", save, err)
 				}
 			}
-			cfg.Seed = seed
 			w := cmd.OutOrStdout()
 			fmt.Fprintf(w, "minimizing: %s\n", replayCommand(cfg))
 			m, err := simrun.Minimize(cfg, budget, func(change string, s simrun.Summary, kept bool) {

@@ -128,6 +128,9 @@ func TestSimRefusesBadArguments(t *testing.T) {
 		{"sim", "sweep", "--seeds", "1-2", "--nodes", "5", "--broker-only", "-1"},
 		{"sim", "run", "--seed", "1", "--swarm", "--nodes", "3"},
 		{"sim", "sweep", "--seeds", "1-2", "--swarm", "--set", "producers=1"},
+		// Swarm seed 2523 is one broker: a cluster's key is refused.
+		{"sim", "run", "--seed", "2523", "--swarm", "--set", "rf=3"},
+		{"sim", "minimize", "--seed", "2523", "--swarm", "--set", "rf=3"},
 		{"sim", "run", "--seed", "1", "--set", "producers=99"},
 		{"sim", "run", "--seed", "1", "--skip-faults", "3-1"},
 		{"sim", "minimize", "--seed", "1", "--budget", "0"},
