@@ -34,6 +34,13 @@ var _ quorum.StateMachine = metaState{}
 // the quorum's membership.
 func (m metaState) Apply(e quorum.Applied) error {
 	b := m.b
+	if e.ConfChange == nil && len(e.Data) == 0 {
+		// A leader's empty entry: the image is as it was, but the applied
+		// index moves, so that a wait for the commit index a restarted
+		// node recovered ends even when its log ends in one.
+		b.setApplied(e.Index)
+		return nil
+	}
 	if e.ConfChange != nil {
 		b.applyMembership(e)
 	} else if len(e.Data) > 0 {

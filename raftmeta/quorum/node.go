@@ -115,10 +115,12 @@ func (c Config) withDefaults() (Config, error) {
 // StateMachine is what the quorum replicates into. Every method runs on
 // the node's loop; none may block.
 type StateMachine interface {
-	// Apply applies a committed entry, in index order. The leader's empty
-	// entries (the first of each term) are not passed on. An error stops
-	// the node: it means a bug or corruption, and the entry's effect on the
-	// state is unknown.
+	// Apply applies a committed entry, in index order, every index once.
+	// A leader's empty entry (the first of each term) comes with neither
+	// Data nor ConfChange: it changes nothing but the applied index, which
+	// a caller waiting for the state to reach a commit index needs to see
+	// move (a log may end in one). An error stops the node: it means a bug
+	// or corruption, and the entry's effect on the state is unknown.
 	Apply(e Applied) error
 	// Snapshot returns the state as of the last applied entry.
 	Snapshot() ([]byte, error)
@@ -133,8 +135,9 @@ type StateMachine interface {
 	Activated(term uint64)
 }
 
-// Applied is a committed entry: its data as proposed (Data), or a membership
-// change (ConfChange, with the configuration it led to in ConfState).
+// Applied is a committed entry: its data as proposed (Data), a membership
+// change (ConfChange, with the configuration it led to in ConfState), or
+// neither: a leader's empty entry.
 type Applied struct {
 	Index, Term uint64
 	Data        []byte

@@ -213,7 +213,7 @@ func (n *Node) applyEntry(e *pb.Entry) error {
 	case pb.EntryNormal:
 		if len(e.GetData()) == 0 {
 			n.emptyEntry(e)
-			return nil
+			return n.sm.Apply(Applied{Index: e.GetIndex(), Term: e.GetTerm()})
 		}
 		h, data, err := parseHeader(e.GetData())
 		if err != nil {
