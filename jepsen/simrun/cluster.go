@@ -765,21 +765,11 @@ func (r *clusterRun) fail(format string, args ...any) {
 
 func (r *clusterRun) summarize() Summary {
 	w := r.w
-	cfg := jepsen.MetaConfig{Config: jepsen.Config{Timeout: r.cfg.CheckTimeout}}
-	meta := jepsen.CheckMeta(r.mh, cfg)
-	quorum := append(jepsen.CheckLeaders(r.raftSamples), jepsen.CheckAppliedLogs(r.appliedSamples)...)
-	if len(r.finals) > 0 {
-		vs, err := jepsen.CheckConverged(r.mh.Events(), r.finals)
-		if err != nil {
-			r.fail("converged: %v", err)
-		}
-		quorum = append(quorum, vs...)
-	}
-	r.probes.addN("observe.raft_samples", len(r.raftSamples))
-	r.probes.addN("observe.applied_samples", len(r.appliedSamples))
-	if len(quorum) > 0 {
-		meta.Violations = append(meta.Violations, quorum...)
-		meta.Verdict = jepsen.Invalid
+	// A history cut short (Config.Until) is not checked.
+	checked := !r.until.reached()
+	var meta jepsen.MetaResult
+	if checked {
+		meta = r.checkMeta()
 	}
 	for _, n := range r.nodes {
 		st := n.node.Disk().Stats()
@@ -789,7 +779,10 @@ func (r *clusterRun) summarize() Summary {
 	if r.groups != nil {
 		r.groups.judge()
 	}
-	check := jepsen.Check(r.h, jepsen.Config{Timeout: r.cfg.CheckTimeout})
+	var check jepsen.Result
+	if checked {
+		check = jepsen.Check(r.h, r.cfg.checkConfig(len(r.failures) > 0 || meta.Verdict == jepsen.Invalid))
+	}
 	ops := 0
 	for _, e := range r.mh.Events() {
 		if e.Kind == jepsen.KindInvoke {
@@ -823,6 +816,26 @@ func (r *clusterRun) summarize() Summary {
 	}
 	s.Timeline = r.rec.finish(s, w, r.raftSamples, names)
 	return r.until.summarize(s)
+}
+
+// checkMeta judges the metadata history and the quorum's samples.
+func (r *clusterRun) checkMeta() jepsen.MetaResult {
+	meta := jepsen.CheckMeta(r.mh, jepsen.MetaConfig{Config: r.cfg.checkConfig(len(r.failures) > 0)})
+	quorum := append(jepsen.CheckLeaders(r.raftSamples), jepsen.CheckAppliedLogs(r.appliedSamples)...)
+	if len(r.finals) > 0 {
+		vs, err := jepsen.CheckConverged(r.mh.Events(), r.finals)
+		if err != nil {
+			r.fail("converged: %v", err)
+		}
+		quorum = append(quorum, vs...)
+	}
+	r.probes.addN("observe.raft_samples", len(r.raftSamples))
+	r.probes.addN("observe.applied_samples", len(r.appliedSamples))
+	if len(quorum) > 0 {
+		meta.Violations = append(meta.Violations, quorum...)
+		meta.Verdict = jepsen.Invalid
+	}
+	return meta
 }
 
 // dumpState writes every node's state.

@@ -48,10 +48,14 @@ func (u *untilStop) check(at time.Duration) {
 	panic(untilReached{})
 }
 
+// reached says whether the run was stopped: its history is cut short,
+// and is not checked.
+func (u *untilStop) reached() bool { return u != nil && u.fired }
+
 // summarize marks a summary of a stopped run: its state, and no verdict
 // on a history cut short (the failures seen before the stop stay).
 func (u *untilStop) summarize(s Summary) Summary {
-	if u == nil || !u.fired {
+	if !u.reached() {
 		return s
 	}
 	s.Stopped, s.State = u.at, u.state
