@@ -38,6 +38,9 @@ type clusterNemesis struct {
 	// connNext is the next one's event.
 	connRand *rng.Rand
 	connNext *sched.Event
+	// laggers aims kills at leaders of lagging followers
+	// (cluster_lagging_leader.go); nil in the seeds that do not.
+	laggers *laggerKiller
 	// draws counts the faults drawn so far (Config.SkipFaults).
 	draws int
 	// safetyEnd is when the safety phase ends, and the heal with it.
@@ -48,6 +51,7 @@ func (n *clusterNemesis) start() {
 	if len(n.r.opts.Faults) > 0 {
 		n.schedule()
 		n.startConnStalls()
+		n.startLaggerKills()
 	}
 	if slices.Contains(n.r.opts.Faults, FaultPowerLoss) && !n.r.cfg.MetaOnly && n.r.opts.ReplicationFactor > 1 {
 		// Syncs of tens to hundreds of milliseconds (a slow disk), so that
@@ -147,6 +151,7 @@ func (n *clusterNemesis) heal() {
 		n.connNext.Cancel()
 		n.connNext = nil
 	}
+	n.laggers.stop()
 	for _, u := range n.undos {
 		if u.f != nil {
 			u.ev.Cancel()
@@ -568,7 +573,7 @@ func (n *clusterNemesis) stallISRChange(done func()) bool {
 	if r.w.Now()+2*lag+2*time.Second > n.safetyEnd {
 		return false
 	}
-	a, ok := n.isrTarget()
+	a, ok := n.isrTarget(n.connRand, false)
 	if !ok {
 		return false
 	}
@@ -720,11 +725,13 @@ func (a *isrAim) end() {
 	a.done()
 }
 
-// isrTarget picks a partition of the data topic whose leader is running,
+// isrTarget picks, by rand, a partition of the data topic whose leader is running,
 // is not the active controller and may be taken out, and one of its
 // followers, of a partition whose high watermark still advances without
-// that follower (more replicas than min.insync.replicas).
-func (n *clusterNemesis) isrTarget() (*isrAim, bool) {
+// that follower (more replicas than min.insync.replicas). With
+// preferredOnly, the follower is the first of the replicas but the
+// leader: the one an election that ignored the ISR would pick.
+func (n *clusterNemesis) isrTarget(rand *rng.Rand, preferredOnly bool) (*isrAim, bool) {
 	var aims []*isrAim
 	for _, cn := range n.r.nodes {
 		b := cn.broker()
@@ -741,9 +748,15 @@ func (n *clusterNemesis) isrTarget() (*isrAim, bool) {
 				continue
 			}
 			for _, id := range p.Replicas {
-				if id != cn.id && id >= 1 && int(id) <= len(n.r.nodes) {
+				if id == cn.id {
+					continue
+				}
+				if id >= 1 && int(id) <= len(n.r.nodes) {
 					aims = append(aims, &isrAim{leader: cn.id, follower: id, l: int(cn.id - 1), f: int(id - 1),
 						ctl: int(view.Leader - 1), part: pi})
+				}
+				if preferredOnly {
+					break
 				}
 			}
 		}
@@ -751,5 +764,5 @@ func (n *clusterNemesis) isrTarget() (*isrAim, bool) {
 	if len(aims) == 0 {
 		return nil, false
 	}
-	return aims[n.connRand.Intn(len(aims))], true
+	return aims[rand.Intn(len(aims))], true
 }

@@ -92,6 +92,7 @@ func KnownClusterProbes(metaOnly bool) []string {
 			"data.preferred_replica", "data.follower_fetch", "data.page_cache", "data.replica_compared", "data.reassignment", "data.reassignment_during_fault",
 			"moment.follower_sync_inflight.armed", "moment.follower_sync_inflight.fired",
 			"repl.truncation", "repl.isr_shrink", "repl.isr_expand", "repl.isr_refused", "repl.isr_stale_partition_epoch", "repl.fenced_epoch", "repl.unclean_refused", "fault.stall_connection_isr", "fault.stall_connection_isr_released",
+			"fault.kill_lagging_leader", "fault.kill_lagging_leader_struck",
 			// Idempotent producers (cluster_idempotent.go) and the
 			// retries their leaders dedupe.
 			"data.idempotent", "data.idempotent_retry", "data.idempotent_retry_new_leader", "data.idempotent_ok_after_retry",
