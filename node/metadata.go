@@ -30,8 +30,8 @@ type metaState struct{ b *Broker }
 
 var _ quorum.StateMachine = metaState{}
 
-// Apply applies one committed entry: a batch of records, or a change of
-// the quorum's membership.
+// Apply applies one committed entry: a batch of records, a change of the
+// quorum's membership, or a leader's empty entry.
 func (m metaState) Apply(e quorum.Applied) error {
 	b := m.b
 	if e.ConfChange == nil && len(e.Data) == 0 {
@@ -43,7 +43,7 @@ func (m metaState) Apply(e quorum.Applied) error {
 	}
 	if e.ConfChange != nil {
 		b.applyMembership(e)
-	} else if len(e.Data) > 0 {
+	} else {
 		start := b.env.Clock.Now()
 		records, err := decodeEntry(e.Data)
 		if err != nil {

@@ -725,10 +725,10 @@ func (a *isrAim) end() {
 	a.done()
 }
 
-// isrTarget picks, by rand, a partition of the data topic whose leader is running,
-// is not the active controller and may be taken out, and one of its
-// followers, of a partition whose high watermark still advances without
-// that follower (more replicas than min.insync.replicas). With
+// isrTarget picks, by rand, a partition of the data topic whose leader is
+// running, is not the active controller and may be taken out, and one of
+// its followers, of a partition whose high watermark still advances
+// without that follower (more replicas than min.insync.replicas). With
 // preferredOnly, the follower is the first of the replicas but the
 // leader: the one an election that ignored the ISR would pick.
 func (n *clusterNemesis) isrTarget(rand *rng.Rand, preferredOnly bool) (*isrAim, bool) {
