@@ -86,24 +86,12 @@ func (k *laggerKiller) stop() {
 // ends.
 func (k *laggerKiller) aim(done func()) bool {
 	n := k.n
-	r := n.r
-	lag := r.opts.ReplicaLagTime
-	if r.w.Now()+2*lag+2*time.Second > n.safetyEnd {
-		return false
-	}
-	a, ok := n.isrTarget(k.rand, true)
+	a, ok := n.startISRAim(k.rand, true, done)
 	if !ok {
 		return false
 	}
-	a.n, a.done = n, done
-	a.limit = 2*lag + 2*time.Second
-	if !a.stallFetches() {
-		return false
-	}
-	r.probes.add("fault.kill_lagging_leader")
-	r.logf("fault kill_lagging_leader: n%d's fetches to n%d held until it leaves the ISR, then n%d killed", a.follower, a.leader, a.leader)
-	a.release = n.hold(a.l)
-	n.later(4*a.limit, a.end)
+	n.r.probes.add("fault.kill_lagging_leader")
+	n.r.logf("fault kill_lagging_leader: n%d's fetches to n%d held until it leaves the ISR, then n%d killed", a.follower, a.leader, a.leader)
 	a.await(false, func() {
 		n.r.w.After(k.uniform(200*time.Millisecond, 800*time.Millisecond), "nemesis.kill_lagging_leader", func() { k.strike(a) })
 	})

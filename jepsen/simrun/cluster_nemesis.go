@@ -568,31 +568,44 @@ func (n *clusterNemesis) stallConns(i, j, port int, way simnet.Way, d time.Durat
 // nothing, when no partition fits or the safety phase is too short for it;
 // done runs when it ends.
 func (n *clusterNemesis) stallISRChange(done func()) bool {
-	r := n.r
-	lag := r.opts.ReplicaLagTime
-	if r.w.Now()+2*lag+2*time.Second > n.safetyEnd {
-		return false
-	}
-	a, ok := n.isrTarget(n.connRand, false)
+	a, ok := n.startISRAim(n.connRand, false, done)
 	if !ok {
 		return false
+	}
+	r := n.r
+	r.probes.add("fault.stall_connection")
+	r.probes.add("fault.stall_connection_isr")
+	r.logf("fault stall_connection_isr: n%d's fetches to n%d, then n%d's controller requests to n%d",
+		a.follower, a.leader, a.leader, a.ctl+1)
+	a.await(false, a.stallController)
+	return true
+}
+
+// startISRAim is the first step the aims at a follower share: it picks a
+// target (isrTarget) and holds F's fetches to L, holding L as a node
+// taken out. It reports false, having done nothing, when no partition
+// fits, F has no fetch connection to hold, or the safety phase is too
+// short for two lag times.
+func (n *clusterNemesis) startISRAim(rand *rng.Rand, preferredOnly bool, done func()) (*isrAim, bool) {
+	lag := n.r.opts.ReplicaLagTime
+	if n.r.w.Now()+2*lag+2*time.Second > n.safetyEnd {
+		return nil, false
+	}
+	a, ok := n.isrTarget(rand, preferredOnly)
+	if !ok {
+		return nil, false
 	}
 	a.n, a.done = n, done
 	// A shrink comes at the first replica tick (every lag/2) past the lag.
 	a.limit = 2*lag + 2*time.Second
 	if !a.stallFetches() {
-		return false
+		return nil, false
 	}
-	r.probes.add("fault.stall_connection")
-	r.probes.add("fault.stall_connection_isr")
-	r.logf("fault stall_connection_isr: n%d's fetches to n%d, then n%d's controller requests to n%d",
-		a.follower, a.leader, a.leader, a.ctl+1)
 	a.release = n.hold(a.l)
 	// The heal ends it at once; this bound is never reached otherwise,
 	// each step having its own.
 	n.later(4*a.limit, a.end)
-	a.await(false, a.stallController)
-	return true
+	return a, true
 }
 
 // isrAim is one stallISRChange under way.
