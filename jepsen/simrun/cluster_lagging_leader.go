@@ -109,14 +109,18 @@ func (k *laggerKiller) strike(a *isrAim) {
 		return
 	}
 	cn := n.r.nodes[a.l]
-	if n.r.opts.PageCache || k.rand.Chance(0.5) {
-		cn.node.Kill() // a page-cache seed crashes no machine (ClusterOptions.PageCache)
+	f := FaultKill // a page-cache seed crashes no machine (ClusterOptions.PageCache)
+	if !n.r.opts.PageCache && !k.rand.Chance(0.5) {
+		f = FaultCrash
+	}
+	if f == FaultKill {
+		cn.node.Kill()
 	} else {
 		cn.node.Crash()
 	}
 	n.r.probes.add("fault.kill_lagging_leader_struck")
-	n.r.logf("kill_lagging_leader: n%d killed with n%d out of its ISR", a.leader, a.follower)
-	n.r.rec.fault(cn.name, FaultKill, "leader of a lagging follower")
+	n.r.logf("kill_lagging_leader: n%d %s with n%d out of its ISR", a.leader, f, a.follower)
+	n.r.rec.fault(cn.name, f, "leader of a lagging follower")
 	// L's hold lasts until it runs again, past the aim's end.
 	release := a.release
 	a.release = func() {}

@@ -5,7 +5,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sluicemq/sluice/jepsen"
 	"github.com/sluicemq/sluice/node"
 	"github.com/sluicemq/sluice/sim"
 )
@@ -52,14 +51,13 @@ func (u *untilStop) check(at time.Duration) {
 // and is not checked.
 func (u *untilStop) reached() bool { return u != nil && u.fired }
 
-// summarize marks a summary of a stopped run: its state, and no verdict
-// on a history cut short (the failures seen before the stop stay).
+// summarize marks a summary of a stopped run: its state, and the
+// failures seen before the stop (its history was not checked).
 func (u *untilStop) summarize(s Summary) Summary {
 	if !u.reached() {
 		return s
 	}
 	s.Stopped, s.State = u.at, u.state
-	s.Check, s.Meta = jepsen.Result{}, jepsen.MetaResult{}
 	s.Failures = u.failures
 	return s
 }
