@@ -361,7 +361,21 @@ func configRecords(topic string, current, next map[string]string) []raftmeta.Rec
 // done with every resource's result.
 func (b *Broker) applyAlterPlan(plan alterPlan, validateOnly bool, done func([]alterResult)) {
 	if validateOnly || len(plan.records) == 0 {
-		b.env.Loop.Post(func() { done(plan.results) })
+		// Decided against the controller's view, with nothing to write:
+		// answered once that view is known to be the controller's
+		// (propose), as CreateTopics answers its refusals.
+		if b.ctl == nil {
+			b.env.Loop.Post(func() { done(plan.results) })
+			return
+		}
+		b.propose(nil, func(err error) {
+			if err != nil {
+				for i := range plan.results {
+					plan.results[i] = alterResult{commitErrorCode(err), err.Error()}
+				}
+			}
+			done(plan.results)
+		})
 		return
 	}
 	for _, name := range plan.topics {

@@ -104,10 +104,21 @@ func (b *Broker) newController() {
 // error of one that did not, as Kafka's QuorumController completes a write
 // event without records once its earlier writes commit. Answered at once,
 // a CreatePartitions was refused INVALID_PARTITIONS for a count that only
-// a lost proposal had made (sim seed 952 of the three-node sweep).
+// a lost proposal had made (sim seed 952 of the three-node sweep). And it
+// is answered only once a quorum has confirmed that this node still leads
+// (confirmController): a controller deposed without knowing it decides
+// from an image that lacks its successor's changes (sim seed 1159 of the
+// swarm: paused, then resumed, it answered the deletion of a config its
+// successor had just set as done, writing nothing, and the config stayed).
 func (b *Broker) propose(records []raftmeta.Record, done func(error)) {
 	if len(records) == 0 {
-		b.proposals.await(b.env.Loop, done)
+		b.proposals.await(b.env.Loop, func(err error) {
+			if err != nil {
+				done(err)
+				return
+			}
+			b.confirmController(done)
+		})
 		return
 	}
 	seq := b.proposals.begin()
@@ -117,6 +128,24 @@ func (b *Broker) propose(records []raftmeta.Record, done func(error)) {
 			b.newController()
 		}
 		b.proposals.end(seq, err)
+		done(err)
+	})
+}
+
+// confirmController calls done(nil) once a quorum has confirmed that this
+// node is still the active controller of the term it is now, or with
+// the error that says it is not (NOT_CONTROLLER to a client: it retries
+// with the new controller, and nothing was written).
+func (b *Broker) confirmController(done func(error)) {
+	term := b.meta.activeTerm
+	if term == 0 || b.meta.node == nil {
+		b.env.Loop.Post(func() { done(errNotController) })
+		return
+	}
+	b.meta.node.ConfirmLeadership(func(err error) {
+		if err == nil && b.meta.activeTerm != term {
+			err = errNotController
+		}
 		done(err)
 	})
 }
@@ -226,11 +255,10 @@ func (b *Broker) scheduleControllerTick() {
 		if b.ctl != ctl {
 			return
 		}
-		records, _ := ctl.Tick(b.mono.now)
-		if len(records) > 0 {
+		if records, _ := ctl.Tick(b.mono.now); len(records) > 0 {
 			b.env.Log.Info("controller: sessions ran out or leaders rebalanced", "records", len(records))
+			b.propose(records, func(error) {})
 		}
-		b.propose(records, func(error) {})
 		if b.ctl == ctl {
 			b.scheduleControllerTick()
 		}

@@ -46,6 +46,11 @@
 // and replaced. Proposals still pending when leadership ends fail with
 // ErrLeadershipLost: their outcome is unknown.
 //
+// ConfirmLeadership is raft's ReadIndex (ReadOnlySafe): it answers once a
+// quorum has acknowledged a heartbeat of the leader's term sent after the
+// call, so a leader deposed without knowing it (paused past the others'
+// election timeout) learns it before it answers from its own state.
+//
 // A snapshot of the state machine is taken every Config.SnapshotEntries
 // applied entries or Config.SnapshotBytes of applied data, made durable,
 // and then the log is compacted behind it (keeping CompactionMargin entries

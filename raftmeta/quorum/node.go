@@ -227,6 +227,10 @@ type Node struct {
 	pendingTerm uint64
 	confPending bool // a membership change proposed here is pending
 	completions []completion
+	// reads are the ConfirmLeadership calls not answered yet, in the
+	// order made (node_confirm.go).
+	reads   []*leaderRead
+	readSeq uint64
 
 	// What the state machine has been told and has applied.
 	lead, term     uint64 // as last reported by LeaderChanged
@@ -500,9 +504,11 @@ func (n *Node) afterSave(rd raft.Ready, err error) {
 	if !n.applyEntries(rd.CommittedEntries) {
 		return
 	}
+	n.confirmReads(rd.ReadStates)
 	n.rn.Advance(rd)
 	n.campaignIfSole()
 	n.dropLostProposals()
+	n.completeReads()
 	n.maybeActivate()
 	n.flushCompletions()
 	n.maybeSnapshot()
@@ -621,6 +627,7 @@ func (n *Node) fail(err error) {
 	n.state, n.err = stateFailed, err
 	n.stopTicker()
 	n.failPending(err)
+	n.failReads(err)
 	n.flushCompletions()
 	n.log.Error("metadata quorum node stopped", "err", err)
 	if n.cfg.OnFailure != nil {
@@ -650,6 +657,7 @@ func (n *Node) Close(done func(error)) {
 	n.closeDone = done
 	n.stopTicker()
 	n.failPending(ErrClosed)
+	n.failReads(ErrClosed)
 	n.flushCompletions()
 	n.finishClose()
 }

@@ -203,3 +203,65 @@ func TestNodeSnapshotsByTime(t *testing.T) {
 	c.w.Run(1500 * time.Millisecond)
 	require.Equal(t, applied, snapshot(), "no snapshot once the interval ran out")
 }
+
+func TestNodeConfirmLeadership(t *testing.T) {
+	sole := newSimCluster(t, 6, quietSimConfig(1, 1))
+	m := sole.waitLeader(t)
+	require.NoError(t, sole.call(t, m, func(qn *Node, done func(error)) { qn.ConfirmLeadership(done) }), "a sole voter confirms itself")
+
+	c := newSimCluster(t, 7, quietSimConfig(3, 3))
+	l := c.waitLeader(t)
+	require.NoError(t, c.call(t, l, func(qn *Node, done func(error)) { qn.ConfirmLeadership(done) }))
+	var committedAtCall, appliedAtAnswer uint64
+	err := c.call(t, l, func(qn *Node, done func(error)) {
+		committedAtCall = qn.Status().Commit
+		qn.ConfirmLeadership(func(err error) { appliedAtAnswer = qn.Status().Applied; done(err) })
+	})
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, appliedAtAnswer, committedAtCall, "a confirmed read has applied what was committed when it was made")
+	for _, f := range c.members {
+		if f != l {
+			err := c.call(t, f, func(qn *Node, done func(error)) { qn.ConfirmLeadership(done) })
+			require.ErrorIs(t, err, ErrNotLeader, "node %d follows", f.id)
+			break
+		}
+	}
+
+	// A leader cut off from the others never confirms: the read fails
+	// once it steps down (CheckQuorum), and a new leader confirms.
+	for _, o := range c.members {
+		if o != l {
+			c.cut[[2]uint64{l.id, o.id}], c.cut[[2]uint64{o.id, l.id}] = true, true
+		}
+	}
+	err = c.call(t, l, func(qn *Node, done func(error)) { qn.ConfirmLeadership(done) })
+	require.ErrorIs(t, err, ErrLeadershipLost)
+	clear(c.cut)
+
+	// A leader paused until another is elected resumes believing it
+	// leads; what it is asked at once must not be confirmed.
+	l = c.waitLeader(t)
+	l.sn.Pause()
+	require.True(t, c.w.RunUntil(func() bool { n := c.leader(); return n != nil && n != l }, 10*time.Second), "no new leader")
+	var stale error
+	called := false
+	l.sn.Resume()
+	l.sn.Post(func() {
+		require.Equal(t, "leader", l.qn.Status().Role, "resumed before it heard of the new term")
+		l.qn.ConfirmLeadership(func(err error) { stale, called = err, true })
+	})
+	require.True(t, c.w.RunUntil(func() bool { return called }, 10*time.Second))
+	require.ErrorIs(t, stale, ErrLeadershipLost)
+
+	// Close fails a read in flight.
+	l = c.waitLeader(t)
+	var pending error
+	err = c.call(t, l, func(qn *Node, done func(error)) {
+		qn.ConfirmLeadership(func(err error) { pending = err })
+		qn.Close(done)
+	})
+	require.NoError(t, err)
+	c.w.Run(time.Millisecond)
+	require.ErrorIs(t, pending, ErrClosed)
+	c.requireNoViolations(t, 7)
+}
