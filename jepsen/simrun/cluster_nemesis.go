@@ -41,6 +41,9 @@ type clusterNemesis struct {
 	// laggers aims kills at leaders of lagging followers
 	// (cluster_lagging_leader.go); nil in the seeds that do not.
 	laggers *laggerKiller
+	// stale aims epoch bumps at followers cut off from the metadata
+	// (cluster_stale_follower.go); nil in the seeds that do not.
+	stale *staleFollowerAimer
 	// draws counts the faults drawn so far (Config.SkipFaults).
 	draws int
 	// safetyEnd is when the safety phase ends, and the heal with it.
@@ -52,6 +55,7 @@ func (n *clusterNemesis) start() {
 		n.schedule()
 		n.startConnStalls()
 		n.startLaggerKills()
+		n.startStaleFollowers()
 	}
 	if slices.Contains(n.r.opts.Faults, FaultPowerLoss) && !n.r.cfg.MetaOnly && n.r.opts.ReplicationFactor > 1 {
 		// Syncs of tens to hundreds of milliseconds (a slow disk), so that
@@ -152,6 +156,7 @@ func (n *clusterNemesis) heal() {
 		n.connNext = nil
 	}
 	n.laggers.stop()
+	n.stale.stop()
 	for _, u := range n.undos {
 		if u.f != nil {
 			u.ev.Cancel()
@@ -203,7 +208,6 @@ func (n *clusterNemesis) mayTakeOut(i int) bool {
 	return held+1 <= (voters-1)/2
 }
 
-// hold marks node i held by a fault until release runs.
 // faultedNow says a fault holds some node now.
 func (n *clusterNemesis) faultedNow() bool {
 	for _, i := range slices.Sorted(maps.Keys(n.faulted)) {
@@ -214,6 +218,7 @@ func (n *clusterNemesis) faultedNow() bool {
 	return false
 }
 
+// hold marks node i held by a fault until release runs.
 func (n *clusterNemesis) hold(i int) (release func()) {
 	n.faulted[i]++
 	done := false
@@ -408,10 +413,17 @@ func (n *clusterNemesis) partition(i int) {
 // leader changes (and is fenced after broker.session.timeout.ms), which is
 // what a leader's leader-epoch fencing exists for.
 func (n *clusterNemesis) partitionController(i int) {
+	n.r.probes.add("fault.partition_controller")
+	heal := n.cutFromController(i)
+	n.later(n.uniform(100*time.Millisecond, 20*time.Second), heal)
+}
+
+// cutFromController cuts node i off from the controller quorum, both ways,
+// and holds it, until heal runs (once).
+func (n *clusterNemesis) cutFromController(i int) (heal func()) {
 	r := n.r
 	net := r.w.Net()
 	self := r.nodes[i].name
-	r.probes.add("fault.partition_controller")
 	for j, other := range r.nodes {
 		if j != i {
 			net.PartitionPort(self, other.name, controllerPort)
@@ -420,7 +432,12 @@ func (n *clusterNemesis) partitionController(i int) {
 	}
 	release := n.hold(i)
 	drawn := r.rec.during(self, "partition", "cut off from the controller quorum")
-	n.later(n.uniform(100*time.Millisecond, 20*time.Second), func() {
+	healed := false
+	return func() {
+		if healed {
+			return
+		}
+		healed = true
 		drawn()
 		for j, other := range r.nodes {
 			if j != i {
@@ -429,7 +446,7 @@ func (n *clusterNemesis) partitionController(i int) {
 			}
 		}
 		release()
-	})
+	}
 }
 
 // Connection stalls (probe fault.stall_connection): one node's connections
