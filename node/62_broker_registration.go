@@ -87,7 +87,8 @@ func (b *Broker) registerLocally(reg raftmeta.BrokerRegistration, done func(raft
 // not commit: NOT_CONTROLLER (retriable) when this node stopped being the
 // controller, whose outcome is unknown to the client as to Kafka's.
 func commitErrorCode(err error) *kerr.Error {
-	if errors.Is(err, errNotController) || errors.Is(err, quorum.ErrNotLeader) || errors.Is(err, quorum.ErrLeadershipLost) {
+	if errors.Is(err, errNotController) || errors.Is(err, quorum.ErrNotLeader) || errors.Is(err, quorum.ErrLeadershipLost) ||
+		errors.Is(err, quorum.ErrLeadershipUnconfirmed) {
 		return kerr.NotController
 	}
 	return kerr.UnknownServerError

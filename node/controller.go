@@ -146,6 +146,9 @@ func (b *Broker) confirmController(done func(error)) {
 		if err == nil && b.meta.activeTerm != term {
 			err = errNotController
 		}
+		if err != nil {
+			b.meta.unconfirmed++
+		}
 		done(err)
 	})
 }

@@ -117,6 +117,9 @@ type metaPlane struct {
 	// snapshots and restores count the snapshots this process took and
 	// installed (loaded at start or sent by the leader), for observers.
 	snapshots, restores int
+	// unconfirmed counts the answers this process gave as the active
+	// controller's that a quorum then did not confirm (confirmController).
+	unconfirmed int
 	// recordsApplied counts the records this process applied from the
 	// log (as Kafka counts them: kafkaRecords), applyTime the time it spent
 	// decoding and applying them (and, once the broker runs, opening and

@@ -31,6 +31,10 @@ type MetadataView struct {
 	// Snapshots and Restores count the metadata snapshots this process
 	// took and installed (loaded at start or sent by the leader).
 	Snapshots, Restores int
+	// Unconfirmed counts the answers this process decided as the active
+	// controller, without writing, that a quorum then did not confirm: it
+	// had been deposed without knowing it (they were NOT_CONTROLLER).
+	Unconfirmed int
 }
 
 // MetadataView returns the node's metadata quorum state. It must be called
@@ -38,13 +42,14 @@ type MetadataView struct {
 // events).
 func (b *Broker) MetadataView() MetadataView {
 	return MetadataView{
-		Leader:     nodeIDOfRaft(b.meta.leader),
-		Term:       b.meta.term,
-		Applied:    b.meta.applied,
-		Running:    b.state == stateRunning && b.metaErr == nil,
-		Controller: b.meta.activeTerm != 0,
-		Snapshots:  b.meta.snapshots,
-		Restores:   b.meta.restores,
+		Leader:      nodeIDOfRaft(b.meta.leader),
+		Term:        b.meta.term,
+		Applied:     b.meta.applied,
+		Running:     b.state == stateRunning && b.metaErr == nil,
+		Controller:  b.meta.activeTerm != 0,
+		Snapshots:   b.meta.snapshots,
+		Restores:    b.meta.restores,
+		Unconfirmed: b.meta.unconfirmed,
 	}
 }
 

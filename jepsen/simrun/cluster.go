@@ -522,6 +522,9 @@ func (r *clusterRun) sampleAll() {
 			r.probes.add("meta.snapshot_restored")
 		}
 		n.seenSnapshots, n.seenRestores = v.Snapshots, v.Restores
+		if v.Unconfirmed > 0 {
+			r.probes.add("meta.controller_unconfirmed")
+		}
 		n.seenInc = inc
 	}
 }

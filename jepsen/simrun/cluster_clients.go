@@ -47,6 +47,14 @@ type metaClient struct {
 	liveOp         *MetaOp
 	// unknown says an attempt of cur ended with its outcome unknown.
 	unknown bool
+	// pauseSeq and pauseStep are the controller pause aim
+	// (cluster_paused_controller.go) this client last took part in and its
+	// step in it, pauseTopic the topic whose config it set; steerNext says
+	// the operation just drawn goes to the paused controller, steered that
+	// the attempt in flight went there.
+	pauseSeq, pauseStep int
+	pauseTopic          string
+	steerNext, steered  bool
 	// target is the node index the last attempt went to; readBack, when
 	// set, is the node index the next operation (a describe of the topic
 	// just changed) goes to at once: an application reading what it has
@@ -126,13 +134,15 @@ func (c *metaClient) next() {
 		if c.r.stopping {
 			return
 		}
-		op := DrawMetaOp(c.rand, c.names)
+		op := c.r.nemesis.pauser.inverse(c, DrawMetaOp(c.rand, c.names))
 		c.cur, c.attempts, c.unknown = &op, 0, false
 	}
 	c.attempts++
 	target := c.rand.Intn(len(c.r.nodes))
 	if c.readBack != nil {
 		target, c.readBack = *c.readBack, nil
+	} else {
+		target = c.r.nemesis.pauser.target(c, c.cur, target)
 	}
 	c.send(c.cur, target)
 }
@@ -160,6 +170,14 @@ func (c *metaClient) answered(op *MetaOp, id jepsen.OpID, resp kmsg.Response, er
 		h.Complete(id, err)
 	}
 	outcome := jepsen.ClassifyMeta(op.Type, err)
+	steered := c.steered
+	if steered {
+		c.steered = false
+		c.r.logf("pause_controller: %s's %s of %s answered by n%d: %v", c.name, op.Type, op.Topic, c.r.nodes[c.target].id, err)
+	}
+	if err == nil && op.Type != jepsen.MetaDescribe && op.Type != jepsen.MetaDescribeConfig {
+		c.r.nemesis.pauser.changed(c, *op)
+	}
 	retry := false
 	switch {
 	case err == nil:
@@ -207,7 +225,7 @@ func (c *metaClient) answered(op *MetaOp, id jepsen.OpID, resp kmsg.Response, er
 	if c.r.stopping {
 		return
 	}
-	if (err == nil || op.Type == jepsen.MetaAlterConfig && outcome == jepsen.Unknown) && op.Type != jepsen.MetaDescribe && op.Type != jepsen.MetaDescribeConfig && c.rand.Intn(2) == 0 {
+	if (err == nil || op.Type == jepsen.MetaAlterConfig && outcome == jepsen.Unknown) && op.Type != jepsen.MetaDescribe && op.Type != jepsen.MetaDescribeConfig && (c.rand.Intn(2) == 0 || steered) {
 		target := c.target
 		read := jepsen.MetaDescribe
 		if op.Type == jepsen.MetaAlterConfig {
@@ -215,6 +233,13 @@ func (c *metaClient) answered(op *MetaOp, id jepsen.OpID, resp kmsg.Response, er
 		}
 		c.cur, c.attempts, c.unknown, c.readBack = &MetaOp{Type: read, Topic: op.Topic}, 0, false, &target
 		c.r.probes.add("meta.read_back")
+		if steered {
+			// Once the resumed controller has caught up: the image it
+			// answered from may not hold yet the change its answer
+			// contradicts, and a read of it then is no proof.
+			c.later(300 * time.Millisecond)
+			return
+		}
 		c.later(0)
 		return
 	}

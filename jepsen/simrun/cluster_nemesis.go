@@ -44,6 +44,9 @@ type clusterNemesis struct {
 	// stale aims epoch bumps at followers cut off from the metadata
 	// (cluster_stale_follower.go); nil in the seeds that do not.
 	stale *staleFollowerAimer
+	// pauser aims pauses at the active controller
+	// (cluster_paused_controller.go); nil in the seeds that do not.
+	pauser *controllerPauser
 	// draws counts the faults drawn so far (Config.SkipFaults).
 	draws int
 	// safetyEnd is when the safety phase ends, and the heal with it.
@@ -56,6 +59,7 @@ func (n *clusterNemesis) start() {
 		n.startConnStalls()
 		n.startLaggerKills()
 		n.startStaleFollowers()
+		n.startControllerPauses()
 	}
 	if slices.Contains(n.r.opts.Faults, FaultPowerLoss) && !n.r.cfg.MetaOnly && n.r.opts.ReplicationFactor > 1 {
 		// Syncs of tens to hundreds of milliseconds (a slow disk), so that
@@ -157,6 +161,7 @@ func (n *clusterNemesis) heal() {
 	}
 	n.laggers.stop()
 	n.stale.stop()
+	n.pauser.stop()
 	for _, u := range n.undos {
 		if u.f != nil {
 			u.ev.Cancel()

@@ -3,6 +3,7 @@ package simrun
 import (
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -143,4 +144,34 @@ func TestOneNodeIsTheSingleBrokerRun(t *testing.T) {
 	b := Run(Config{Seed: 11, Nodes: 1, Duration: 2 * time.Second})
 	require.Equal(t, a.Line(), b.Line())
 	require.Zero(t, b.Nodes)
+}
+
+// The aimed faults reach the moments they aim at within a few seeds of
+// their fault class: a follower cut off from the metadata fenced at its
+// stale epoch, a paused controller sent a request its stale image would
+// answer wrongly, and its answers then unconfirmed.
+func TestClusterAimsReachTheirMoments(t *testing.T) {
+	for _, tc := range []struct {
+		set  []string
+		want []string
+	}{
+		{[]string{"faults=pause"}, []string{"fault.pause_controller_steered", "meta.controller_unconfirmed"}},
+		{[]string{"faults=partition", "rf=3"}, []string{"fault.stale_follower_bumped", "fault.stale_follower_fenced"}},
+	} {
+		t.Run(tc.set[0], func(t *testing.T) {
+			reached := map[string]bool{}
+			for seed := uint64(1); seed <= 20 && len(reached) < len(tc.want); seed++ {
+				s := Run(Config{Seed: seed, Nodes: 3, Duration: 15 * time.Second, Set: tc.set})
+				require.True(t, s.OK(), "%s\n%s", s.Line(), s.Details())
+				for _, c := range s.Probes {
+					if slices.Contains(tc.want, c.Name) && c.Count > 0 {
+						reached[c.Name] = true
+					}
+				}
+			}
+			for _, p := range tc.want {
+				require.True(t, reached[p], "no seed of 20 reached %s", p)
+			}
+		})
+	}
 }

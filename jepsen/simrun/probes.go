@@ -81,7 +81,7 @@ func KnownProbes() []string {
 func KnownClusterProbes(metaOnly bool) []string {
 	known := []string{
 		"fault.crash", "fault.kill", "fault.restart", "fault.pause", "fault.partition", "fault.partition_one_way",
-		"fault.partition_client", "fault.partition_controller", "fault.clock", "fault.disk", "fault.powerloss", "fault.long_outage", "fault.stall_connection",
+		"fault.partition_client", "fault.partition_controller", "fault.pause_controller", "fault.pause_controller_steered", "meta.controller_unconfirmed", "fault.clock", "fault.disk", "fault.powerloss", "fault.long_outage", "fault.stall_connection",
 		"meta.retry", "meta.live_retry", "meta.partitions_added", "meta.partitions_refused", "meta.read_back", "meta.config_altered", "meta.config_seen_set", "voter.removed", "voter.added", "voter.change_failed", "voter.change_during_fault", "client.dial_failed", "disk.eio",
 		"node.fatal", "node.start_failed", "node.operator_restart",
 		"observe.raft_samples", "observe.applied_samples", "meta.snapshot_taken", "meta.snapshot_restored",

@@ -164,6 +164,10 @@ var (
 	// is unknown: it may have reached a quorum and be applied by the new
 	// leader, or be gone. A caller that needs to know must read the state.
 	ErrLeadershipLost = errors.New("metadata quorum: leadership lost before the entry was applied; its outcome is unknown")
+	// ErrLeadershipUnconfirmed: ConfirmLeadership's term ended before a
+	// quorum confirmed it; the node may have been deposed already when
+	// it was called.
+	ErrLeadershipUnconfirmed = errors.New("metadata quorum: leadership ended before a quorum confirmed it")
 	// ErrClosed: the node is closed. A proposal pending at Close has an
 	// unknown outcome, as with ErrLeadershipLost.
 	ErrClosed = errors.New("metadata quorum: node closed")

@@ -37,8 +37,8 @@ type leaderRead struct {
 // ConfirmLeadership calls done(nil) once a quorum of voters has confirmed
 // that this node still leads the term it led at the call, and the node has
 // applied every entry committed then. It fails with ErrNotLeader (on the
-// next loop turn) on a node that does not lead, with ErrLeadershipLost if
-// the term ends first, and with ErrClosed or the node's error if it stops.
+// next loop turn) on a node that does not lead, with
+// ErrLeadershipUnconfirmed if the term ends first, and with ErrClosed or the node's error if it stops.
 // It costs one heartbeat round, which raft shares among the calls made
 // while one is in flight; a sole voter confirms at once.
 func (n *Node) ConfirmLeadership(done func(error)) {
@@ -91,7 +91,7 @@ func (n *Node) completeReads() {
 	for _, r := range n.reads {
 		switch {
 		case !leads || bs.GetTerm() != r.term:
-			n.completions = append(n.completions, completion{r.done, ErrLeadershipLost})
+			n.completions = append(n.completions, completion{r.done, ErrLeadershipUnconfirmed})
 		case r.confirmed && n.applied >= r.index:
 			n.completions = append(n.completions, completion{r.done, nil})
 		default:

@@ -235,7 +235,7 @@ func TestNodeConfirmLeadership(t *testing.T) {
 		}
 	}
 	err = c.call(t, l, func(qn *Node, done func(error)) { qn.ConfirmLeadership(done) })
-	require.ErrorIs(t, err, ErrLeadershipLost)
+	require.ErrorIs(t, err, ErrLeadershipUnconfirmed)
 	clear(c.cut)
 
 	// A leader paused until another is elected resumes believing it
@@ -251,7 +251,7 @@ func TestNodeConfirmLeadership(t *testing.T) {
 		l.qn.ConfirmLeadership(func(err error) { stale, called = err, true })
 	})
 	require.True(t, c.w.RunUntil(func() bool { return called }, 10*time.Second))
-	require.ErrorIs(t, stale, ErrLeadershipLost)
+	require.ErrorIs(t, stale, ErrLeadershipUnconfirmed)
 
 	// Close fails a read in flight.
 	l = c.waitLeader(t)
