@@ -3,9 +3,6 @@ package simrun
 import (
 	"slices"
 	"time"
-
-	"github.com/sluicemq/sluice/sim/rng"
-	"github.com/sluicemq/sluice/sim/sched"
 )
 
 // Kills aimed at the moment a careless election loses acknowledged records.
@@ -34,13 +31,8 @@ import (
 // aim some of their kills this way.
 const laggerKillSeeds = 0.7
 
-// laggerKiller schedules the aimed kills, from a random stream of its own
-// (so a seed's other draws stay what they were).
-type laggerKiller struct {
-	n    *clusterNemesis
-	rand *rng.Rand
-	next *sched.Event
-}
+// laggerKiller schedules the aimed kills.
+type laggerKiller struct{ *aimSchedule }
 
 func (n *clusterNemesis) startLaggerKills() {
 	r := n.r
@@ -48,38 +40,11 @@ func (n *clusterNemesis) startLaggerKills() {
 		!(slices.Contains(r.opts.Faults, FaultKill) || slices.Contains(r.opts.Faults, FaultCrash)) {
 		return
 	}
-	k := &laggerKiller{n: n, rand: r.w.Rand("nemesis/kill_lagging_leader")}
-	if !k.rand.Chance(laggerKillSeeds) {
+	k := &laggerKiller{}
+	if k.aimSchedule = n.startAims("nemesis/kill_lagging_leader", laggerKillSeeds, func() bool { return k.aim(k.gap) }); k.aimSchedule == nil {
 		return
 	}
-	n.laggers = k
 	k.after(k.uniform(500*time.Millisecond, 3*time.Second))
-}
-
-func (k *laggerKiller) uniform(lo, hi time.Duration) time.Duration {
-	return lo + time.Duration(k.rand.Uint64n(uint64(hi-lo)))
-}
-
-// after tries the next aim in d.
-func (k *laggerKiller) after(d time.Duration) {
-	k.next = k.n.r.w.After(d, "nemesis.kill_lagging_leader", func() {
-		k.next = nil
-		if k.n.r.stopping {
-			return
-		}
-		gap := func() { k.after(k.uniform(time.Second, 5*time.Second)) }
-		if !k.aim(gap) {
-			gap()
-		}
-	})
-}
-
-// stop cancels the next aim (the heal).
-func (k *laggerKiller) stop() {
-	if k != nil && k.next != nil {
-		k.next.Cancel()
-		k.next = nil
-	}
 }
 
 // aim starts step 1 and reports whether it did; done runs when the aim

@@ -38,14 +38,12 @@ type clusterNemesis struct {
 	// connNext is the next one's event.
 	connRand *rng.Rand
 	connNext *sched.Event
-	// laggers aims kills at leaders of lagging followers
-	// (cluster_lagging_leader.go); nil in the seeds that do not.
-	laggers *laggerKiller
-	// stale aims epoch bumps at followers cut off from the metadata
-	// (cluster_stale_follower.go); nil in the seeds that do not.
-	stale *staleFollowerAimer
-	// pauser aims pauses at the active controller
-	// (cluster_paused_controller.go); nil in the seeds that do not.
+	// aims are the schedules of the aimed faults this seed makes
+	// (cluster_aims.go): kills at leaders of lagging followers, epoch
+	// bumps at followers cut off from the metadata, pauses of the active
+	// controller; pauser is the last, which steers the metadata clients
+	// (nil in the seeds that do not).
+	aims   []*aimSchedule
 	pauser *controllerPauser
 	// draws counts the faults drawn so far (Config.SkipFaults).
 	draws int
@@ -159,9 +157,9 @@ func (n *clusterNemesis) heal() {
 		n.connNext.Cancel()
 		n.connNext = nil
 	}
-	n.laggers.stop()
-	n.stale.stop()
-	n.pauser.stop()
+	for _, a := range n.aims {
+		a.stop()
+	}
 	for _, u := range n.undos {
 		if u.f != nil {
 			u.ev.Cancel()

@@ -5,8 +5,6 @@ import (
 	"time"
 
 	"github.com/sluicemq/sluice/jepsen"
-	"github.com/sluicemq/sluice/sim/rng"
-	"github.com/sluicemq/sluice/sim/sched"
 )
 
 // Pauses aimed at a controller deposed without knowing it. A controller
@@ -46,12 +44,9 @@ import (
 // among their faults that aim some of them this way.
 const pausedControllerSeeds = 0.7
 
-// controllerPauser schedules the aims, from a random stream of its own (so
-// a seed's other draws stay what they were).
+// controllerPauser schedules the aims.
 type controllerPauser struct {
-	n    *clusterNemesis
-	rand *rng.Rand
-	next *sched.Event
+	*aimSchedule
 	// paused is the node index of the controller paused now (-1: none);
 	// seq the aim's sequence number, by which each client counts its
 	// steps of step 2 afresh (metaClient.pauseSeq).
@@ -70,40 +65,12 @@ func (n *clusterNemesis) startControllerPauses() {
 	if voters < 3 || !slices.Contains(r.opts.Faults, FaultPause) {
 		return
 	}
-	p := &controllerPauser{n: n, rand: r.w.Rand("nemesis/pause_controller"), paused: -1}
-	if !p.rand.Chance(pausedControllerSeeds) {
+	p := &controllerPauser{paused: -1}
+	if p.aimSchedule = n.startAims("nemesis/pause_controller", pausedControllerSeeds, p.aim); p.aimSchedule == nil {
 		return
 	}
 	n.pauser = p
 	p.after(p.uniform(time.Second, 4*time.Second))
-}
-
-func (p *controllerPauser) uniform(lo, hi time.Duration) time.Duration {
-	return lo + time.Duration(p.rand.Uint64n(uint64(hi-lo)))
-}
-
-// after tries the next aim in d, if the safety phase lasts that long.
-func (p *controllerPauser) after(d time.Duration) {
-	if p.n.r.w.Now()+d > p.n.safetyEnd {
-		return
-	}
-	p.next = p.n.r.w.After(d, "nemesis.pause_controller", func() {
-		p.next = nil
-		if p.n.r.stopping {
-			return
-		}
-		if !p.aim() {
-			p.after(p.uniform(time.Second, 5*time.Second))
-		}
-	})
-}
-
-// stop cancels the next aim (the heal).
-func (p *controllerPauser) stop() {
-	if p != nil && p.next != nil {
-		p.next.Cancel()
-		p.next = nil
-	}
 }
 
 // aim is step 1; it reports whether it paused a controller.

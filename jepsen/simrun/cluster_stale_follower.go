@@ -6,8 +6,6 @@ import (
 
 	"github.com/sluicemq/sluice/env"
 	"github.com/sluicemq/sluice/sim"
-	"github.com/sluicemq/sluice/sim/rng"
-	"github.com/sluicemq/sluice/sim/sched"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -45,13 +43,10 @@ import (
 // among their faults that aim some of them this way.
 const staleFollowerSeeds = 0.7
 
-// staleFollowerAimer schedules the aims, from a random stream of its own
-// (so a seed's other draws stay what they were), and sends the
-// reassignments from a machine of its own, as an operator would.
+// staleFollowerAimer schedules the aims, and sends the reassignments from
+// a machine of its own, as an operator would.
 type staleFollowerAimer struct {
-	n    *clusterNemesis
-	rand *rng.Rand
-	next *sched.Event
+	*aimSchedule
 	node *sim.Node
 	s    *session // on node's current incarnation; nil while it is down
 	busy bool
@@ -62,11 +57,10 @@ func (n *clusterNemesis) startStaleFollowers() {
 	if r.cfg.MetaOnly || r.opts.ReplicationFactor < 2 || !slices.Contains(r.opts.Faults, FaultPartition) {
 		return
 	}
-	a := &staleFollowerAimer{n: n, rand: r.w.Rand("nemesis/stale_follower")}
-	if !a.rand.Chance(staleFollowerSeeds) {
+	a := &staleFollowerAimer{}
+	if a.aimSchedule = n.startAims("nemesis/stale_follower", staleFollowerSeeds, a.aim); a.aimSchedule == nil {
 		return
 	}
-	n.stale = a
 	a.node = r.w.AddNode("epoch-bumper", a.boot)
 	a.after(a.uniform(time.Second, 4*time.Second))
 }
@@ -75,34 +69,6 @@ func (n *clusterNemesis) startStaleFollowers() {
 // (which takes the operator's machine too, and the aim in flight with it).
 func (a *staleFollowerAimer) boot(e env.Env) {
 	a.s = &session{e: e, clientID: "epoch-bumper", dialTimeout: dialTimeout, probes: &a.n.r.probes}
-}
-
-func (a *staleFollowerAimer) uniform(lo, hi time.Duration) time.Duration {
-	return lo + time.Duration(a.rand.Uint64n(uint64(hi-lo)))
-}
-
-// after tries the next aim in d.
-func (a *staleFollowerAimer) after(d time.Duration) {
-	if a.n.r.w.Now()+d > a.n.safetyEnd {
-		return
-	}
-	a.next = a.n.r.w.After(d, "nemesis.stale_follower", func() {
-		a.next = nil
-		if a.n.r.stopping {
-			return
-		}
-		if !a.aim() {
-			a.after(a.uniform(time.Second, 5*time.Second))
-		}
-	})
-}
-
-// stop cancels the next aim (the heal).
-func (a *staleFollowerAimer) stop() {
-	if a != nil && a.next != nil {
-		a.next.Cancel()
-		a.next = nil
-	}
 }
 
 // staleAim is one aim under way.
@@ -390,6 +356,6 @@ func (t *staleAim) end() {
 	}
 	t.a.busy = false
 	if !r.stopping {
-		t.a.after(t.a.uniform(time.Second, 5*time.Second))
+		t.a.gap()
 	}
 }
