@@ -41,8 +41,9 @@ type clusterNemesis struct {
 	// aims are the schedules of the aimed faults this seed makes
 	// (cluster_aims.go): kills at leaders of lagging followers, epoch
 	// bumps at followers cut off from the metadata, pauses of the active
-	// controller; pauser is the last, which steers the metadata clients
-	// (nil in the seeds that do not).
+	// controller. pauser is the last of them, which the metadata clients
+	// ask where to send what while a pause lasts (nil in the seeds that
+	// do not pause controllers).
 	aims   []*aimSchedule
 	pauser *controllerPauser
 	// draws counts the faults drawn so far (Config.SkipFaults).

@@ -30,8 +30,9 @@ import (
 //     with two, a third broker is added and, once it has joined, dropped
 //     again. A replica leaving bumps the leader epoch, L staying leader
 //     (as KRaft's PartitionChangeBuilder does).
-//  3. Once L leads at an epoch above E, the producers' records reach L at
-//     it, and F's fetches at E must be fenced, for a second or two.
+//  3. Once L leads at an epoch above E, it appends the producers' records
+//     at that epoch, and F's fetches at E must be fenced, for a second or
+//     two.
 //  4. F is healed, and the partition gets its replicas back.
 //
 // A step that does not happen in time ends the aim (F healed, replicas
