@@ -15,9 +15,11 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"runtime/metrics"
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -250,6 +252,7 @@ func newSimSweepCommand() *cobra.Command {
 		verbose  bool
 		parallel int
 		worker   string
+		heapMiB  uint64
 	)
 	cmd := &cobra.Command{
 		Use:   "sweep --seeds A-B [--nodes N [--broker-only K] | --swarm] [--set key=value ...] [--duration D] [--parallel P] [--out DIR]",
@@ -272,11 +275,11 @@ func newSimSweepCommand() *cobra.Command {
 			}
 			base.Timeline = out != "" // drawn for every seed; written for the failures
 			if worker != "" {
-				return sweepWorker(cmd.OutOrStdout(), base, first, last, worker, out)
+				return sweepWorker(cmd.OutOrStdout(), base, first, last, worker, out, heapMiB<<20)
 			}
 			t := &sweepTally{w: cmd.OutOrStdout(), base: base, verbose: verbose, fired: map[string]int{}}
 			if n := last - first + 1; parallel > 1 && n > 1 {
-				err = sweepInProcesses(cmd.Context(), t, first, last, min(uint64(parallel), n), out)
+				err = sweepInProcesses(cmd.Context(), t, first, last, min(uint64(parallel), n), out, heapMiB)
 			} else {
 				err = sweepHere(t, first, last, out)
 			}
@@ -293,6 +296,8 @@ func newSimSweepCommand() *cobra.Command {
 	cmd.Flags().IntVar(&parallel, "parallel", runtime.NumCPU(), "processes running seeds at once (a process runs one seed at a time)")
 	cmd.Flags().StringVar(&worker, "worker", "", "internal: run the seeds of worker I of P (I/P) and print each result as JSON")
 	_ = cmd.Flags().MarkHidden("worker")
+	cmd.Flags().Uint64Var(&heapMiB, "worker-heap-limit", workerHeapLimitMiB, "internal: the heap, in MiB, past which a worker gives its seed up")
+	_ = cmd.Flags().MarkHidden("worker-heap-limit")
 	_ = cmd.MarkFlagRequired("seeds")
 	return cmd
 }
@@ -344,17 +349,34 @@ func sweepHere(t *sweepTally, first, last uint64, out string) error {
 }
 
 // sweepWorker runs the seeds of worker i of p (first+i, first+i+p, ...)
-// and prints each one's result as a JSON line for the parent sweep.
-func sweepWorker(w io.Writer, base simrun.Config, first, last uint64, worker, out string) error {
+// and prints each one's result as a JSON line for the parent sweep. A
+// seed whose run grows the heap past heapLimit bytes ends the worker
+// (workerHeapExit, the seed named on stderr): the parent counts the seed
+// as failed and goes on without it, where the kernel's OOM killer would
+// have taken the machine's memory first (swarm seed 5463: porcupine's
+// search grew past 24 GB).
+func sweepWorker(w io.Writer, base simrun.Config, first, last uint64, worker, out string, heapLimit uint64) error {
 	var i, p uint64
 	if _, err := fmt.Sscanf(worker, "%d/%d", &i, &p); err != nil || p == 0 || i >= p {
 		return fmt.Errorf("--worker %q: want I/P with I < P", worker)
 	}
+	var running atomic.Uint64
+	over := func(heap uint64) {
+		fmt.Fprintf(os.Stderr, "seed %d: the heap grew to %d MiB, past the worker's limit of %d MiB\n",
+			running.Load(), heap>>20, heapLimit>>20)
+		os.Exit(workerHeapExit)
+	}
+	stop := watchHeap(heapLimit, over)
+	defer stop()
 	enc := json.NewEncoder(w)
 	for seed := first + i; seed <= last && seed >= first; seed += p {
+		running.Store(seed)
 		r, err := runSeed(base, seed, out)
 		if err != nil {
 			return err
+		}
+		if heap := heapBytes(); heap > heapLimit {
+			over(heap) // a seed too short for the watch to see it
 		}
 		if err := enc.Encode(r); err != nil {
 			return err
@@ -363,15 +385,63 @@ func sweepWorker(w io.Writer, base simrun.Config, first, last uint64, worker, ou
 	return nil
 }
 
+// workerHeapLimitMiB bounds a sweep worker's heap by default: a run's heap
+// is tens of MB, its check's rarely hundreds.
+const workerHeapLimitMiB = 4096
+
+// watchHeap calls over, from a goroutine of its own, once the live heap
+// passes limit, checking every 200 ms until the returned stop is called.
+func watchHeap(limit uint64, over func(heap uint64)) (stop func()) {
+	done := make(chan struct{})
+	go func() {
+		tick := time.NewTicker(200 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+				if heap := heapBytes(); heap > limit {
+					over(heap)
+					return
+				}
+			}
+		}
+	}()
+	return func() { close(done) }
+}
+
+// heapBytes is the heap's objects now, live or not yet swept.
+func heapBytes() uint64 {
+	sample := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+	metrics.Read(sample)
+	return sample[0].Value.Uint64()
+}
+
 // sweepExecutable is the program a parallel sweep starts its workers
 // from: this one (tests point it at the built binary).
 var sweepExecutable = os.Executable
 
+// workerDeathsMax bounds how many workers a sweep starts again after they
+// died in the middle of a seed: more is a broken program, not a seed.
+const workerDeathsMax = 8
+
+// workerEnd is how a worker process ended: err nil once it ran its share;
+// running is the seed it was running when it died.
+type workerEnd struct {
+	i, running uint64
+	err        error
+	died       bool // exited or was killed in the middle of a seed
+}
+
 // sweepInProcesses runs the seeds in p worker processes of this program,
 // each taking every p-th seed, and tallies their results as they come.
 // Each seed's run is the same as in one process (the trace hash says so);
-// only the order in which failures are printed depends on timing.
-func sweepInProcesses(ctx context.Context, t *sweepTally, first, last, p uint64, out string) error {
+// only the order in which failures are printed depends on timing. A worker
+// that dies in the middle of a seed (killed, out of memory) fails that
+// seed, with its replay command, and a new worker takes the rest of its
+// share. Any other end of a worker ends the sweep with its error.
+func sweepInProcesses(ctx context.Context, t *sweepTally, first, last, p uint64, out string, heapMiB uint64) error {
 	exe, err := sweepExecutable()
 	if err != nil {
 		return fmt.Errorf("find this program to start the sweep's workers: %w", err)
@@ -385,18 +455,18 @@ func sweepInProcesses(ctx context.Context, t *sweepTally, first, last, p uint64,
 	defer stop()
 	ctx, cancel := context.WithCancel(signalled)
 	defer cancel() // a worker still running when this returns is killed
-	// The workers run the seeds this sweep would: its flags, as a replay
-	// of each seed gives them, with the range and the worker's share.
-	args := append([]string{"sim", "sweep", "--seeds", fmt.Sprintf("%d-%d", first, last), "--parallel", "1"}, shapeArgs(t.base)...)
-	if out != "" {
-		args = append(args, "--out", out)
-	}
 	results := make(chan seedResult)
-	errs := make(chan error, p)
-	var failure error
-	started := uint64(0)
-	for i := range p {
-		cmd := exec.CommandContext(ctx, exe, append(args, "--worker", fmt.Sprintf("%d/%d", i, p))...)
+	ends := make(chan workerEnd, p)
+	// start runs worker i's share of the seeds from seed from on: the
+	// seeds this sweep would, with its flags, as a replay of each seed
+	// gives them.
+	start := func(i, from uint64) error {
+		args := append([]string{"sim", "sweep", "--seeds", fmt.Sprintf("%d-%d", from, last), "--parallel", "1"}, shapeArgs(t.base)...)
+		if out != "" {
+			args = append(args, "--out", out)
+		}
+		args = append(args, "--worker", fmt.Sprintf("0/%d", p), "--worker-heap-limit", strconv.FormatUint(heapMiB, 10))
+		cmd := exec.CommandContext(ctx, exe, args...)
 		var stderr bytes.Buffer
 		cmd.Stderr = &stderr
 		stdout, err := cmd.StdoutPipe()
@@ -404,44 +474,67 @@ func sweepInProcesses(ctx context.Context, t *sweepTally, first, last, p uint64,
 			err = cmd.Start()
 		}
 		if err != nil {
-			// The workers started already are killed, and waited for below.
-			failure = fmt.Errorf("start sweep worker %d of %d: %w", i+1, p, err)
-			cancel()
-			break
+			return fmt.Errorf("start sweep worker %d of %d: %w", i+1, p, err)
 		}
-		started++
 		go func() {
 			sc := bufio.NewScanner(stdout)
 			sc.Buffer(make([]byte, 64<<10), 16<<20)
-			var bad error
+			end := workerEnd{i: i, running: from}
 			for sc.Scan() {
 				var r seedResult
 				if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
-					bad = fmt.Errorf("sweep worker %d of %d printed %q: %w", i+1, p, sc.Text(), err)
+					end.err = fmt.Errorf("sweep worker %d of %d printed %q: %w", i+1, p, sc.Text(), err)
 					break
 				}
+				end.running = r.Seed + p
 				results <- r
 			}
 			io.Copy(io.Discard, stdout)
-			err := cmd.Wait()
-			if bad == nil && err != nil {
-				bad = fmt.Errorf("sweep worker %d of %d: %w\n%s", i+1, p, err, strings.TrimSpace(stderr.String()))
+			if err := cmd.Wait(); end.err == nil && err != nil {
+				end.died = end.running <= last && diedOfItsSeed(err)
+				end.err = fmt.Errorf("%w%s", err, indented(strings.TrimSpace(stderr.String())))
 			}
-			errs <- bad
+			ends <- end
 		}()
+		return nil
+	}
+	var failure error
+	running := uint64(0)
+	for i := range p {
+		if err := start(i, first+i); err != nil {
+			failure = err // the workers started already are killed, and waited for below
+			cancel()
+			break
+		}
+		running++
 	}
 	seen := map[uint64]bool{}
-	for done := uint64(0); done < started; {
+	deaths := 0
+	for running > 0 {
 		select {
 		case r := <-results:
 			if !seen[r.Seed] && r.Seed >= first && r.Seed <= last {
 				seen[r.Seed] = true
 				t.add(r)
 			}
-		case err := <-errs:
-			done++
-			if err != nil && failure == nil {
-				failure = err
+		case end := <-ends:
+			running--
+			switch {
+			case end.err == nil || failure != nil || ctx.Err() != nil:
+			case end.died && deaths < workerDeathsMax:
+				deaths++
+				seen[end.running] = true
+				t.add(seedResult{Seed: end.running, Line: fmt.Sprintf("seed=%d result=died: the sweep worker running it ended: %v", end.running, end.err)})
+				if next := end.running + p; next <= last {
+					if err := start(end.i, next); err != nil {
+						failure = err
+						cancel()
+						break
+					}
+					running++
+				}
+			default:
+				failure = fmt.Errorf("sweep worker %d of %d: %w", end.i+1, p, end.err)
 				cancel()
 			}
 		}
@@ -456,6 +549,31 @@ func sweepInProcesses(ctx context.Context, t *sweepTally, first, last, p uint64,
 		return fmt.Errorf("the sweep's workers reported %d of the %d seeds", n, last-first+1)
 	}
 	return nil
+}
+
+// diedOfItsSeed says a worker's exit is its seed's doing: the heap guard's
+// exit status 3, or a signal (the kernel's OOM killer, an operator's kill).
+// Any other error of a worker is the sweep's: it ends it.
+func diedOfItsSeed(err error) bool {
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) {
+		return false
+	}
+	ws, ok := ee.Sys().(syscall.WaitStatus)
+	return ee.ExitCode() == workerHeapExit || ok && ws.Signaled()
+}
+
+// workerHeapExit is the exit status of a worker whose seed grew the heap
+// past its limit.
+const workerHeapExit = 3
+
+// indented is text on lines of their own, indented, for an error that
+// quotes a process's output (nothing for none).
+func indented(text string) string {
+	if text == "" {
+		return ""
+	}
+	return "\n    " + strings.ReplaceAll(text, "\n", "\n    ")
 }
 
 // sweepTally counts a sweep's results, printing each failure (and, if

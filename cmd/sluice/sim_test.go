@@ -379,3 +379,18 @@ func TestSimClusterWritesTheGroupHistory(t *testing.T) {
 		require.NoError(t, err, name)
 	}
 }
+
+// TestSimSweepGoesOnWhenASeedKillsItsWorker: a seed whose run grows a
+// worker's heap past its limit fails, with its replay command, and a new
+// worker runs the rest of that worker's seeds (a 1 MiB limit here, which
+// every run passes).
+func TestSimSweepGoesOnWhenASeedKillsItsWorker(t *testing.T) {
+	out, _, err := runSluice("sim", "sweep", "--seeds", "1-3", "--nodes", "3", "--duration", "2s", "--parallel", "2", "--worker-heap-limit", "1")
+	require.Error(t, err)
+	for _, seed := range []string{"1", "2", "3"} {
+		require.Contains(t, out, "seed="+seed+" result=died: the sweep worker running it ended: exit status 3", out)
+		require.Contains(t, out, "seed "+seed+": the heap grew to ")
+		require.Contains(t, out, "replay: sluice sim run --seed "+seed+" --nodes 3 --duration 2s")
+	}
+	require.Contains(t, out, "0 passed, 3 failed")
+}
