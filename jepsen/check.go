@@ -148,7 +148,7 @@ func CheckEvents(events []Event, cfg Config) Result {
 	model := LogModel()
 	for _, tp := range a.partitions {
 		ops := a.porcupineOps(tp)
-		res := porcupine.CheckOperationsTimeout(model, ops, timeout)
+		res := a.checkPartition(model, tp, ops, timeout)
 		r.Partitions = append(r.Partitions, PartitionResult{Partition: tp, Operations: len(ops), Linearizable: res})
 		switch res {
 		case porcupine.Illegal:

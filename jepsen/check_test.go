@@ -2,6 +2,7 @@ package jepsen
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -646,6 +647,52 @@ func TestUnseenProduceBelowTheFinalReadStaysOnlyWhereItFits(t *testing.T) {
 			}
 			if !r.OK() || r.Partitions[0].Operations != want {
 				t.Fatalf("want ok with %d operations for porcupine:\n%s", want, r)
+			}
+		})
+	}
+}
+
+// Unknown produces no read resolved, that may have filled a gap below the
+// final read: porcupine first tries the ones that fill it exactly and
+// leaves the rest out (placed after everything), instead of searching
+// every subset at every later operation. Twenty-four of them and a gap of
+// two records before forty produces: decided in milliseconds (the whole
+// search does not end in the budget). When no subset can fill the gap
+// (every unknown produce was sent after the gap had to be filled), the
+// history is still refused.
+func TestUnseenProducesFillTheirGapFirst(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		legal bool
+	}{{"fillable", true}, {"sent too late", false}} {
+		t.Run(tt.name, func(t *testing.T) {
+			h := NewHistory()
+			produced(h, t0, 0, "a")
+			var unknown []OpID
+			invoke := func() {
+				for i := range 24 {
+					unknown = append(unknown, h.InvokeProduce(10+i%4, t0, false, fmt.Sprintf("x%d", i)))
+				}
+			}
+			if tt.legal {
+				invoke()
+			}
+			produced(h, t0, 3, "b") // offsets 1 and 2: two of the unknown ones, unread
+			if !tt.legal {
+				invoke()
+			}
+			for i := range 40 {
+				produced(h, t0, int64(4+i), fmt.Sprintf("c%d", i))
+			}
+			for _, id := range unknown {
+				h.Info(id, errTimeout)
+			}
+			deleted(h, t0, 44, 44)
+			produced(h, t0, 44, "d")
+			finalFrom(h, t0, 44, "d")
+			r := Check(h, Config{Timeout: 30 * time.Second})
+			if r.OK() != tt.legal || r.Verdict == Undecided {
+				t.Fatalf("want legal=%v, decided:\n%s", tt.legal, r)
 			}
 		})
 	}
