@@ -529,9 +529,9 @@ func sweepInProcesses(ctx context.Context, t *sweepTally, first, last, p uint64,
 					if err := start(end.i, next); err != nil {
 						failure = err
 						cancel()
-						break
+					} else {
+						running++
 					}
-					running++
 				}
 			default:
 				failure = fmt.Errorf("sweep worker %d of %d: %w", end.i+1, p, end.err)
