@@ -134,7 +134,7 @@ func (c *metaClient) next() {
 		if c.r.stopping {
 			return
 		}
-		op := c.r.nemesis.pauser.inverse(c, DrawMetaOp(c.rand, c.names))
+		op := c.r.nemesis.pauser.instead(c, DrawMetaOp(c.rand, c.names))
 		c.cur, c.attempts, c.unknown = &op, 0, false
 	}
 	c.attempts++

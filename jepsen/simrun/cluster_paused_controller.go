@@ -32,7 +32,7 @@ import (
 //  2. While C is paused, a metadata client whose change was acknowledged
 //     since the pause began (a new controller answers) sets a topic's
 //     config through another node, and then sends C the deletion of that
-//     config (inverse), where it waits (its timeout is longer than the
+//     config (instead), where it waits (its timeout is longer than the
 //     pause); the clients' other requests go to the other nodes.
 //  3. C resumes, with those requests and its successor's messages
 //     waiting.
@@ -121,7 +121,7 @@ const (
 	pauseStepSteered        // the deletion went to the paused controller
 )
 
-// inverse returns, while a controller is paused, the operation a client
+// instead returns, while a controller is paused, the operation a client
 // makes instead of op, the one it drew (step 2). Once a change of the
 // client was acknowledged since the pause began (a new controller
 // answers), it sets the workload's config key on op's topic through
@@ -130,7 +130,7 @@ const (
 // quorum's confirmation, the deletion is acknowledged as a no-op and the
 // key stays. The client then reads the key back there once the
 // controller has caught up (metaClient.answered), which shows it.
-func (p *controllerPauser) inverse(c *metaClient, op MetaOp) MetaOp {
+func (p *controllerPauser) instead(c *metaClient, op MetaOp) MetaOp {
 	if p == nil || p.paused < 0 {
 		return op
 	}
@@ -150,7 +150,7 @@ func (p *controllerPauser) inverse(c *metaClient, op MetaOp) MetaOp {
 
 // target returns the node index a metadata client sends its attempt to,
 // drawn as target, while a controller is paused: the paused controller for
-// the deletion inverse chose, any other node for the others, so that the
+// the deletion instead chose, any other node for the others, so that the
 // clients' changes go on meanwhile.
 func (p *controllerPauser) target(c *metaClient, op *MetaOp, target int) int {
 	if p == nil || p.paused < 0 {
