@@ -32,8 +32,9 @@ import (
 //  2. While C is paused, a metadata client whose change was acknowledged
 //     since the pause began (a new controller answers) sets a topic's
 //     config through another node, and then sends C the deletion of that
-//     config (instead), where it waits (its timeout is longer than the
-//     pause); the clients' other requests go to the other nodes.
+//     config (controllerPauser.instead), where it waits (its timeout is
+//     longer than the pause); the clients' other requests go to the
+//     other nodes.
 //  3. C resumes, with those requests and its successor's messages
 //     waiting.
 //
@@ -150,7 +151,7 @@ func (p *controllerPauser) instead(c *metaClient, op MetaOp) MetaOp {
 
 // target returns the node index a metadata client sends its attempt to,
 // drawn as target, while a controller is paused: the paused controller for
-// the deletion instead chose, any other node for the others, so that the
+// the deletion that instead chose, any other node for the others, so that the
 // clients' changes go on meanwhile.
 func (p *controllerPauser) target(c *metaClient, op *MetaOp, target int) int {
 	if p == nil || p.paused < 0 {
