@@ -79,25 +79,27 @@ func (a *analysis) fillings(tp TopicPartition, ops []porcupine.Operation, open [
 	size := func(i int) int64 { return int64(len(ops[i].Input.(*produceInput).values)) }
 	used := make([]bool, len(ops))
 	var chosen []int
-	// fill chooses produces for gap g on, the current one filled up to
-	// at; it stops once enough subsets are found.
+	// fill chooses produces for gap g from at on (the gap filled below
+	// at), trying open[from:] next; it stops once enough subsets are found.
 	var fill func(g int, at int64, from int)
 	fill = func(g int, at int64, from int) {
-		if len(subsets) >= maxFillings {
+		switch {
+		case len(subsets) >= maxFillings:
 			return
-		}
-		if g == len(room.gaps) {
+		case g == len(room.gaps):
 			subsets = append(subsets, slices.Clone(chosen))
 			return
-		}
-		lo, hi := room.gaps[g][0], min(room.gaps[g][1], finalFrom)
-		if at == hi {
-			fill(g+1, room.gaps[min(g+1, len(room.gaps)-1)][0], 0)
+		case at == room.gaps[g][1]:
+			if g+1 < len(room.gaps) {
+				fill(g+1, room.gaps[g+1][0], 0)
+			} else {
+				fill(g+1, at, 0)
+			}
 			return
 		}
 		for k := from; k < len(open); k++ {
 			i := open[k]
-			if used[i] || at+size(i) > hi || room.floor(ops[i].Call) > at || at < lo {
+			if used[i] || at+size(i) > room.gaps[g][1] || room.floor(ops[i].Call) > at {
 				continue
 			}
 			used[i], chosen = true, append(chosen, i)

@@ -431,7 +431,7 @@ const workerDeathsMax = 8
 type workerEnd struct {
 	i, running uint64
 	err        error
-	died       bool // exited or was killed in the middle of a seed
+	died       bool // ended by a signal or its heap guard in the middle of a seed (diedOfItsSeed)
 }
 
 // sweepInProcesses runs the seeds in p worker processes of this program,

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluicemq/sluice/raftmeta"
 	"github.com/sluicemq/sluice/sim/rng"
 	"github.com/sluicemq/sluice/sim/sched"
 	"github.com/sluicemq/sluice/sim/simfs"
@@ -651,16 +652,23 @@ const isrAimPoll = 20 * time.Millisecond
 // inISR reports whether F is in the partition's ISR as L knows it, and
 // whether the aim still holds (L runs and leads the partition).
 func (a *isrAim) inISR() (in, ok bool) {
-	r := a.n.r
-	b := r.nodes[a.l].broker()
+	p, ok := a.n.r.ledPartition(a.l, a.part)
+	return ok && slices.Contains(p.ISR, a.follower), ok
+}
+
+// ledPartition returns partition part of the data topic as node index l's
+// image holds it, and whether l runs and leads it (never while the run is
+// stopping).
+func (r *clusterRun) ledPartition(l, part int) (raftmeta.Partition, bool) {
+	b := r.nodes[l].broker()
 	if r.stopping || b == nil {
-		return false, false
+		return raftmeta.Partition{}, false
 	}
 	t := b.MetadataImage().TopicByName(clusterTopic)
-	if t == nil || a.part >= len(t.Partitions) || t.Partitions[a.part].Leader != a.leader {
-		return false, false
+	if t == nil || part >= len(t.Partitions) || t.Partitions[part].Leader != r.nodes[l].id {
+		return raftmeta.Partition{}, false
 	}
-	return slices.Contains(t.Partitions[a.part].ISR, a.follower), true
+	return t.Partitions[part], true
 }
 
 // await runs then once F's membership of the ISR is want, polling; it ends

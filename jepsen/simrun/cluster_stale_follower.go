@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/sluicemq/sluice/env"
+	"github.com/sluicemq/sluice/raftmeta"
 	"github.com/sluicemq/sluice/sim"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -82,6 +83,7 @@ type staleAim struct {
 	replicas         []int32 // the partition's replicas before the aim
 	extra            int32   // with two replicas, the broker added and then dropped
 	heal             func()  // ends F's cut and releases its hold
+	moved            bool    // a reassignment of the aim's was accepted
 	// fenced is F's count of fenced fetches when L's epoch moved, once
 	// struck says it did.
 	fenced          int
@@ -195,7 +197,7 @@ func (t *staleAim) bump() {
 // current is the partition's replicas as L knows them, or those before the
 // aim.
 func (t *staleAim) current() []int32 {
-	if p, ok := t.partition(); ok {
+	if p, ok := t.a.n.r.ledPartition(t.l, t.part); ok {
 		return p.Replicas
 	}
 	return t.replicas
@@ -210,6 +212,7 @@ func (t *staleAim) reassign(replicas []int32, then func()) {
 	try = func(left int) {
 		t.a.send(reassignment(t.part, replicas), t.f, func(code int16) {
 			r.logf("stale_follower: %s-%d to %v: error %d", clusterTopic, t.part, replicas, code)
+			t.moved = t.moved || code == 0
 			switch {
 			case t.ended:
 			case code == 0:
@@ -271,40 +274,20 @@ func (a *staleFollowerAimer) send(req *kmsg.AlterPartitionAssignmentsRequest, f 
 	})
 }
 
-// partition is the partition as L's image holds it, and whether L still
-// runs and leads it.
-func (t *staleAim) partition() (p partitionState, ok bool) {
-	r := t.a.n.r
-	b := r.nodes[t.l].broker()
-	if r.stopping || b == nil {
-		return p, false
-	}
-	tp := b.MetadataImage().TopicByName(clusterTopic)
-	if tp == nil || t.part >= len(tp.Partitions) || tp.Partitions[t.part].Leader != t.leader {
-		return p, false
-	}
-	mp := tp.Partitions[t.part]
-	return partitionState{Replicas: mp.Replicas, Adding: mp.AddingReplicas, LeaderEpoch: mp.LeaderEpoch}, true
-}
-
-// partitionState is what the aim watches of a partition.
-type partitionState struct {
-	Replicas, Adding []int32
-	LeaderEpoch      int32
-}
-
 // awaitJoined runs then once the added broker has joined the partition
 // (the reassignment completed).
 func (t *staleAim) awaitJoined(then func()) {
-	t.await(func(p partitionState) bool { return slices.Contains(p.Replicas, t.extra) && len(p.Adding) == 0 }, then)
+	t.await(func(p raftmeta.Partition) bool {
+		return slices.Contains(p.Replicas, t.extra) && len(p.AddingReplicas) == 0
+	}, then)
 }
 
 // bumped says L leads at an epoch above the one F's image is stuck at.
-func (t *staleAim) bumped(p partitionState) bool { return p.LeaderEpoch > t.epoch }
+func (t *staleAim) bumped(p raftmeta.Partition) bool { return p.LeaderEpoch > t.epoch }
 
 // await polls L's image until cond holds, then runs then; it ends the aim
 // if L stops leading or it takes longer than eight seconds.
-func (t *staleAim) await(cond func(partitionState) bool, then func()) {
+func (t *staleAim) await(cond func(raftmeta.Partition) bool, then func()) {
 	r := t.a.n.r
 	deadline := r.w.Now() + 8*time.Second
 	var poll func()
@@ -312,7 +295,7 @@ func (t *staleAim) await(cond func(partitionState) bool, then func()) {
 		if t.ended {
 			return
 		}
-		p, ok := t.partition()
+		p, ok := r.ledPartition(t.l, t.part)
 		switch {
 		case !ok || r.w.Now() > deadline:
 			t.end()
@@ -350,7 +333,10 @@ func (t *staleAim) end() {
 	if t.heal != nil {
 		t.heal()
 	}
-	if !slices.Equal(t.current(), t.replicas) && !r.stopping {
+	// The replicas before the aim, once it moved them, whoever leads by
+	// now (L's own view may be gone): a reassignment to the replicas a
+	// partition has already changes nothing.
+	if t.moved && !r.stopping {
 		t.a.send(reassignment(t.part, t.replicas), -1, func(code int16) {
 			r.logf("stale_follower: %s-%d back to %v: error %d", clusterTopic, t.part, t.replicas, code)
 		})
