@@ -150,6 +150,12 @@ func (x *crashRun) batch(follower bool) []byte {
 		s.values = append(s.values, bytes.Repeat([]byte{byte('a' + x.r.Intn(26))}, x.r.Intn(200)))
 	}
 	s.baseTs = x.h.nowMs()
+	if x.r.Chance(0.3) {
+		// Another producer's clock, behind this one's: timestamps along
+		// the log go down as well as up, so a segment's max timestamp is
+		// not its last batch's.
+		s.baseTs -= int64(x.r.Intn(5000))
+	}
 	if follower {
 		s.baseOffset, s.leaderEpoch = x.tr.cur.end, x.epoch
 	} else if x.r.Chance(0.5) {
@@ -425,6 +431,7 @@ func (x *crashRun) verify(powerLoss bool) {
 		x.fatalf("batches end at %d, the log at %d", want, end)
 	}
 	x.verifyProducers(m)
+	x.verifyTimestamps(m)
 	m.ep.entries = l.Epochs()
 	tr.cur = m
 	if powerLoss {
@@ -439,6 +446,36 @@ func (x *crashRun) verify(powerLoss bool) {
 		tr.cands[b.base][string(b.bytes)] = true
 	}
 	x.syncSeqs()
+}
+
+// verifyTimestamps asks the recovered log for the offsets of a few of its
+// batches' timestamps, and for its max timestamp: the time indexes recovery
+// trusted or rebuilt must say where each timestamp is.
+func (x *crashRun) verifyTimestamps(m *model) {
+	if len(m.batches) == 0 {
+		return
+	}
+	for range 4 {
+		target := m.batches[x.r.Intn(len(m.batches))].header().MaxTimestamp + int64(x.r.Intn(3)) - 1
+		off, ts, ok := m.offsetForTimestamp(target)
+		got, gotOK, err := x.l.OffsetForTimestamp(target)
+		if err != nil {
+			x.fatalf("offset for timestamp %d: %v", target, err)
+		}
+		if ok != gotOK || (ok && (got.Offset != off || got.Timestamp != ts)) {
+			x.dumpDir()
+			x.fatalf("offset for timestamp %d: %+v %v, the records say %d (timestamp %d) %v", target, got, gotOK, off, ts, ok)
+		}
+	}
+	off, ts, ok := m.maxTimestamp()
+	got, gotOK, err := x.l.MaxTimestamp()
+	if err != nil {
+		x.fatalf("max timestamp: %v", err)
+	}
+	if ok != gotOK || (ok && (got.Offset != off || got.Timestamp != ts)) {
+		x.dumpDir()
+		x.fatalf("max timestamp: %+v %v, the records say %d (timestamp %d) %v", got, gotOK, off, ts, ok)
+	}
 }
 
 // syncSeqs continues each producer where the log's state says it is, as a
@@ -522,6 +559,15 @@ func runCrashSeed(t testing.TB, seed int) {
 			x.note("restart after failure: %v", x.l.Err())
 			x.h.closeWithin(x.l, time.Hour)
 			x.h.inc++ // the old incarnation's timers and callbacks are dead
+			h.disk.SetFull(false)
+			x.reopen()
+			x.verify(false)
+		case r.Chance(0.03):
+			// kill -9: the process dies, the page cache stays, and what it
+			// holds unsynced a later power loss may still take.
+			x.note("kill")
+			h.disk.CrashProcess()
+			x.h.inc++
 			h.disk.SetFull(false)
 			x.reopen()
 			x.verify(false)

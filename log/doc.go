@@ -53,10 +53,13 @@
 // wrapping ErrCorrupt, never data. Recovery cuts the log at the first bad
 // batch after the recovery point; below it, the disk is trusted.
 //
-// What is not checked: a segment's max timestamp (for retention.ms and for
-// choosing where a timestamp lookup starts) comes from headers and the time
-// index, and a flip there can mistime them; a flip on the medium that
-// raises the leader epoch of the log's very last batch is not seen.
+// A segment's max timestamp (for retention.ms, and for which segments a
+// timestamp lookup skips) read from its time index file is checked against
+// the batch the entry names before either relies on it (confirmMaxTs).
+//
+// What is not checked: a max timestamp recovery found in a batch header
+// read alone (a flip on the way can mistime the segment); a flip on the
+// medium that raises the leader epoch of the log's very last batch.
 //
 // # Decisions
 //
@@ -77,6 +80,14 @@
 //     timestamp is trusted (Kafka recomputes it from the records).
 //   - Records are decoded (and decompressed) only for ListOffsets by
 //     timestamp and MAX_TIMESTAMP, which need a record-level answer.
+//   - Recovery trusts a segment's index files whole (no walk of its
+//     batches) only when the recovery point lies past the segment's end,
+//     not at it: a flush round begun while the segment was active makes its
+//     end durable without syncing its index files, which rounds leave alone
+//     for the active segment and which its roll completes. For the same
+//     reason a checkpoint's recovery point stops at the end of the first
+//     rolled segment whose index files are not durable yet, and a roll asks
+//     for a round of its own. (Kafka flushes a segment's indexes with it.)
 //   - Follower batches must continue the log exactly (no gaps, which only
 //     compaction makes, and compaction is not supported).
 //   - A truncation, and a recovery that changed the disk, put the log behind

@@ -22,7 +22,9 @@ import (
 //     remain, so concurrent callers share syncs (group commit).
 //   - A checkpoint round writes the leader-epoch checkpoint (when it
 //     changed) and the recovery-point checkpoint (recovery point =
-//     DurableOffset at the round's start, log start offset, clean flag),
+//     DurableOffset at the round's start, capped at the end of the first
+//     inactive segment whose index files are not durable yet; the log
+//     start offset; the clean flag),
 //     each to a .tmp file that is synced and renamed over the old one, then
 //     syncs the directory. Epochs are written first, so the epochs of
 //     everything below a durable recovery point are durable too (epochs
@@ -168,6 +170,14 @@ func (l *Log) startFlush() {
 	}
 	for i, s := range l.segs {
 		l.syncFile(r, s.log, false)
+		if i < len(l.segs)-1 && s.indexesUnwritten() {
+			// A roll's or a rebuild's index write failed (the disk was
+			// full): the checkpoint cannot pass this segment until it is
+			// written, so try again.
+			if err := s.flushIndexes(); err != nil {
+				l.cfg.Logger.Warn("index write failed", "segment", s.path, "err", err)
+			}
+		}
 		if i < len(l.segs)-1 || l.closing {
 			l.syncFile(r, s.idxF, false)
 			l.syncFile(r, s.tsF, false)
@@ -337,12 +347,31 @@ func (l *Log) checkpointSoon() {
 
 func (l *Log) checkpointContent() (partitionCheckpoint, []byte) {
 	epochs := l.epochs.encode()
+	rp := l.recoveryPoint()
 	return partitionCheckpoint{
-		RecoveryPoint:  l.dur.durable,
+		RecoveryPoint:  rp,
 		LogStartOffset: l.logStart,
-		Clean:          l.closing && l.dur.cleanClose && l.dur.durable == l.LogEndOffset(),
+		Clean:          l.closing && l.dur.cleanClose && rp == l.LogEndOffset(),
 		EpochsCRC:      crc32.Checksum(epochs, castagnoli),
 	}, epochs
+}
+
+// recoveryPoint is what a checkpoint may promise recovery: the durable
+// offset, but no further than the end of the first inactive segment whose
+// index files are not durable yet (their write failed, or no sync has
+// covered it), since recovery trusts the indexes of every segment that ends
+// below the recovery point, and walks the one that ends at it.
+func (l *Log) recoveryPoint() int64 {
+	rp := l.dur.durable
+	for _, s := range l.segs[:len(l.segs)-1] {
+		if s.next >= rp {
+			break
+		}
+		if !s.indexesDurable() {
+			return s.next
+		}
+	}
+	return rp
 }
 
 func (l *Log) startCheckpoint() {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -200,7 +201,7 @@ func appendRecord(p []byte, offsetDelta int, tsDelta int64, value []byte) []byte
 // build encodes a valid v2 batch.
 func (s batchSpec) build() []byte {
 	var recs []byte
-	maxTs := s.baseTs
+	maxTs := int64(math.MinInt64) // the records' max, as producers set it
 	for i, v := range s.values {
 		var d int64
 		if s.tsDeltas != nil {

@@ -446,7 +446,11 @@ func (l *Log) roll() error {
 	l.segs = append(l.segs, s)
 	l.dur.dirDirty = true
 	l.takeSnapshot(base)
-	l.flushInternal(base, false, func(err error) {
+	// Forced: a round begun before the roll, or one that made base durable
+	// already, left the old segment's index files unsynced (they were the
+	// active segment's), and the recovery point cannot pass the segment
+	// until a round syncs them (recoveryPoint).
+	l.flushInternal(base, true, func(err error) {
 		if err == nil {
 			l.checkpointSoon()
 		}

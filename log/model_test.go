@@ -127,24 +127,19 @@ func (m *model) offsetForTimestamp(target int64) (int64, int64, bool) {
 	return 0, 0, false
 }
 
+// maxTimestamp is the first record at or after the log start with the
+// largest timestamp (KIP-734).
 func (m *model) maxTimestamp() (int64, int64, bool) {
-	var best *mbatch
-	for i := range m.batches {
-		b := &m.batches[i]
-		if ts := b.header().MaxTimestamp; ts != noTimestamp && (best == nil || ts > best.header().MaxTimestamp) {
-			best = b
+	var off, ts int64
+	found := false
+	for _, b := range m.batches {
+		for i, rts := range b.recTs {
+			if o := b.base + int64(i); o >= m.start && (!found || rts > ts) {
+				off, ts, found = o, rts, true
+			}
 		}
 	}
-	if best == nil {
-		return 0, 0, false
-	}
-	ts := best.header().MaxTimestamp
-	for i, rts := range best.recTs {
-		if rts == ts {
-			return best.base + int64(i), ts, true
-		}
-	}
-	return 0, 0, false
+	return off, ts, found
 }
 
 // checkModel compares the log with the model.

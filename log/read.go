@@ -237,6 +237,7 @@ func (l *Log) rebuildIndexes(s *segment) error {
 	}
 	s.idx, s.tix = fresh.idx, fresh.tix
 	s.maxTs, s.maxTsOffset, s.firstTs = fresh.maxTs, fresh.maxTsOffset, fresh.firstTs
+	s.maxTsUnconfirmed = false
 	s.bytesSinceIndex = fresh.bytesSinceIndex
 	s.idxWritten, s.tixWritten = 0, 0
 	if s != l.active() {

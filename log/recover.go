@@ -339,8 +339,14 @@ func (l *Log) recoverSegments(li listing, start recoveryStart) (bool, error) {
 	if err := l.dropStrays(start.rp); err != nil {
 		return false, err
 	}
+	// A segment is trusted whole only when the recovery point lies past
+	// its end, not at it: a flush round in flight when the segment rolled
+	// makes everything below its end durable, but not the index files that
+	// the roll completed (the round began while they were the active
+	// segment's, which rounds leave alone). Only a round begun after the
+	// roll, which syncs them, can reach further.
 	k := 0
-	for k+1 < len(l.segs) && l.segs[k+1].base <= start.rp {
+	for k+1 < len(l.segs) && l.segs[k+1].base < start.rp {
 		k++
 	}
 	for i := 0; i < k; i++ {
@@ -422,6 +428,7 @@ func (l *Log) loadTrusted(s *segment, next int64) bool {
 		s.idx, s.tix = idx, tix
 		s.idxWritten, s.tixWritten = len(idx.buf), len(tix.buf)
 		s.maxTs, s.maxTsOffset, _ = tix.last()
+		s.maxTsUnconfirmed = true
 		return true
 	}
 	l.cfg.Logger.Warn("index files missing or damaged, rebuilding them", "segment", s.path, "offset index", ierr, "time index", terr)
@@ -577,15 +584,20 @@ func (l *Log) cleanPrefix(s *segment, rp, fileSize int64) bool {
 	}
 	entryPos := pos
 	r := newHeaderReader(s.log.f, fileSize)
+	ts, tsOff, ok := tix.last()
 	for wantBase != rp {
 		h, err := readChecked(r, pos, wantBase, wantLast, fileSize)
 		if err != nil || h.nextOffset() > rp || !followedBy(r, pos+h.size(), h.nextOffset(), fileSize) {
 			return false
 		}
+		// The time index holds the max timestamp only as of its last
+		// entry; the batches after it count too.
+		if ok && h.MaxTimestamp > ts {
+			ts, tsOff = h.MaxTimestamp, h.lastOffset()
+		}
 		pos += h.size()
 		wantBase, wantLast = h.nextOffset(), -1
 	}
-	ts, tsOff, ok := tix.last()
 	if pos > 0 && !ok {
 		return false
 	}
@@ -596,6 +608,7 @@ func (l *Log) cleanPrefix(s *segment, rp, fileSize int64) bool {
 		}
 		s.firstTs = h.MaxTimestamp
 		s.maxTs, s.maxTsOffset = ts, tsOff
+		s.maxTsUnconfirmed = true
 	}
 	idx.truncateAt(pos, rp)
 	s.idx, s.tix = idx, tix

@@ -292,3 +292,49 @@ func TestCheckpointRecoveryPointIsTheDurableEnd(t *testing.T) {
 			cp.RecoveryPoint, durable, l.DurableOffset(), end)
 	}
 }
+
+// TestRecoveryPointWaitsForARolledSegmentsIndexes: a rolled segment's time
+// index holds its max timestamp in its last entry, which recovery trusts
+// once the recovery point lies past the segment. When the roll's index
+// write fails, and the next flush's retry too, the checkpoint must not
+// pass the segment; then a power loss leaves the segment to be walked, and
+// a timestamp in its middle is still found there.
+func TestRecoveryPointWaitsForARolledSegmentsIndexes(t *testing.T) {
+	h := newHarness(t, 7)
+	cfg := h.config("t-0")
+	cfg.IndexIntervalBytes = 1 << 20 // no entry but the roll's
+	l := h.open(cfg)
+	for _, ts := range []int64{1000, 5000, 2000} {
+		appendLeader(t, l, spec("v").at(ts), 0)
+	}
+	// The roll's index write fails, then its producer snapshot's, then
+	// the retry of the flush round it starts.
+	for range 3 {
+		must(t, h.disk.FailNext(opWrite, envErrIO))
+	}
+	must(t, l.roll())
+	appendLeader(t, l, spec("w").at(3000), 0)
+	must(t, h.disk.FailNext(opWrite, envErrIO)) // the next round's retry
+	h.flush(l)
+	if !l.segs[0].indexesUnwritten() || l.DurableOffset() <= l.segs[0].next {
+		t.Fatalf("setup: the rolled segment's indexes are written (%v), or the durable offset %d is not past it", !l.segs[0].indexesUnwritten(), l.DurableOffset())
+	}
+	must(t, h.wait(l.Checkpoint))
+	if ck := l.dur.ckpt.written.RecoveryPoint; ck > l.segs[0].next {
+		t.Fatalf("checkpoint's recovery point %d passes segment [0, %d), whose indexes are not written", ck, l.segs[0].next)
+	}
+	h.crash()
+	l = h.open(cfg)
+	res, ok, err := l.OffsetForTimestamp(4000)
+	must(t, err)
+	if !ok || res.Offset != 1 || res.Timestamp != 5000 {
+		t.Fatalf("offset for timestamp 4000 after the power loss: %+v %v, want offset 1 (timestamp 5000)", res, ok)
+	}
+	// Once the retry succeeds, the checkpoint moves past the segment.
+	appendLeader(t, l, spec("x").at(3000), 0)
+	h.flush(l)
+	must(t, h.wait(l.Checkpoint))
+	if ck := l.dur.ckpt.written.RecoveryPoint; ck != l.LogEndOffset() {
+		t.Fatalf("recovery point %d after the indexes were written, log end %d", ck, l.LogEndOffset())
+	}
+}

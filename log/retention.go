@@ -22,6 +22,10 @@ func (l *Log) EnforceRetention(highWatermark int64) (int, error) {
 	if l.cfg.RetentionTime >= 0 {
 		nowMs, limit := l.clock.Now().UnixMilli(), l.cfg.RetentionTime.Milliseconds()
 		n += l.deletePrefix(highWatermark, func(s *segment, _ int64) bool {
+			if err := l.confirmMaxTs(s); err != nil {
+				l.cfg.Logger.Warn("segment kept: its max timestamp is unreadable", "segment", s.path, "err", err)
+				return false
+			}
 			return nowMs-s.largestTimestamp() > limit
 		})
 	}

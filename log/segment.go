@@ -47,6 +47,11 @@ type segment struct {
 	// offset of the first batch that reached it (noTimestamp, -1 if none).
 	maxTs       int64
 	maxTsOffset int64
+	// maxTsUnconfirmed says maxTs came from the time index file's last
+	// entry, which a bit flipped on the way in may have changed (parsing
+	// sees only entries out of order): it is checked against its batch
+	// before anything relies on it (confirmMaxTs).
+	maxTsUnconfirmed bool
 	// firstTs is the first batch's max timestamp, from which segment.ms is
 	// counted (noTimestamp: count from created instead).
 	firstTs int64
@@ -203,6 +208,18 @@ func (s *segment) noteBatch(h *header, pos, interval int64) {
 	s.bytesSinceIndex += h.size()
 	s.size = pos + h.size()
 	s.next = h.nextOffset()
+}
+
+// indexesUnwritten reports whether some index entries are not in their
+// files yet.
+func (s *segment) indexesUnwritten() bool {
+	return s.idxWritten < len(s.idx.buf) || s.tixWritten < len(s.tix.buf)
+}
+
+// indexesDurable reports whether both index files hold every entry and are
+// synced.
+func (s *segment) indexesDurable() bool {
+	return !s.indexesUnwritten() && s.idxF != nil && s.tsF != nil && !s.idxF.dirty() && !s.tsF.dirty()
 }
 
 // flushIndexes writes the index entries not yet in their files. A failure

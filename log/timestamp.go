@@ -1,5 +1,7 @@
 package log
 
+import "slices"
+
 // TimestampOffset answers ListOffsets: a record's offset and timestamp, and
 // the leader epoch of its batch (-1 if it has none).
 type TimestampOffset struct {
@@ -16,7 +18,13 @@ func (l *Log) OffsetForTimestamp(ts int64) (res TimestampOffset, found bool, err
 		return res, false, err
 	}
 	for _, s := range l.segs {
-		if s.maxTs == noTimestamp || s.maxTs < ts || s.next <= l.logStart {
+		if s.next <= l.logStart {
+			continue
+		}
+		if err := l.confirmMaxTs(s); err != nil {
+			return res, false, err
+		}
+		if s.maxTs == noTimestamp || s.maxTs < ts {
 			continue
 		}
 		res, found, err = l.searchSegment(s, ts)
@@ -77,16 +85,36 @@ func (l *Log) MaxTimestamp() (TimestampOffset, bool, error) {
 	if err := l.usable(); err != nil {
 		return TimestampOffset{}, false, err
 	}
-	var best *segment
+	// A segment's max timestamp comes from its time index, which recovery
+	// trusted: one that its batch belies is rebuilt, and the choice made
+	// again, since the rebuilt segment may no longer be the best.
 	for _, s := range l.segs {
-		if s.maxTs != noTimestamp && (best == nil || s.maxTs > best.maxTs) {
-			best = s
+		if err := l.confirmMaxTs(s); err != nil {
+			return TimestampOffset{}, false, err
 		}
 	}
-	if best == nil {
-		return TimestampOffset{}, false, nil
-	}
-	for attempt := 0; ; attempt++ {
+	var rebuilt []*segment
+	for {
+		first := l.segs[0]
+		cut := l.logStart > first.base // DeleteRecords moved it into the segment
+		var best *segment
+		for _, s := range l.segs {
+			if s.maxTs != noTimestamp && !(s == first && cut) && (best == nil || s.maxTs > best.maxTs) {
+				best = s
+			}
+		}
+		if cut && first.maxTs != noTimestamp && (best == nil || first.maxTs >= best.maxTs) {
+			// The first segment's max timestamp may be a record below
+			// the log start, which must not be answered: the max of the
+			// records after it takes a walk.
+			res, found, err := l.maxTimestampFrom(first, l.logStart)
+			if err != nil || (found && (best == nil || res.Timestamp >= best.maxTs)) {
+				return res, found, err
+			}
+		}
+		if best == nil {
+			return TimestampOffset{}, false, nil
+		}
 		ts, off := best.maxTs, best.maxTsOffset
 		r := best.reader()
 		pos, h, err := l.locate(best, r, off)
@@ -94,16 +122,73 @@ func (l *Log) MaxTimestamp() (TimestampOffset, bool, error) {
 			return TimestampOffset{}, false, err
 		}
 		if pos >= best.size || h.lastOffset() != off || h.MaxTimestamp != ts {
-			if attempt > 0 {
+			if slices.Contains(rebuilt, best) {
 				return TimestampOffset{}, false, corruptError("%s.log: no batch ends at offset %d with timestamp %d", best.path, off, ts)
 			}
+			rebuilt = append(rebuilt, best)
 			if err := l.rebuildIndexes(best); err != nil {
 				return TimestampOffset{}, false, err
 			}
 			continue
 		}
-		return l.findRecord(best, pos, &h, ts, func(_, rts int64) bool { return rts == ts })
+		return l.findRecord(best, pos, &h, ts, func(off, rts int64) bool { return rts == ts && off >= l.logStart })
 	}
+}
+
+// confirmMaxTs checks a segment's max timestamp that came from its time
+// index file against the batch it names, and rebuilds the indexes from the
+// batches if they disagree: a segment skipped by a timestamp search, or
+// deleted by retention.ms, on a flipped max timestamp would lose records.
+func (l *Log) confirmMaxTs(s *segment) error {
+	if !s.maxTsUnconfirmed {
+		return nil
+	}
+	if s.maxTs != noTimestamp {
+		pos, h, err := l.locate(s, s.reader(), s.maxTsOffset)
+		if err != nil {
+			return err
+		}
+		if pos >= s.size || h.lastOffset() != s.maxTsOffset || h.MaxTimestamp != s.maxTs {
+			l.cfg.Logger.Warn("time index disagrees with its segment, rebuilding it", "segment", s.path)
+			return l.rebuildIndexes(s)
+		}
+	}
+	s.maxTsUnconfirmed = false
+	return nil
+}
+
+// maxTimestampFrom returns the first record of s at or after offset from
+// with the largest timestamp among them, reading every batch there.
+func (l *Log) maxTimestampFrom(s *segment, from int64) (TimestampOffset, bool, error) {
+	r := s.reader()
+	pos, h, err := l.locate(s, r, from)
+	if err != nil || pos >= s.size {
+		return TimestampOffset{}, false, err
+	}
+	var res TimestampOffset
+	found := false
+	var ferr error
+	_, _, err = s.walk(r, pos, h.BaseOffset, -1, func(pos int64, h *header) bool {
+		if found && h.MaxTimestamp <= res.Timestamp {
+			return true // as checked below, when the batch is read
+		}
+		var p []byte
+		if p, ferr = l.readBatch(s, pos, h); ferr != nil {
+			return false
+		}
+		checked := parseHeader(p)
+		ferr = visitRecords(p, &checked, l.codecs.decompressor(), func(offset, ts int64) bool {
+			if offset >= from && (!found || ts > res.Timestamp) {
+				res, found = TimestampOffset{Timestamp: ts, Offset: offset, LeaderEpoch: max(checked.LeaderEpoch, -1)}, true
+			}
+			return true
+		})
+		return ferr == nil
+	})
+	if err == nil {
+		err = ferr
+	}
+	return res, found, err
 }
 
 // findRecord reads the batch h at pos of s, checked, and returns its first
