@@ -87,6 +87,9 @@ type heartbeats struct {
 	// watermark below one a new leader has acknowledged past (the
 	// cluster sweep found one that did).
 	leaseUntil time.Time
+	// withheld counts the heartbeats answered unfenced that renewed no
+	// lease, since the image lagged the committed log.
+	withheld int
 }
 
 // leaseMargin is how much of the session timeout a lease leaves
@@ -138,8 +141,20 @@ func (b *Broker) sendHeartbeat() {
 	sentAt := b.mono.now
 	answer := func(reply raftmeta.HeartbeatReply, err error) {
 		b.hb.inFlight = false
-		if err == nil && reply.Err == nil && !reply.IsFenced && !sentAt.IsZero() {
+		switch {
+		case err != nil || reply.Err != nil || reply.IsFenced || sentAt.IsZero():
+		case reply.IsCaughtUp:
 			b.hb.leaseUntil = later(b.hb.leaseUntil, sentAt.Add(b.cfg.BrokerSessionTimeout-leaseMargin(b.cfg.BrokerSessionTimeout)))
+		default:
+			// The controller says this broker's image lags the committed
+			// log (its raft link is down while heartbeats get through):
+			// the leaderships it shows may have moved on, so it leads
+			// nothing until it has caught up.
+			b.hb.withheld++
+			if b.leaseHeld() {
+				b.env.Log.Warn("the metadata image lags the controller's; giving up the leader lease until it catches up", "node", b.cfg.NodeID, "applied", hb.MetadataOffset)
+			}
+			b.hb.leaseUntil = time.Time{}
 		}
 		if b.heartbeatAnswered(reply, err) && b.hb.due {
 			b.sendHeartbeat()

@@ -232,7 +232,7 @@ func (b *Broker) controllerApplied() {
 	if b.ctl == nil {
 		return
 	}
-	b.ctl.Committed(b.image)
+	b.ctl.Committed(b.mono.now, b.image)
 	if err := b.ctl.Err(); err != nil {
 		b.env.Log.Error("the controller refused its own decision; rebuilding it", "err", err)
 		b.newController()

@@ -35,6 +35,10 @@ type MetadataView struct {
 	// controller, without writing, that a quorum then did not confirm: it
 	// had been deposed without knowing it (they were NOT_CONTROLLER).
 	Unconfirmed int
+	// LeaseWithheld counts the heartbeats the controller answered
+	// unfenced but not caught up: this broker's image lagged the
+	// committed log, so they renewed no leader lease.
+	LeaseWithheld int
 }
 
 // MetadataView returns the node's metadata quorum state. It must be called
@@ -42,14 +46,15 @@ type MetadataView struct {
 // events).
 func (b *Broker) MetadataView() MetadataView {
 	return MetadataView{
-		Leader:      nodeIDOfRaft(b.meta.leader),
-		Term:        b.meta.term,
-		Applied:     b.meta.applied,
-		Running:     b.state == stateRunning && b.metaErr == nil,
-		Controller:  b.meta.activeTerm != 0,
-		Snapshots:   b.meta.snapshots,
-		Restores:    b.meta.restores,
-		Unconfirmed: b.meta.unconfirmed,
+		Leader:        nodeIDOfRaft(b.meta.leader),
+		Term:          b.meta.term,
+		Applied:       b.meta.applied,
+		Running:       b.state == stateRunning && b.metaErr == nil,
+		Controller:    b.meta.activeTerm != 0,
+		Snapshots:     b.meta.snapshots,
+		Restores:      b.meta.restores,
+		Unconfirmed:   b.meta.unconfirmed,
+		LeaseWithheld: b.hb.withheld,
 	}
 }
 

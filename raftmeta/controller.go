@@ -56,6 +56,13 @@ type ControllerConfig struct {
 	// ProducerIDBlock is the size of a producer-id block (1000, as Kafka's
 	// ProducerIdControlManager).
 	ProducerIDBlock int64
+	// ImageLagMax is how far behind the committed log, in time, a
+	// broker's image may be and its heartbeat still say it is caught up
+	// (a quarter of SessionTimeout). Brokers lead only on a lease that
+	// such a heartbeat renews: one whose image stopped moving (its raft
+	// link broken while its heartbeats get through) must not go on
+	// acting on leaderships the log has taken from it.
+	ImageLagMax time.Duration
 }
 
 const (
@@ -74,6 +81,9 @@ func (cfg ControllerConfig) withDefaults() ControllerConfig {
 	}
 	if cfg.RebalanceInterval <= 0 {
 		cfg.RebalanceInterval = defaultRebalanceInterval
+	}
+	if cfg.ImageLagMax <= 0 {
+		cfg.ImageLagMax = cfg.SessionTimeout / 4
 	}
 	if cfg.ImbalancePercent <= 0 {
 		cfg.ImbalancePercent = defaultImbalancePercent
@@ -94,6 +104,11 @@ type Controller struct {
 	// proposed and not yet seen committed, in order.
 	pendingEnds []uint64
 	sessions    map[int32]*session
+	// committedAt samples when the committed log reached an offset,
+	// oldest first, back to the newest sample older than ImageLagMax:
+	// what a heartbeat's metadata offset is measured against
+	// (imageCaughtUp).
+	committedAt []committedSample
 	// now is the latest time a call passed in.
 	now           time.Time
 	nextRebalance time.Time
@@ -148,6 +163,7 @@ func NewController(committed *Image, cfg ControllerConfig, now time.Time, rand e
 	}
 	c.nextRebalance = now.Add(c.cfg.RebalanceInterval)
 	c.syncSessions()
+	c.sampleCommitted(committed.Applied)
 	return c
 }
 
@@ -203,12 +219,20 @@ func (c *Controller) Err() error { return c.failed }
 // Pending reports how many proposed batches have not been seen committed.
 func (c *Controller) Pending() int { return len(c.pendingEnds) }
 
+// committedSample says the committed log reached offset at time at.
+type committedSample struct {
+	offset uint64
+	at     time.Time
+}
+
 // Committed tells the controller that the committed image has advanced to
-// im (read during the call only). Batches the image now covers are no
-// longer pending. When none is pending and the image is not at the view's
-// offset, records came from elsewhere: the view is rebuilt from im, and
-// brokers new to it get a full session.
-func (c *Controller) Committed(im *Image) {
+// im (read during the call only) at now. Batches the image now covers are
+// no longer pending. When none is pending and the image is not at the
+// view's offset, records came from elsewhere: the view is rebuilt from im,
+// and brokers new to it get a full session.
+func (c *Controller) Committed(now time.Time, im *Image) {
+	c.observe(now)
+	c.sampleCommitted(im.Applied)
 	for len(c.pendingEnds) > 0 && c.pendingEnds[0] <= im.Applied {
 		c.pendingEnds = c.pendingEnds[1:]
 	}
@@ -224,6 +248,35 @@ func (c *Controller) Committed(im *Image) {
 	if invariants.Enabled && im.partitions <= fullCheckPartitionsMax && !im.Equal(c.view) {
 		invariants.Panicf("controller: the committed image at offset %d differs from the view the controller proposed", im.Applied)
 	}
+}
+
+// sampleCommitted notes that the committed log has reached offset now, and
+// forgets the samples no heartbeat is measured against any more.
+func (c *Controller) sampleCommitted(offset uint64) {
+	if n := len(c.committedAt); n == 0 || offset > c.committedAt[n-1].offset {
+		c.committedAt = append(c.committedAt, committedSample{offset: offset, at: c.now})
+	}
+	horizon := c.now.Add(-c.cfg.ImageLagMax)
+	k := 0
+	for k+1 < len(c.committedAt) && !c.committedAt[k+1].at.After(horizon) {
+		k++
+	}
+	c.committedAt = append(c.committedAt[:0], c.committedAt[k:]...)
+}
+
+// imageCaughtUp says whether a broker whose image has applied offset has
+// everything committed more than ImageLagMax ago. A controller that has
+// just started counts the log it started with as committed then.
+func (c *Controller) imageCaughtUp(offset uint64) bool {
+	horizon := c.now.Add(-c.cfg.ImageLagMax)
+	var bound uint64
+	for _, s := range c.committedAt {
+		if s.at.After(horizon) {
+			break
+		}
+		bound = s.offset
+	}
+	return offset >= bound
 }
 
 // batch collects the records of one call, each applied to the view as it

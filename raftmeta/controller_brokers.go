@@ -232,7 +232,7 @@ func (c *Controller) Heartbeat(now time.Time, hb BrokerHeartbeat) (HeartbeatRepl
 		s.shutdownOffset = c.view.Applied
 	}
 	return HeartbeatReply{
-		IsCaughtUp:           hb.MetadataOffset >= uint64(br.Epoch),
+		IsCaughtUp:           hb.MetadataOffset >= uint64(br.Epoch) && c.imageCaughtUp(hb.MetadataOffset),
 		IsFenced:             next == stateFenced || next == stateShutdownNow,
 		InControlledShutdown: next == stateControlledShutdown,
 		ShouldShutDown:       next == stateShutdownNow,

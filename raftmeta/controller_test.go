@@ -82,6 +82,38 @@ func TestHeartbeatUnfencesOnlyOnceCaughtUp(t *testing.T) {
 	}
 }
 
+// A broker's heartbeat says caught up only while its image holds what was
+// committed more than ImageLagMax ago: a lag of a moment is fine, an image
+// that stopped moving is not, whatever its registration.
+func TestHeartbeatCaughtUpMeansARecentImage(t *testing.T) {
+	h := newHarness(t, ControllerConfig{SessionTimeout: 8 * time.Second}, 1) // ImageLagMax 2s
+	h.startBrokers(3)
+	epoch := h.c.View().Brokers[1].Epoch
+	heartbeat := func(offset uint64) HeartbeatReply {
+		reply, records := h.c.Heartbeat(h.now, BrokerHeartbeat{BrokerID: 1, BrokerEpoch: epoch, MetadataOffset: offset})
+		h.propose(records)
+		require.Nil(t, reply.Err)
+		require.False(t, reply.IsFenced)
+		return reply
+	}
+	stuck := h.committed.Applied
+	h.createTopic("t", 4, 3)
+	moved := h.committed.Applied
+	require.Greater(t, moved, stuck)
+	require.True(t, heartbeat(stuck).IsCaughtUp, "a lag just committed is within ImageLagMax")
+	h.now = h.now.Add(1500 * time.Millisecond)
+	require.True(t, heartbeat(stuck).IsCaughtUp, "a lag of 1.5s is within ImageLagMax")
+	h.now = h.now.Add(time.Second)
+	require.False(t, heartbeat(stuck).IsCaughtUp, "an image 2.5s behind is not caught up")
+	require.True(t, heartbeat(moved).IsCaughtUp, "once it has applied the records, it is")
+	// A controller that starts (a failover) counts its log as committed at
+	// its start: an image behind it is caught up for ImageLagMax only.
+	h.c = NewController(h.committed, h.cfg, h.now, h.rand)
+	require.True(t, heartbeat(stuck).IsCaughtUp)
+	h.now = h.now.Add(2100 * time.Millisecond)
+	require.False(t, heartbeat(stuck).IsCaughtUp)
+}
+
 func TestTickFencesInTheOrderSessionsRanOut(t *testing.T) {
 	h := newHarness(t, ControllerConfig{SessionTimeout: 10 * time.Second}, 1)
 	h.startBrokers(4)
@@ -168,7 +200,7 @@ func TestCommittedRebuildsTheViewAfterForeignRecords(t *testing.T) {
 	// A record the controller did not write: a broker registered by hand.
 	require.NoError(t, h.committed.Apply(RegisterBrokerRecord{Broker: Broker{ID: 9, Epoch: 100, IncarnationID: IncarnationID{9},
 		Listeners: []Listener{{Name: "P", Host: "h", Port: 1}}}}))
-	h.c.Committed(h.committed)
+	h.c.Committed(h.now, h.committed)
 	require.True(t, h.c.View().Equal(h.committed))
 	reply := h.heartbeat(9, false, false)
 	require.Nil(t, reply.Err, "the foreign broker has a session")
@@ -448,7 +480,7 @@ func TestAControllerThatFailsSaysSoAndRecovers(t *testing.T) {
 	res, records := h.c.CreateTopics([]TopicSpec{{Name: "t", Partitions: 1, ReplicationFactor: 1}})
 	require.Equal(t, kerr.UnknownServerError, res[0].Err)
 	require.Empty(t, records)
-	h.c.Committed(h.committed)
+	h.c.Committed(h.now, h.committed)
 	require.NoError(t, h.c.Err())
 	require.True(t, h.c.View().Equal(h.committed))
 	reply, records = fence()

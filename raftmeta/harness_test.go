@@ -69,7 +69,7 @@ func (h *harness) commit() {
 		for _, r := range batch {
 			require.NoError(h.t, h.committed.Apply(r))
 		}
-		h.c.Committed(h.committed)
+		h.c.Committed(h.now, h.committed)
 	}
 	h.held = nil
 	h.check()

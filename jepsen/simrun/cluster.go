@@ -525,6 +525,9 @@ func (r *clusterRun) sampleAll() {
 		if v.Unconfirmed > 0 {
 			r.probes.add("meta.controller_unconfirmed")
 		}
+		if v.LeaseWithheld > 0 {
+			r.probes.add("meta.lease_withheld")
+		}
 		n.seenInc = inc
 	}
 }
