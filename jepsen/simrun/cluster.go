@@ -215,7 +215,17 @@ func chooseIdempotent(r *rng.Rand, producers int) int {
 func rackOf(i, racks int) string { return fmt.Sprintf("r%d", i%racks) }
 
 // clusterRun is one seeded cluster run in progress.
+// dataSteer sends the data clients' operations on one partition to chosen
+// nodes (the lagging-image aim).
+type dataSteer struct {
+	part         int32
+	stale, fresh int32 // the node whose image lags, its successor as leader
+}
+
 type clusterRun struct {
+	// steer, while set, sends half of the data clients' operations to
+	// one partition at chosen nodes.
+	steer   *dataSteer
 	cfg     Config
 	opts    ClusterOptions
 	w       *sim.World

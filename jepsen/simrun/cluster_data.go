@@ -157,6 +157,16 @@ func (d *dataClient) step() {
 		p = d.pending[0]
 	}
 	leader := d.leaders[p]
+	if s := d.r.steer; s != nil && !d.live && d.rand.Intn(2) == 0 {
+		// The lagging-image aim (cluster_lagging_image.go): a producer
+		// whose metadata is fresh writes to the partition's new leader, a
+		// consumer whose metadata came from the old one reads there.
+		p, leader = s.part, s.fresh
+		if !d.producer {
+			leader = s.stale
+			d.epochs[p] = -1
+		}
+	}
 	if leader < 1 {
 		d.refresh()
 		return
@@ -345,6 +355,9 @@ func (d *dataClient) fetch(p, leader int32) {
 			return
 		case err == nil:
 			r.logf("%s fetch %s from n%d at %d: %d records, high watermark %d", d.name, tp, server, from, len(fp.records), fp.marks.HighWatermark)
+			if s := r.steer; s != nil && s.part == p && s.stale == server {
+				r.probes.add("fault.lagging_image_served")
+			}
 			if follower {
 				r.probes.add("data.follower_fetch")
 				r.h.FetchOk(id, fp.records)

@@ -60,6 +60,7 @@ func (n *clusterNemesis) start() {
 		n.startLaggerKills()
 		n.startStaleFollowers()
 		n.startControllerPauses()
+		n.startLaggingImages()
 	}
 	if slices.Contains(n.r.opts.Faults, FaultPowerLoss) && !n.r.cfg.MetaOnly && n.r.opts.ReplicationFactor > 1 {
 		// Syncs of tens to hundreds of milliseconds (a slow disk), so that

@@ -4,9 +4,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/sluicemq/sluice/env"
 	"github.com/sluicemq/sluice/raftmeta"
-	"github.com/sluicemq/sluice/sim"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -49,8 +47,7 @@ const staleFollowerSeeds = 0.7
 // a machine of its own, as an operator would.
 type staleFollowerAimer struct {
 	*aimSchedule
-	node *sim.Node
-	s    *session // on node's current incarnation; nil while it is down
+	*operator
 	busy bool
 }
 
@@ -63,14 +60,8 @@ func (n *clusterNemesis) startStaleFollowers() {
 	if a.aimSchedule = n.startAims("nemesis/stale_follower", staleFollowerSeeds, a.aim); a.aimSchedule == nil {
 		return
 	}
-	a.node = r.w.AddNode("epoch-bumper", a.boot)
+	a.operator = n.startOperator("epoch-bumper", a.aimSchedule)
 	a.after(a.uniform(time.Second, 4*time.Second))
-}
-
-// boot makes the operator's session, at first and after a power loss
-// (which takes the operator's machine too, and the aim in flight with it).
-func (a *staleFollowerAimer) boot(e env.Env) {
-	a.s = &session{e: e, clientID: "epoch-bumper", dialTimeout: dialTimeout, probes: &a.n.r.probes}
 }
 
 // staleAim is one aim under way.
@@ -93,7 +84,7 @@ type staleAim struct {
 // aim starts step 1 and reports whether it did.
 func (a *staleFollowerAimer) aim() bool {
 	n := a.n
-	if a.busy || a.s == nil || !a.node.Up() || n.r.w.Now()+10*time.Second > n.safetyEnd {
+	if a.busy || !a.up() || n.r.w.Now()+10*time.Second > n.safetyEnd {
 		return false
 	}
 	t, ok := a.target()
@@ -210,7 +201,7 @@ func (t *staleAim) reassign(replicas []int32, then func()) {
 	r := t.a.n.r
 	var try func(left int)
 	try = func(left int) {
-		t.a.send(reassignment(t.part, replicas), t.f, func(code int16) {
+		t.a.sendReassignment(reassignment(t.part, replicas), t.f, func(code int16) {
 			r.logf("stale_follower: %s-%d to %v: error %d", clusterTopic, t.part, replicas, code)
 			t.moved = t.moved || code == 0
 			switch {
@@ -238,40 +229,6 @@ func reassignment(part int, replicas []int32) *kmsg.AlterPartitionAssignmentsReq
 	rt.Partitions = append(rt.Partitions, rp)
 	req.Topics = append(req.Topics, rt)
 	return req
-}
-
-// send sends req from the operator's machine to a running broker but F
-// (which cannot reach the controller) and calls done with the partition's
-// error code (-1 if there was no answer).
-func (a *staleFollowerAimer) send(req *kmsg.AlterPartitionAssignmentsRequest, f int, done func(int16)) {
-	var up []*clusterNode
-	for i, cn := range a.n.r.nodes {
-		if cn.running() && i != f {
-			up = append(up, cn)
-		}
-	}
-	if len(up) == 0 || a.s == nil || !a.node.Up() {
-		a.n.r.w.After(0, "nemesis.stale_follower", func() { done(-1) })
-		return
-	}
-	s, inc := a.s, a.node.Incarnation()
-	s.addr, s.client = up[a.rand.Intn(len(up))].name+":9092", nil
-	a.node.Post(func() {
-		s.do(req, metaTimeout, func(resp kmsg.Response, err error) {
-			if a.node.Incarnation() != inc {
-				return // the machine lost power meanwhile; the aim's bound ends it
-			}
-			code := int16(-1)
-			if err == nil {
-				ar := resp.(*kmsg.AlterPartitionAssignmentsResponse)
-				code = ar.ErrorCode
-				if code == 0 && len(ar.Topics) > 0 && len(ar.Topics[0].Partitions) > 0 {
-					code = ar.Topics[0].Partitions[0].ErrorCode
-				}
-			}
-			done(code)
-		})
-	})
 }
 
 // awaitJoined runs then once the added broker has joined the partition
@@ -337,7 +294,7 @@ func (t *staleAim) end() {
 	// now (L's own view may be gone): a reassignment to the replicas a
 	// partition has already changes nothing.
 	if t.moved && !r.stopping {
-		t.a.send(reassignment(t.part, t.replicas), -1, func(code int16) {
+		t.a.sendReassignment(reassignment(t.part, t.replicas), -1, func(code int16) {
 			r.logf("stale_follower: %s-%d back to %v: error %d", clusterTopic, t.part, t.replicas, code)
 		})
 	}

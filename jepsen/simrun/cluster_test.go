@@ -149,19 +149,24 @@ func TestOneNodeIsTheSingleBrokerRun(t *testing.T) {
 // The aimed faults reach the moments they aim at within a few seeds of
 // their fault class: a follower cut off from the metadata fenced at its
 // stale epoch, a paused controller sent a request its stale image would
-// answer wrongly, and its answers then unconfirmed.
+// answer wrongly, and its answers then unconfirmed, a learner whose image
+// stopped refused a lease.
 func TestClusterAimsReachTheirMoments(t *testing.T) {
 	for _, tc := range []struct {
-		set  []string
-		want []string
+		nodes, brokerOnly int
+		set               []string
+		want              []string
 	}{
-		{[]string{"faults=pause"}, []string{"fault.pause_controller_steered", "meta.controller_unconfirmed"}},
-		{[]string{"faults=partition", "rf=3"}, []string{"fault.stale_follower_bumped", "fault.stale_follower_fenced"}},
+		{3, 0, []string{"faults=pause"}, []string{"fault.pause_controller_steered", "meta.controller_unconfirmed"}},
+		{3, 0, []string{"faults=partition", "rf=3"}, []string{"fault.stale_follower_bumped", "fault.stale_follower_fenced"}},
+		// The lagging-image aim: a learner leading, its raft connections
+		// held, its partition moved away, then asked; the lease withheld.
+		{5, 2, []string{"rf=3"}, []string{"fault.lagging_image_moved", "meta.lease_withheld"}},
 	} {
 		t.Run(tc.set[0], func(t *testing.T) {
 			reached := map[string]bool{}
 			for seed := uint64(1); seed <= 20 && len(reached) < len(tc.want); seed++ {
-				s := Run(Config{Seed: seed, Nodes: 3, Duration: 15 * time.Second, Set: tc.set})
+				s := Run(Config{Seed: seed, Nodes: tc.nodes, BrokerOnly: tc.brokerOnly, Duration: 15 * time.Second, Set: tc.set})
 				require.True(t, s.OK(), "%s\n%s", s.Line(), s.Details())
 				for _, c := range s.Probes {
 					if slices.Contains(tc.want, c.Name) && c.Count > 0 {

@@ -94,6 +94,7 @@ func KnownClusterProbes(metaOnly bool) []string {
 			"repl.truncation", "repl.isr_shrink", "repl.isr_expand", "repl.isr_refused", "repl.isr_stale_partition_epoch", "repl.fenced_epoch", "repl.unclean_refused", "fault.stall_connection_isr", "fault.stall_connection_isr_released",
 			"fault.kill_lagging_leader", "fault.kill_lagging_leader_struck",
 			"fault.stale_follower", "fault.stale_follower_bumped", "fault.stale_follower_fenced", "meta.lease_withheld",
+			"fault.lagging_image", "fault.lagging_image_moved", "fault.lagging_image_served",
 			// Idempotent producers (cluster_idempotent.go) and the
 			// retries their leaders dedupe.
 			"data.idempotent", "data.idempotent_retry", "data.idempotent_retry_new_leader", "data.idempotent_ok_after_retry",
