@@ -84,6 +84,7 @@ func (b *Broker) controllerConfig() raftmeta.ControllerConfig {
 		RebalanceInterval:   b.cfg.LeaderImbalanceCheckInterval,
 		ImbalancePercent:    int(b.cfg.LeaderImbalancePerBrokerPercentage),
 		ProducerIDBlock:     producerIDBlock,
+		CommitTimes:         b.meta.commits,
 	}
 }
 

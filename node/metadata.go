@@ -61,8 +61,17 @@ func (m metaState) Apply(e quorum.Applied) error {
 		b.meta.applyTime += b.env.Clock.Now().Sub(start)
 	}
 	b.setApplied(e.Index)
+	b.noteCommitted()
 	b.controllerApplied()
 	return nil
+}
+
+// noteCommitted records when the image reached its offset.
+func (b *Broker) noteCommitted() {
+	if b.meta.commits == nil {
+		b.meta.commits = raftmeta.NewCommitTimes(b.cfg.BrokerSessionTimeout)
+	}
+	b.meta.commits.Note(b.image.Applied, b.mono.now)
 }
 
 // Snapshot is the image, and the voters' addresses learned from the
@@ -85,6 +94,7 @@ func (m metaState) Restore(index uint64, data []byte) error {
 	b.meta.restores++
 	b.restoreVoterAddrs(addrs)
 	b.setApplied(index)
+	b.noteCommitted()
 	b.controllerApplied()
 	if b.state == stateRunning {
 		b.reconcilePartitions()
@@ -120,6 +130,10 @@ type metaPlane struct {
 	// unconfirmed counts the answers this process gave as the active
 	// controller's that a quorum then did not confirm (confirmController).
 	unconfirmed int
+	// commits says when the image reached each offset, for the
+	// controller this node may become (raftmeta.CommitTimes); nil until
+	// the first apply.
+	commits *raftmeta.CommitTimes
 	// recordsApplied counts the records this process applied from the
 	// log (as Kafka counts them: kafkaRecords), applyTime the time it spent
 	// decoding and applying them (and, once the broker runs, opening and

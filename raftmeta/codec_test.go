@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"encoding/hex"
+	"hash/crc32"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -211,6 +212,40 @@ func TestSnapshotKeepsReassignment(t *testing.T) {
 	require.Equal(t, im.Digest(), loaded.Digest())
 	require.False(t, im.Equal(other))
 	require.NotEqual(t, other.Digest(), loaded.Digest())
+}
+
+// A leadership taken from a broker survives a snapshot (no record rebuilds
+// it), and a snapshot of version 1, written before demotions were kept,
+// still loads, knowing none.
+func TestSnapshotKeepsDemotions(t *testing.T) {
+	im := clusterImage(t)
+	p := im.Topics[TopicID{1}].Partitions[0]
+	var next int32 = -1
+	for _, r := range p.ISR {
+		if r != p.Leader {
+			next = r
+		}
+	}
+	require.NotEqual(t, int32(-1), next)
+	require.NoError(t, im.Apply(PartitionChangeRecord{Topic: TopicID{1}, Partition: 0, Leader: next, Replicas: p.Replicas,
+		ISR: p.ISR, LeaderEpoch: p.LeaderEpoch + 1, PartitionEpoch: p.PartitionEpoch + 1}))
+	require.Equal(t, im.Applied, im.DemotedAt(p.Leader))
+	loaded, err := DecodeSnapshot(im.EncodeSnapshot())
+	require.NoError(t, err)
+	require.Equal(t, im.Applied, loaded.DemotedAt(p.Leader))
+	require.True(t, im.Equal(loaded))
+	require.Equal(t, im.Digest(), loaded.Digest())
+
+	// Version 1: the same records, no demotions after them.
+	v2 := clusterImage(t).EncodeSnapshot()
+	body := v2[:len(v2)-4]
+	require.Equal(t, byte(0), body[len(body)-1], "an image with no demotions ends its body with a zero count")
+	v1 := append([]byte(nil), body[:len(body)-1]...)
+	v1[len(snapshotMagic)] = 1
+	v1 = binary.BigEndian.AppendUint32(v1, crc32.Checksum(v1, castagnoli))
+	old, err := DecodeSnapshot(v1)
+	require.NoError(t, err)
+	require.True(t, old.Equal(clusterImage(t)))
 }
 
 // An image with ELRs survives a snapshot, and its digest tells ELRs apart.

@@ -63,6 +63,11 @@ type ControllerConfig struct {
 	// link broken while its heartbeats get through) must not go on
 	// acting on leaderships the log has taken from it.
 	ImageLagMax time.Duration
+	// CommitTimes is the node's record of when its image reached each
+	// offset, which the node keeps up as it applies the log; nil: the
+	// controller keeps its own, from its start (counting the log it starts
+	// with as committed then).
+	CommitTimes *CommitTimes
 }
 
 const (
@@ -104,11 +109,10 @@ type Controller struct {
 	// proposed and not yet seen committed, in order.
 	pendingEnds []uint64
 	sessions    map[int32]*session
-	// committedAt samples when the committed log reached an offset,
-	// oldest first, back to the newest sample older than ImageLagMax:
-	// what a heartbeat's metadata offset is measured against
-	// (imageCaughtUp).
-	committedAt []committedSample
+	// commits says when the committed log reached each offset: the
+	// node's (ControllerConfig.CommitTimes), or the controller's own from
+	// its start.
+	commits *CommitTimes
 	// now is the latest time a call passed in.
 	now           time.Time
 	nextRebalance time.Time
@@ -163,7 +167,11 @@ func NewController(committed *Image, cfg ControllerConfig, now time.Time, rand e
 	}
 	c.nextRebalance = now.Add(c.cfg.RebalanceInterval)
 	c.syncSessions()
-	c.sampleCommitted(committed.Applied)
+	c.commits = c.cfg.CommitTimes
+	if c.commits == nil {
+		c.commits = NewCommitTimes(c.cfg.ImageLagMax)
+	}
+	c.commits.Note(committed.Applied, now)
 	return c
 }
 
@@ -219,12 +227,6 @@ func (c *Controller) Err() error { return c.failed }
 // Pending reports how many proposed batches have not been seen committed.
 func (c *Controller) Pending() int { return len(c.pendingEnds) }
 
-// committedSample says the committed log reached offset at time at.
-type committedSample struct {
-	offset uint64
-	at     time.Time
-}
-
 // Committed tells the controller that the committed image has advanced to
 // im (read during the call only) at now. Batches the image now covers are
 // no longer pending. When none is pending and the image is not at the
@@ -232,7 +234,7 @@ type committedSample struct {
 // and brokers new to it get a full session.
 func (c *Controller) Committed(now time.Time, im *Image) {
 	c.observe(now)
-	c.sampleCommitted(im.Applied)
+	c.commits.Note(im.Applied, now)
 	for len(c.pendingEnds) > 0 && c.pendingEnds[0] <= im.Applied {
 		c.pendingEnds = c.pendingEnds[1:]
 	}
@@ -250,33 +252,10 @@ func (c *Controller) Committed(now time.Time, im *Image) {
 	}
 }
 
-// sampleCommitted notes that the committed log has reached offset now, and
-// forgets the samples no heartbeat is measured against any more.
-func (c *Controller) sampleCommitted(offset uint64) {
-	if n := len(c.committedAt); n == 0 || offset > c.committedAt[n-1].offset {
-		c.committedAt = append(c.committedAt, committedSample{offset: offset, at: c.now})
-	}
-	horizon := c.now.Add(-c.cfg.ImageLagMax)
-	k := 0
-	for k+1 < len(c.committedAt) && !c.committedAt[k+1].at.After(horizon) {
-		k++
-	}
-	c.committedAt = append(c.committedAt[:0], c.committedAt[k:]...)
-}
-
 // imageCaughtUp says whether a broker whose image has applied offset has
-// everything committed more than ImageLagMax ago. A controller that has
-// just started counts the log it started with as committed then.
+// everything committed more than ImageLagMax ago.
 func (c *Controller) imageCaughtUp(offset uint64) bool {
-	horizon := c.now.Add(-c.cfg.ImageLagMax)
-	var bound uint64
-	for _, s := range c.committedAt {
-		if s.at.After(horizon) {
-			break
-		}
-		bound = s.offset
-	}
-	return offset >= bound
+	return offset >= c.commits.reachedBy(c.now.Add(-c.cfg.ImageLagMax))
 }
 
 // batch collects the records of one call, each applied to the view as it

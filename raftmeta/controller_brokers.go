@@ -206,6 +206,9 @@ func (c *Controller) Heartbeat(now time.Time, hb BrokerHeartbeat) (HeartbeatRepl
 	if br.Epoch != hb.BrokerEpoch {
 		return HeartbeatReply{Err: kerr.StaleBrokerEpoch}, nil
 	}
+	// The leaderships this heartbeat itself moves away (a fencing) do not
+	// count against its image: the broker is told it is fenced.
+	demoted := c.view.DemotedAt(br.ID)
 	s := c.session(hb.BrokerID)
 	current := stateOf(br)
 	next := c.nextState(br, s, hb)
@@ -232,7 +235,7 @@ func (c *Controller) Heartbeat(now time.Time, hb BrokerHeartbeat) (HeartbeatRepl
 		s.shutdownOffset = c.view.Applied
 	}
 	return HeartbeatReply{
-		IsCaughtUp:           hb.MetadataOffset >= uint64(br.Epoch) && c.imageCaughtUp(hb.MetadataOffset),
+		IsCaughtUp:           hb.MetadataOffset >= uint64(br.Epoch) && hb.MetadataOffset >= demoted && c.imageCaughtUp(hb.MetadataOffset),
 		IsFenced:             next == stateFenced || next == stateShutdownNow,
 		InControlledShutdown: next == stateControlledShutdown,
 		ShouldShutDown:       next == stateShutdownNow,

@@ -106,12 +106,46 @@ func TestHeartbeatCaughtUpMeansARecentImage(t *testing.T) {
 	h.now = h.now.Add(time.Second)
 	require.False(t, heartbeat(stuck).IsCaughtUp, "an image 2.5s behind is not caught up")
 	require.True(t, heartbeat(moved).IsCaughtUp, "once it has applied the records, it is")
-	// A controller that starts (a failover) counts its log as committed at
-	// its start: an image behind it is caught up for ImageLagMax only.
+	// A controller that starts (a failover) with no record of when its log
+	// was committed counts it as committed at its start: an image behind
+	// it is caught up for ImageLagMax.
 	h.c = NewController(h.committed, h.cfg, h.now, h.rand)
 	require.True(t, heartbeat(stuck).IsCaughtUp)
 	h.now = h.now.Add(2100 * time.Millisecond)
 	require.False(t, heartbeat(stuck).IsCaughtUp)
+	// One given its node's record knows at once.
+	commits := NewCommitTimes(8 * time.Second)
+	commits.Note(stuck, h.now.Add(-4*time.Second))
+	commits.Note(moved, h.now.Add(-3*time.Second))
+	cfg := h.cfg
+	cfg.CommitTimes = commits
+	h.c = NewController(h.committed, cfg, h.now, h.rand)
+	require.False(t, heartbeat(stuck).IsCaughtUp, "a controller that knows its log's age")
+	require.True(t, heartbeat(moved).IsCaughtUp)
+}
+
+// A broker's heartbeat is not caught up while its image lacks the last
+// record that took a leadership from it, however recent: in its own view it
+// still leads a partition that has moved on.
+func TestHeartbeatCaughtUpMeansTheLastDemotionApplied(t *testing.T) {
+	h := newHarness(t, ControllerConfig{SessionTimeout: 8 * time.Second}, 1)
+	h.startBrokers(3)
+	h.createTopic("t", 6, 3)
+	require.Positive(t, h.c.View().LeaderCount(1))
+	epoch := h.c.View().Brokers[1].Epoch
+	heartbeat := func(offset uint64, shutdown bool) HeartbeatReply {
+		reply, records := h.c.Heartbeat(h.now, BrokerHeartbeat{BrokerID: 1, BrokerEpoch: epoch, MetadataOffset: offset, WantShutDown: shutdown})
+		h.propose(records)
+		require.Nil(t, reply.Err)
+		return reply
+	}
+	before := h.committed.Applied
+	// A controlled shutdown moves broker 1's leaderships away.
+	require.True(t, heartbeat(before, true).IsCaughtUp, "the heartbeat that begins it is measured before its own moves")
+	require.Zero(t, h.c.View().LeaderCount(1))
+	require.Greater(t, h.c.View().DemotedAt(1), before)
+	require.False(t, heartbeat(before, true).IsCaughtUp, "an image without its demotion")
+	require.True(t, heartbeat(h.committed.Applied, true).IsCaughtUp)
 }
 
 func TestTickFencesInTheOrderSessionsRanOut(t *testing.T) {

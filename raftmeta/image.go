@@ -146,6 +146,13 @@ type Image struct {
 	// leaders counts the partitions each broker leads, so that "does it
 	// lead anything" costs nothing (controlled shutdown, fencing).
 	leaders map[int32]int
+	// demoted is, for each broker, the offset of the last record that took
+	// a partition's leadership from it (a new leader, or the topic
+	// deleted): a broker whose image has not reached it may lead, in its
+	// own view, a partition that has moved on (DemotedAt). Derived from
+	// the records; a snapshot does not carry it, so demotions before the
+	// last snapshot loaded are not known.
+	demoted map[int32]uint64
 	// partitions counts every topic's partitions.
 	partitions int
 }
@@ -257,6 +264,12 @@ func (im *Image) Clone() *Image {
 	for id, n := range im.leaders {
 		out.leaders[id] = n
 	}
+	if len(im.demoted) > 0 {
+		out.demoted = make(map[int32]uint64, len(im.demoted))
+		for id, o := range im.demoted {
+			out.demoted[id] = o
+		}
+	}
 	for _, name := range im.TopicNames() {
 		t := im.TopicByName(name)
 		c := *t
@@ -275,8 +288,13 @@ func (im *Image) Clone() *Image {
 func (im *Image) Equal(o *Image) bool {
 	if im.ClusterID != o.ClusterID || im.NextProducerID != o.NextProducerID || im.Applied != o.Applied ||
 		len(im.Brokers) != len(o.Brokers) || len(im.Topics) != len(o.Topics) ||
-		!configSetsEqual(im.BrokerConfigs, o.BrokerConfigs) {
+		!configSetsEqual(im.BrokerConfigs, o.BrokerConfigs) || len(im.demoted) != len(o.demoted) {
 		return false
+	}
+	for id, offset := range im.demoted {
+		if o.demoted[id] != offset {
+			return false
+		}
 	}
 	for _, id := range im.BrokerIDs() {
 		b, ok := o.Brokers[id]
@@ -445,6 +463,23 @@ func (im *Image) checkLeaderCounts(want map[int32]int) error {
 		}
 	}
 	return nil
+}
+
+// DemotedAt returns the offset of the last record that took a partition's
+// leadership from broker (0 if none is known): the controller holds a
+// broker's image to it before it renews the broker's leader lease.
+func (im *Image) DemotedAt(broker int32) uint64 { return im.demoted[broker] }
+
+// demote notes that the record being applied takes a partition's
+// leadership from broker.
+func (im *Image) demote(broker int32) {
+	if broker == NoLeader {
+		return
+	}
+	if im.demoted == nil {
+		im.demoted = map[int32]uint64{}
+	}
+	im.demoted[broker] = im.Applied + 1
 }
 
 // addLeader moves the leader index by delta partitions for a broker.

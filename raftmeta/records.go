@@ -461,6 +461,7 @@ func (r DeleteTopicRecord) applyTo(im *Image) error {
 	}
 	for i := range t.Partitions {
 		im.addLeader(t.Partitions[i].Leader, -1)
+		im.demote(t.Partitions[i].Leader)
 	}
 	im.partitions -= len(t.Partitions)
 	delete(im.Topics, r.ID)
@@ -510,6 +511,7 @@ func (r PartitionChangeRecord) applyTo(im *Image) error {
 		}
 		im.addLeader(old.Leader, -1)
 		im.addLeader(next.Leader, 1)
+		im.demote(old.Leader)
 	}
 	prevLeader, prevLeaderEpoch, prevPartitionEpoch := old.Leader, old.LeaderEpoch, old.PartitionEpoch
 	*old = next

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"math"
 	"sort"
 )
 
@@ -19,15 +20,23 @@ import (
 //
 // Encoding (EncodeSnapshot), integers big-endian or uvarint:
 //
-//	magic "SLSN" | version 1 (1 byte) | applied (uvarint) | count (uvarint)
-//	| (length (uvarint) | binary record)* | crc32c (4 bytes) of all before it
+//	magic "SLSN" | version 2 (1 byte) | applied (uvarint) | count (uvarint)
+//	| (length (uvarint) | binary record)* | demotions (uvarint)
+//	| (broker id (uvarint of its 32 bits) | offset (uvarint))*
+//	| crc32c (4 bytes) of all before it
+//
+// The demotions (Image.DemotedAt, by broker id) are what no record can
+// rebuild: the offsets of the last records that took a leadership from each
+// broker. Version 1, without them, still loads (knowing no demotion).
 //
 // The order and the encoding are canonical: equal images give equal bytes,
 // so Digest is a hash of them.
 
 const (
 	snapshotMagic   = "SLSN"
-	snapshotVersion = 1
+	snapshotVersion = 2
+	// snapshotVersionNoDemotions is the version before demotions.
+	snapshotVersionNoDemotions = 1
 )
 
 // SnapshotRecords returns the records that rebuild the image from empty, in
@@ -83,6 +92,16 @@ func (im *Image) EncodeSnapshot() []byte {
 		buf = binary.AppendUvarint(buf, uint64(len(scratch)))
 		buf = append(buf, scratch...)
 	}
+	ids := make([]int32, 0, len(im.demoted))
+	for id := range im.demoted {
+		ids = append(ids, id)
+	}
+	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	buf = binary.AppendUvarint(buf, uint64(len(ids)))
+	for _, id := range ids {
+		buf = binary.AppendUvarint(buf, uint64(uint32(id)))
+		buf = binary.AppendUvarint(buf, im.demoted[id])
+	}
 	return binary.BigEndian.AppendUint32(buf, crc32.Checksum(buf, castagnoli))
 }
 
@@ -90,7 +109,7 @@ func (im *Image) EncodeSnapshot() []byte {
 // fails its checksum, does not parse, holds a record that does not apply or
 // an image that breaks an invariant is an error.
 func DecodeSnapshot(p []byte) (*Image, error) {
-	body, err := checkSnapshotFrame(p)
+	body, version, err := checkSnapshotFrame(p)
 	if err != nil {
 		return nil, err
 	}
@@ -119,6 +138,11 @@ func DecodeSnapshot(p []byte) (*Image, error) {
 		}
 		body = body[n+int(size):]
 	}
+	if version != snapshotVersionNoDemotions {
+		if body, err = decodeDemotions(im, body, applied); err != nil {
+			return nil, err
+		}
+	}
 	if len(body) != 0 {
 		return nil, fmt.Errorf("decode snapshot: %d bytes after its %d records", len(body), count)
 	}
@@ -132,24 +156,57 @@ func DecodeSnapshot(p []byte) (*Image, error) {
 	return im, nil
 }
 
+// decodeDemotions reads the demotions after the records into im and
+// returns what follows them.
+func decodeDemotions(im *Image, body []byte, applied uint64) ([]byte, error) {
+	count, n := binary.Uvarint(body)
+	if n <= 0 || count > uint64(len(body)) {
+		return nil, errors.New("decode snapshot: bad demotion count")
+	}
+	body = body[n:]
+	prev := int64(math.MinInt64)
+	for i := uint64(0); i < count; i++ {
+		id, n1 := binary.Uvarint(body)
+		if n1 <= 0 || id > math.MaxUint32 {
+			return nil, fmt.Errorf("decode snapshot: demotion %d of %d: bad broker id", i, count)
+		}
+		offset, n2 := binary.Uvarint(body[n1:])
+		if n2 <= 0 {
+			return nil, fmt.Errorf("decode snapshot: demotion %d of %d is truncated", i, count)
+		}
+		broker := int32(uint32(id))
+		if int64(broker) <= prev || offset == 0 || offset > applied {
+			return nil, fmt.Errorf("decode snapshot: demotion %d of %d (broker %d at offset %d) is out of order or past the records", i, count, broker, offset)
+		}
+		prev = int64(broker)
+		if im.demoted == nil {
+			im.demoted = map[int32]uint64{}
+		}
+		im.demoted[broker] = offset
+		body = body[n1+n2:]
+	}
+	return body, nil
+}
+
 // checkSnapshotFrame checks the magic, version and checksum and returns
-// what lies between the version and the checksum.
-func checkSnapshotFrame(p []byte) ([]byte, error) {
+// what lies between the version and the checksum, and the version.
+func checkSnapshotFrame(p []byte) ([]byte, byte, error) {
 	header := len(snapshotMagic) + 1
 	if len(p) < header+4 {
-		return nil, fmt.Errorf("decode snapshot: %d bytes is too short", len(p))
+		return nil, 0, fmt.Errorf("decode snapshot: %d bytes is too short", len(p))
 	}
 	end := len(p) - 4
 	if crc32.Checksum(p[:end], castagnoli) != binary.BigEndian.Uint32(p[end:]) {
-		return nil, errors.New("decode snapshot: checksum mismatch")
+		return nil, 0, errors.New("decode snapshot: checksum mismatch")
 	}
 	if string(p[:len(snapshotMagic)]) != snapshotMagic {
-		return nil, errors.New("decode snapshot: not a snapshot (bad magic)")
+		return nil, 0, errors.New("decode snapshot: not a snapshot (bad magic)")
 	}
-	if p[len(snapshotMagic)] != snapshotVersion {
-		return nil, fmt.Errorf("decode snapshot: unknown version %d", p[len(snapshotMagic)])
+	version := p[len(snapshotMagic)]
+	if version != snapshotVersion && version != snapshotVersionNoDemotions {
+		return nil, 0, fmt.Errorf("decode snapshot: unknown version %d", version)
 	}
-	return p[header:end], nil
+	return p[header:end], version, nil
 }
 
 // Digest is a canonical hash of the image: equal images (Equal) have equal

@@ -220,6 +220,11 @@ func rackOf(i, racks int) string { return fmt.Sprintf("r%d", i%racks) }
 type dataSteer struct {
 	part         int32
 	stale, fresh int32 // the node whose image lags, its successor as leader
+	// staleEpoch is the leader epoch at which stale leads in its image:
+	// the reads sent to it carry it, as from a consumer whose metadata
+	// came from there (once stale follows at a newer epoch, they are
+	// fenced, not served as a follower's).
+	staleEpoch int32
 }
 
 type clusterRun struct {

@@ -164,7 +164,7 @@ func (d *dataClient) step() {
 		p, leader = s.part, s.fresh
 		if !d.producer {
 			leader = s.stale
-			d.epochs[p] = -1
+			d.epochs[p] = s.staleEpoch
 		}
 	}
 	if leader < 1 {
@@ -506,6 +506,11 @@ func (r *clusterRun) finalReads() {
 						r.fail("final read of %s: %v", tp, err)
 						done = true
 						return
+					}
+					// A reassignment still completing may have moved the
+					// leadership since: ask the image again.
+					if prev := leader; !led() {
+						leader = prev
 					}
 					e.Clock.AfterFunc(200*time.Millisecond, func() { read(from) })
 					return

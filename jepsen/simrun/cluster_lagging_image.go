@@ -32,7 +32,8 @@ import (
 //     heartbeat), until the aim ends 2.5-4 s after the move, half the data
 //     clients' operations go to the partition: producers, as if their
 //     metadata were fresh, to the successor; consumers, as if theirs came
-//     from L, to L. A leader that acts on its stale image serves a high
+//     from L, to L at L's leader epoch (so that L, once it follows at a
+//     newer epoch, fences them rather than serve them as a follower). A leader that acts on its stale image serves a high
 //     watermark below what its successor acknowledged, which the
 //     linearizability checker sees (probe fault.lagging_image_served
 //     counts the reads L served).
@@ -224,7 +225,7 @@ func (t *lagAim) struck() {
 		if t.ended {
 			return
 		}
-		if _, stale := r.ledPartition(t.l, t.part); stale {
+		if lp, stale := r.ledPartition(t.l, t.part); stale {
 			if successor, ok := t.successor(); ok {
 				r.probes.add("fault.lagging_image_moved")
 				r.logf("lagging_image: %s-%d moved away from n%d to n%d; n%d's image still says it leads", clusterTopic, t.part, t.leader, successor, t.leader)
@@ -233,7 +234,7 @@ func (t *lagAim) struck() {
 				// partition: writes to the successor, reads to L.
 				r.w.After(1500*time.Millisecond, t.a.label, func() {
 					if !t.ended && !r.stopping {
-						r.steer = &dataSteer{part: int32(t.part), stale: t.leader, fresh: successor}
+						r.steer = &dataSteer{part: int32(t.part), stale: t.leader, fresh: successor, staleEpoch: lp.LeaderEpoch}
 					}
 				})
 				r.w.After(t.a.uniform(2500*time.Millisecond, 4*time.Second), t.a.label, t.end)
