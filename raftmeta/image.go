@@ -25,6 +25,8 @@ package raftmeta
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 
 	"github.com/sluicemq/sluice/internal/invariants"
@@ -291,8 +293,8 @@ func (im *Image) Equal(o *Image) bool {
 		!configSetsEqual(im.BrokerConfigs, o.BrokerConfigs) || len(im.demoted) != len(o.demoted) {
 		return false
 	}
-	for id, offset := range im.demoted {
-		if o.demoted[id] != offset {
+	for _, id := range slices.Sorted(maps.Keys(im.demoted)) {
+		if o.demoted[id] != im.demoted[id] {
 			return false
 		}
 	}
