@@ -35,6 +35,36 @@ func (o *operator) up() bool { return o.s != nil && o.node.Up() }
 // exclude (-1: none), drawn by the aim's rand, and calls done with the
 // partition's error code (-1 if there was no answer).
 func (o *operator) sendReassignment(req *kmsg.AlterPartitionAssignmentsRequest, exclude int, done func(int16)) {
+	o.send(req, exclude, func(resp kmsg.Response) int16 {
+		ar := resp.(*kmsg.AlterPartitionAssignmentsResponse)
+		if ar.ErrorCode == 0 && len(ar.Topics) > 0 && len(ar.Topics[0].Partitions) > 0 {
+			return ar.Topics[0].Partitions[0].ErrorCode
+		}
+		return ar.ErrorCode
+	}, done)
+}
+
+// sendElectPreferred asks for a preferred leader election of one partition
+// of the data topic, as sendReassignment sends.
+func (o *operator) sendElectPreferred(part int, exclude int, done func(int16)) {
+	req := kmsg.NewPtrElectLeadersRequest()
+	req.ElectionType, req.TimeoutMillis = 0, 10000
+	rt := kmsg.NewElectLeadersRequestTopic()
+	rt.Topic, rt.Partitions = clusterTopic, []int32{int32(part)}
+	req.Topics = append(req.Topics, rt)
+	o.send(req, exclude, func(resp kmsg.Response) int16 {
+		er := resp.(*kmsg.ElectLeadersResponse)
+		if er.ErrorCode == 0 && len(er.Topics) > 0 && len(er.Topics[0].Partitions) > 0 {
+			return er.Topics[0].Partitions[0].ErrorCode
+		}
+		return er.ErrorCode
+	}, done)
+}
+
+// send sends req from the operator's machine to a running broker but the
+// one of index exclude, drawn by the aim's rand, and calls done with what
+// code reads from the answer, or -1 if there was none.
+func (o *operator) send(req kmsg.Request, exclude int, code func(kmsg.Response) int16, done func(int16)) {
 	n := o.sched.n
 	var up []*clusterNode
 	for i, cn := range n.r.nodes {
@@ -53,55 +83,11 @@ func (o *operator) sendReassignment(req *kmsg.AlterPartitionAssignmentsRequest, 
 			if o.node.Incarnation() != inc {
 				return // the machine lost power meanwhile; the aim's bound ends it
 			}
-			code := int16(-1)
-			if err == nil {
-				ar := resp.(*kmsg.AlterPartitionAssignmentsResponse)
-				code = ar.ErrorCode
-				if code == 0 && len(ar.Topics) > 0 && len(ar.Topics[0].Partitions) > 0 {
-					code = ar.Topics[0].Partitions[0].ErrorCode
-				}
-			}
-			done(code)
-		})
-	})
-}
-
-// sendElectPreferred asks, from the operator's machine, for a preferred
-// leader election of one partition of the data topic, like
-// sendReassignment, and calls done with the partition's error code.
-func (o *operator) sendElectPreferred(part int, exclude int, done func(int16)) {
-	n := o.sched.n
-	var up []*clusterNode
-	for i, cn := range n.r.nodes {
-		if cn.running() && i != exclude {
-			up = append(up, cn)
-		}
-	}
-	if len(up) == 0 || !o.up() {
-		n.r.w.After(0, o.sched.label, func() { done(-1) })
-		return
-	}
-	req := kmsg.NewPtrElectLeadersRequest()
-	req.ElectionType, req.TimeoutMillis = 0, 10000
-	rt := kmsg.NewElectLeadersRequestTopic()
-	rt.Topic, rt.Partitions = clusterTopic, []int32{int32(part)}
-	req.Topics = append(req.Topics, rt)
-	s, inc := o.s, o.node.Incarnation()
-	s.addr, s.client = up[o.sched.rand.Intn(len(up))].name+":9092", nil
-	o.node.Post(func() {
-		s.do(req, metaTimeout, func(resp kmsg.Response, err error) {
-			if o.node.Incarnation() != inc {
+			if err != nil {
+				done(-1)
 				return
 			}
-			code := int16(-1)
-			if err == nil {
-				er := resp.(*kmsg.ElectLeadersResponse)
-				code = er.ErrorCode
-				if code == 0 && len(er.Topics) > 0 && len(er.Topics[0].Partitions) > 0 {
-					code = er.Topics[0].Partitions[0].ErrorCode
-				}
-			}
-			done(code)
+			done(code(resp))
 		})
 	})
 }
