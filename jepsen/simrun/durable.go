@@ -130,7 +130,7 @@ func (o *oracle) refresh(dir string, v *durableView) error {
 			return err
 		}
 		s := v.segments[path]
-		if s == nil || s.info.ID != info.ID || info.Size < s.parsed {
+		if s == nil || s.info.ID != info.ID || info.Size < s.parsed || info.Rewrites != s.info.Rewrites {
 			s = &durableSegment{base: base}
 			v.segments[path] = s
 		}

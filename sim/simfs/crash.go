@@ -172,12 +172,15 @@ func (d *Disk) resolveFile(ino *inode) {
 	k := d.choosePrefix(n)
 	for i, op := range ino.ops[:k] {
 		if i == k-1 && !op.trunc && d.crash.Intn(2) == 0 {
+			if op.off < ino.durable.Len() {
+				ino.durableRewrites++
+			}
 			d.tear(&ino.durable, op)
 			d.stats.WritesTorn++
 			d.countLostAfterKill(op.seq)
 			continue
 		}
-		applyOp(&ino.durable, op)
+		applyDurable(ino, op)
 		d.stats.ChangesKept++
 	}
 	d.stats.ChangesLost += n - k

@@ -56,3 +56,43 @@ func TestDurableInspection(t *testing.T) {
 		t.Fatalf("after a second sync DurableStat = %+v, was %+v", grown, info)
 	}
 }
+
+// TestDurableRewritesCountChangesToDurableBytes: appends made durable leave
+// Rewrites alone; a truncation and a rewrite of bytes already durable move
+// it, even when the file ends up as long as before (a reader that cached
+// what it parsed of the durable contents must parse them again: the
+// simulator's durability oracle took a rewritten batch for the old one).
+func TestDurableRewritesCountChangesToDurableBytes(t *testing.T) {
+	d, s := newDisk(1)
+	f := mustCreate(t, d, "seg")
+	sync := func() DurableInfo {
+		t.Helper()
+		for _, step := range []func(func(error)){f.Sync, func(done func(error)) { d.SyncDir(".", done) }} {
+			if err := await(t, s, step); err != nil {
+				t.Fatal(err)
+			}
+		}
+		info, err := d.DurableStat("seg")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return info
+	}
+	mustWrite(t, f, "aaaa")
+	first := sync()
+	mustWrite(t, f, "bbbb")
+	appended := sync()
+	if appended.Rewrites != first.Rewrites || appended.Size != 8 {
+		t.Fatalf("an append counted as a rewrite: %+v -> %+v", first, appended)
+	}
+	if err := f.Truncate(4); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt([]byte("cccc"), 4); err != nil {
+		t.Fatal(err)
+	}
+	rewritten := sync()
+	if rewritten.Size != appended.Size || rewritten.Rewrites == appended.Rewrites {
+		t.Fatalf("a truncation and a rewrite to the same size: %+v -> %+v, want Rewrites moved", appended, rewritten)
+	}
+}

@@ -179,6 +179,7 @@ func (d *Disk) FlipBit(name string, off int64) error {
 	bit := byte(1) << d.faults.Intn(8)
 	ino.durable.flip(off, bit)
 	ino.durableGen++
+	ino.durableRewrites++
 	d.durableGen++
 	if !overwritten(ino.ops, off) {
 		// No change since the durable point touched off, so the page cache
@@ -224,8 +225,12 @@ type DurableInfo struct {
 	ID uint64
 	// Gen changes whenever the durable contents change: a sync that made
 	// changes durable, a crash, a flip on the medium.
-	Gen  uint64
-	Size int64
+	Gen uint64
+	// Rewrites changes whenever bytes already durable change (a
+	// truncation that shrank the file, a write below its durable end, a
+	// flip): what was parsed of the durable contents may no longer hold.
+	Rewrites uint64
+	Size     int64
 }
 
 // DurableGeneration counts the changes to what is durable on the disk, file
@@ -248,7 +253,7 @@ func (d *Disk) DurableStat(name string) (DurableInfo, error) {
 	if ino.isDir {
 		return DurableInfo{}, pathError("durablestat", name, ErrIsDir)
 	}
-	return DurableInfo{ID: ino.id, Gen: ino.durableGen, Size: ino.durable.Len()}, nil
+	return DurableInfo{ID: ino.id, Gen: ino.durableGen, Rewrites: ino.durableRewrites, Size: ino.durable.Len()}, nil
 }
 
 // ReadDurableAt reads the durable contents of the named file at off, as

@@ -20,6 +20,11 @@ type inode struct {
 	// durableGen counts the changes to durable (syncs that applied
 	// changes, crashes, medium flips), for DurableStat.
 	durableGen uint64
+	// durableRewrites counts the durable changes to bytes that were
+	// durable already (a truncation that shrank the file, a write below
+	// its durable end, a medium flip), for DurableStat: a reader that
+	// parsed the durable contents must parse them again.
+	durableRewrites uint64
 
 	// A directory's entries, by the same scheme: durableEntries with every
 	// change of dirOps applied gives entries. A change between two
@@ -124,7 +129,7 @@ func applyDirOp(op *dirOp, entriesOf func(*inode) map[string]*inode) {
 func flushFile(ino *inode, upto uint64) (changed bool) {
 	k := 0
 	for k < len(ino.ops) && ino.ops[k].seq <= upto {
-		applyOp(&ino.durable, ino.ops[k])
+		applyDurable(ino, ino.ops[k])
 		k++
 	}
 	if k > 0 {
@@ -157,6 +162,14 @@ func flushDir(dir *inode, upto uint64) (changed bool) {
 		dir.dirOps = nil
 	}
 	return changed
+}
+
+// applyDurable applies op to ino's durable contents, counting a rewrite.
+func applyDurable(ino *inode, op fileOp) {
+	if (op.trunc && op.size < ino.durable.Len()) || (!op.trunc && op.off < ino.durable.Len()) {
+		ino.durableRewrites++
+	}
+	applyOp(&ino.durable, op)
 }
 
 func applyOp(c *content, op fileOp) {
