@@ -63,6 +63,14 @@ type TransportConfig struct {
 	// reset or a retransmission timeout, and the connection is redialed.
 	// Default 1s.
 	KeepaliveInterval time.Duration
+	// SilenceTimeout is how long a connection may go without a byte from
+	// its peer before it is taken for dead, closed, and (if we dialed it)
+	// redialed. Both ends write keepalives on an idle connection, so only
+	// a path that holds or drops what is sent goes silent, and TCP alone
+	// may take many minutes to give up on one (its retransmissions back
+	// off to minutes): a learner's image would stop for as long. Default
+	// three KeepaliveIntervals; more than one.
+	SilenceTimeout time.Duration
 }
 
 // Defaults of TransportConfig.
@@ -122,6 +130,12 @@ func (c TransportConfig) withDefaults() (TransportConfig, []string) {
 	}
 	if c.KeepaliveInterval <= 0 {
 		c.KeepaliveInterval = DefaultKeepaliveInterval
+	}
+	if c.SilenceTimeout <= c.KeepaliveInterval {
+		if c.SilenceTimeout != 0 {
+			fixed = append(fixed, "SilenceTimeout")
+		}
+		c.SilenceTimeout = 3 * c.KeepaliveInterval
 	}
 	return c, fixed
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
@@ -38,11 +39,13 @@ type transportConn struct {
 	// come, oldest first. The receiver acks in the order it reads them.
 	acks      []*awaitedAck
 	handshake env.Timer
-	// keepalive is an outbound connection's keepalive timer, armed once
-	// the handshake is done; idle says nothing was written since it last
-	// fired.
+	// keepalive is the connection's keepalive timer, armed once the
+	// handshake is done; idle says nothing was written since it last
+	// fired. heardAt is when the peer last sent anything (the clock's
+	// Elapsed), which the timer holds to SilenceTimeout.
 	keepalive env.Timer
 	idle      bool
+	heardAt   time.Duration
 	// wrote is set once we have written messages: losing the connection
 	// then may have lost some.
 	wrote  bool
@@ -80,6 +83,7 @@ func (tc *transportConn) OnData(p []byte) {
 	if tc.closed {
 		return
 	}
+	tc.heardAt = tc.t.env.Clock.Elapsed()
 	if tc.preambleN < len(transportPreamble) {
 		n := min(len(p), len(transportPreamble)-tc.preambleN)
 		if string(p[:n]) != transportPreamble[tc.preambleN:tc.preambleN+n] {
@@ -194,6 +198,7 @@ func (tc *transportConn) onInboundHello(h transportHello) {
 		return
 	}
 	t.inbound[h.sender] = append(t.inbound[h.sender], tc)
+	tc.armKeepalive()
 	if p := t.peers[h.sender]; p != nil {
 		p.peerConnected()
 	}
@@ -216,13 +221,20 @@ func (tc *transportConn) onOutboundHello(h transportHello) {
 	tc.armKeepalive()
 }
 
-// armKeepalive arms the next keepalive of an outbound connection: one
-// KeepaliveInterval from now, a frame goes out if nothing else did.
+// armKeepalive arms the next keepalive of the connection: one
+// KeepaliveInterval from now, a frame goes out if nothing else did, and a
+// connection that has heard nothing from its peer for SilenceTimeout is
+// failed (both ends write keepalives, so only a path that holds or drops
+// what is sent is that silent).
 func (tc *transportConn) armKeepalive() {
 	tc.idle = true
 	tc.keepalive = tc.t.env.Clock.AfterFunc(tc.t.cfg.KeepaliveInterval, func() {
 		tc.keepalive = nil
 		if tc.closed {
+			return
+		}
+		if silent := tc.t.env.Clock.Elapsed() - tc.heardAt; silent > tc.t.cfg.SilenceTimeout {
+			tc.fail("silent", fmt.Errorf("nothing from raft node %d for %v", tc.peerID, silent.Round(time.Millisecond)))
 			return
 		}
 		if tc.idle && !tc.write(appendKeepalive(nil)) {

@@ -43,8 +43,9 @@ import (
 //	2 message        a raftpb.Message, proto.Marshal'd
 //	3 snapshot ack   index u64 | term u64 of a MsgSnap's snapshot, stepped
 //	4 refusal        a UTF-8 reason; the sender closes after it
-//	5 keepalive      empty; the dialer writes it on a connection idle for
+//	5 keepalive      empty; either end writes it on a connection idle for
 //	                 TransportConfig.KeepaliveInterval, the receiver skips it
+//	                 (a connection silent for SilenceTimeout is closed)
 //
 // The hello is the first frame each way and comes only once. Its receiver
 // id is the id the dialer means to reach: an acceptor with another id

@@ -15,6 +15,7 @@ import (
 	"github.com/sluicemq/sluice/env"
 	"github.com/sluicemq/sluice/raftmeta/quorum"
 	"github.com/sluicemq/sluice/sim/rng"
+	"github.com/sluicemq/sluice/sim/simnet"
 )
 
 var listening3 = []bool{true, true, true}
@@ -605,4 +606,29 @@ func TestKeepalivesOnlyOnIdleConnections(t *testing.T) {
 	c.w.Run(time.Second + 50*time.Millisecond)
 	require.InDelta(t, before+30, conn.writes, 1, "one keepalive per interval on an idle connection")
 	require.Len(t, n2.rec.from(1), 20+1, "a keepalive was stepped as a message")
+}
+
+// TestSilentConnectionIsRedialed: a path that holds what is sent (no reset,
+// no timeout: TCP may retransmit for many minutes) makes the learner's
+// connection to its voter silent; both ends write keepalives, so silence
+// past SilenceTimeout means the path is dead, and the learner redials: the
+// voter's messages reach it again within seconds, not when the hold ends.
+func TestSilentConnectionIsRedialed(t *testing.T) {
+	c := newCluster(t, 20, []bool{true, true, false}, quorum.WithTransportConfig(quorum.TransportConfig{KeepaliveInterval: 200 * time.Millisecond}))
+	n1, learner := c.node(1), c.node(3)
+	c.w.Run(time.Second)
+	c.send(n1, msg(1, 3, raftpb.MsgApp, 1))
+	c.until(time.Second, func() bool { return len(learner.rec.from(1)) == 1 }, "the voter did not reach the learner")
+
+	// An idle connection is not silent: the voter's keepalives keep it.
+	c.w.Run(3 * time.Second)
+	require.Len(t, learner.dialedTo(n1), 1, "an idle connection was taken for dead")
+
+	net := c.w.Net()
+	for _, id := range net.Conns(learner.name, n1.name, 9093) {
+		require.True(t, net.StallConn(id, simnet.BothWays, time.Hour))
+	}
+	c.eventually(3*time.Second, 20*time.Millisecond, func() { c.send(n1, msg(1, 3, raftpb.MsgApp, 2)) },
+		func() bool { return len(learner.rec.from(1)) > 1 }, "the learner did not give up on its silent connection")
+	require.Len(t, learner.dialedTo(n1), 2, "the learner redialed once")
 }
