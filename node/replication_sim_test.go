@@ -32,7 +32,14 @@ func (c *simCluster) leaderOf(i int, topic string, partition int32) int {
 	require.True(c.t, c.world.RunUntil(func() bool {
 		l, ok := c.leaders(i, topic)[partition]
 		leader = l
-		return ok && l >= 0
+		if !ok || l < 0 {
+			return false
+		}
+		// The leader itself must know it leads (node i's image may be
+		// ahead of the leader's), or a request sent there at once finds
+		// no such partition.
+		own, ok := c.leaders(int(l-1), topic)[partition]
+		return ok && own == l
 	}, time.Minute), "no leader of %s-%d", topic, partition)
 	return int(leader - 1)
 }
