@@ -306,18 +306,9 @@ func (n *clusterNemesis) stallRaftTo(i int, d time.Duration) (heal func()) {
 			}
 		}
 	}
-	release := n.hold(i)
-	drawn := r.rec.during(self, "partition", "metadata held (its raft connections stalled), heartbeats flowing")
-	healed := false
-	return func() {
-		if healed {
-			return
-		}
-		healed = true
-		drawn()
+	return n.holdDuring(i, "metadata held (its raft connections stalled), heartbeats flowing", func() {
 		for _, id := range held {
 			net.UnstallConn(id)
 		}
-		release()
-	}
+	})
 }

@@ -436,8 +436,22 @@ func (n *clusterNemesis) cutFromController(i int) (heal func()) {
 			net.PartitionPort(other.name, self, controllerPort)
 		}
 	}
+	return n.holdDuring(i, "cut off from the controller quorum", func() {
+		for j, other := range r.nodes {
+			if j != i {
+				net.HealPort(self, other.name, controllerPort)
+				net.HealPort(other.name, self, controllerPort)
+			}
+		}
+	})
+}
+
+// holdDuring holds node i and draws the fault on the timeline as what,
+// until the heal it returns runs, once: it undoes the fault, then releases
+// i.
+func (n *clusterNemesis) holdDuring(i int, what string, undo func()) (heal func()) {
 	release := n.hold(i)
-	drawn := r.rec.during(self, "partition", "cut off from the controller quorum")
+	drawn := n.r.rec.during(n.r.nodes[i].name, "partition", what)
 	healed := false
 	return func() {
 		if healed {
@@ -445,12 +459,7 @@ func (n *clusterNemesis) cutFromController(i int) (heal func()) {
 		}
 		healed = true
 		drawn()
-		for j, other := range r.nodes {
-			if j != i {
-				net.HealPort(self, other.name, controllerPort)
-				net.HealPort(other.name, self, controllerPort)
-			}
-		}
+		undo()
 		release()
 	}
 }
