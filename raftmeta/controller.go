@@ -170,8 +170,8 @@ func NewController(committed *Image, cfg ControllerConfig, now time.Time, rand e
 	c.commits = c.cfg.CommitTimes
 	if c.commits == nil {
 		c.commits = NewCommitTimes(c.cfg.ImageLagMax)
+		c.commits.Note(committed.Applied, now)
 	}
-	c.commits.Note(committed.Applied, now)
 	return c
 }
 
@@ -234,7 +234,9 @@ func (c *Controller) Pending() int { return len(c.pendingEnds) }
 // and brokers new to it get a full session.
 func (c *Controller) Committed(now time.Time, im *Image) {
 	c.observe(now)
-	c.commits.Note(im.Applied, now)
+	if c.cfg.CommitTimes == nil {
+		c.commits.Note(im.Applied, now) // the node notes its own
+	}
 	for len(c.pendingEnds) > 0 && c.pendingEnds[0] <= im.Applied {
 		c.pendingEnds = c.pendingEnds[1:]
 	}

@@ -153,15 +153,9 @@ func (o *oracle) refresh(dir string, v *durableView) error {
 }
 
 // parse reads the batch headers of s's durable contents past what it has
-// parsed. A segment whose parsed part changed (rewritten in place) is
-// parsed again from the start.
+// parsed. (A segment whose durable bytes changed, DurableInfo.Rewrites, is
+// given a fresh s by refresh, and parsed from the start.)
 func (o *oracle) parse(path string, s *durableSegment, info simfs.DurableInfo) error {
-	if n := len(s.batches); n > 0 {
-		last := s.batches[n-1]
-		if ref, _, err := o.readHeader(path, last.pos); err != nil || ref != last.batchRef {
-			s.parsed, s.batches = 0, nil
-		}
-	}
 	s.info = info
 	for s.parsed+batchHeaderSize <= info.Size {
 		ref, size, err := o.readHeader(path, s.parsed)
