@@ -299,6 +299,43 @@ func TestCheckpointRecoveryPointIsTheDurableEnd(t *testing.T) {
 // write fails, and the next flush's retry too, the checkpoint must not
 // pass the segment; then a power loss leaves the segment to be walked, and
 // a timestamp in its middle is still found there.
+// A time index file cut short after the checkpoint vouched for it (a later
+// process rewrote it and crashed before the rewrite was synced, simulator
+// seed 574) still parses: its last entry is an older max timestamp. The
+// segment's batches after that entry must not be skipped by a timestamp
+// search, nor left to retention.ms.
+func TestTrustedTimeIndexCutShortIsCaught(t *testing.T) {
+	h := newHarness(t, 3)
+	cfg := h.config("t-0")
+	cfg.IndexIntervalBytes = 1 // an entry for every batch
+	l := h.open(cfg)
+	for _, ts := range []int64{1000, 2000, 5000, 3000} {
+		appendLeader(t, l, spec("v").at(ts), 0)
+	}
+	must(t, l.roll())
+	appendLeader(t, l, spec("w").at(6000), 0)
+	h.close(l)
+	// Keep only the time index's first entry (2000 at offset 1; the first
+	// batch gets none, as in Kafka): the prefix a torn rewrite leaves.
+	const name = "t-0/00000000000000000000.timeindex"
+	f, err := h.fs.Open(name)
+	must(t, err)
+	must(t, f.Truncate(timeEntrySize))
+	f.Close()
+	l = h.open(cfg)
+	if l.segs[0].next != 4 || !l.segs[0].maxTsUnconfirmed {
+		t.Fatalf("setup: segment [0, %d) was not trusted whole (unconfirmed %v)", l.segs[0].next, l.segs[0].maxTsUnconfirmed)
+	}
+	res, ok, err := l.OffsetForTimestamp(4000)
+	must(t, err)
+	if !ok || res.Offset != 2 || res.Timestamp != 5000 {
+		t.Fatalf("offset for timestamp 4000: %+v %v, want offset 2 (timestamp 5000)", res, ok)
+	}
+	if l.segs[0].maxTs != 5000 || l.segs[0].maxTsOffset != 2 {
+		t.Fatalf("segment's max timestamp %d at %d after the search, want 5000 at 2", l.segs[0].maxTs, l.segs[0].maxTsOffset)
+	}
+}
+
 func TestRecoveryPointWaitsForARolledSegmentsIndexes(t *testing.T) {
 	h := newHarness(t, 7)
 	cfg := h.config("t-0")

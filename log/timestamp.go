@@ -136,20 +136,42 @@ func (l *Log) MaxTimestamp() (TimestampOffset, bool, error) {
 }
 
 // confirmMaxTs checks a segment's max timestamp that came from its time
-// index file against the batch it names, and rebuilds the indexes from the
-// batches if they disagree: a segment skipped by a timestamp search, or
-// deleted by retention.ms, on a flipped max timestamp would lose records.
+// index file against the batches, and rebuilds the indexes from them if
+// they disagree: a segment skipped by a timestamp search, or deleted by
+// retention.ms, on a wrong max timestamp would lose records. Two ways it
+// can be wrong: an entry flipped (the batch it names says otherwise), and
+// entries lost: a time index file cut short still parses, its last entry
+// an older max. Recovery trusts a segment's index files when the recovery
+// point lies past it, but the files can have changed since the checkpoint
+// vouched for them: a later process that rebuilt them (a read error, a
+// damaged entry) truncated and rewrote them, and a crash before that was
+// synced kept only a prefix (simulator seed 574). So the batches after the
+// one the last entry names are read too, by header: none may carry a
+// newer timestamp. With timestamps that grow, that is the last batch or
+// two; it is done once per segment a process loads.
 func (l *Log) confirmMaxTs(s *segment) error {
 	if !s.maxTsUnconfirmed {
 		return nil
 	}
 	if s.maxTs != noTimestamp {
-		pos, h, err := l.locate(s, s.reader(), s.maxTsOffset)
+		r := s.reader()
+		pos, h, err := l.locate(s, r, s.maxTsOffset)
 		if err != nil {
 			return err
 		}
 		if pos >= s.size || h.lastOffset() != s.maxTsOffset || h.MaxTimestamp != s.maxTs {
 			l.cfg.Logger.Warn("time index disagrees with its segment, rebuilding it", "segment", s.path)
+			return l.rebuildIndexes(s)
+		}
+		newer := false
+		if _, _, err := s.walk(r, pos+h.size(), h.nextOffset(), -1, func(_ int64, h *header) bool {
+			newer = h.MaxTimestamp > s.maxTs
+			return !newer
+		}); err != nil {
+			return err
+		}
+		if newer {
+			l.cfg.Logger.Warn("time index is missing its last entries, rebuilding it", "segment", s.path)
 			return l.rebuildIndexes(s)
 		}
 	}
