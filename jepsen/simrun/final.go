@@ -2,9 +2,12 @@ package simrun
 
 import (
 	"errors"
+	"math"
+	"slices"
 
 	"github.com/sluicemq/sluice/env"
 	"github.com/sluicemq/sluice/jepsen"
+	"github.com/sluicemq/sluice/sim/simfs"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -123,7 +126,79 @@ func (f *finalReader) read(topic *topicInfo, id jepsen.OpID, tp jepsen.TopicPart
 			got = got[:len(got)-1] // a test-only lie: the last write is lost
 		}
 		r.h.FetchOk(id, got)
-		f.next++
-		f.readNext()
+		f.lookUp(tp, segmentMaxTimestamps(r.broker.node.Disk(), tp, got), func() {
+			f.next++
+			f.readNext()
+		})
+	})
+}
+
+// finalLookupsMax bounds the lookups after one partition's final read.
+const finalLookupsMax = 32
+
+// segmentMaxTimestamps returns, for each of tp's segments the broker's
+// disk holds durably (in offset order, at most finalLookupsMax), the
+// newest timestamp among the final read's records in it. A lookup of that
+// timestamp must find a record in the segment or before it: a broker
+// whose idea of a segment's max timestamp is stale (index entries lost to
+// a crash and trusted anyway) skips the segment and answers past it. The
+// simulator knows where segments begin, a client does not: the lookups
+// come where a stale index shows, not by chance.
+func segmentMaxTimestamps(disk *simfs.Disk, tp jepsen.TopicPartition, got []jepsen.Record) []int64 {
+	names, err := disk.ListDurable(partitionDirOf(tp))
+	if err != nil {
+		return nil // no durable directory: nothing rolled to look into
+	}
+	var bases []int64
+	for _, name := range names {
+		if base, ok := segmentBase(name); ok {
+			bases = append(bases, base)
+		}
+	}
+	slices.Sort(bases)
+	var targets []int64
+	i := 0
+	for k, base := range bases {
+		end := int64(math.MaxInt64)
+		if k+1 < len(bases) {
+			end = bases[k+1]
+		}
+		newest, seen := int64(0), false
+		for ; i < len(got) && got[i].Offset < end; i++ {
+			if got[i].Offset >= base && (!seen || got[i].Timestamp > newest) {
+				newest, seen = got[i].Timestamp, true
+			}
+		}
+		if seen && len(targets) < finalLookupsMax {
+			targets = append(targets, newest)
+		}
+	}
+	return targets
+}
+
+// lookUp asks ListOffsets for each timestamp in targets, one after
+// another, then calls done. The answers go into the history, where the
+// offsets check holds them against the final read; a failed lookup is
+// recorded and not retried (nothing should fail once the faults have
+// stopped, and the check needs no answer from it).
+func (f *finalReader) lookUp(tp jepsen.TopicPartition, targets []int64, done func()) {
+	if len(targets) == 0 {
+		done()
+		return
+	}
+	r := f.w.r
+	target := targets[0]
+	r.probes.add("final.lookup_by_time")
+	id := r.h.InvokeListOffsets(f.w.id, tp, target)
+	req := listOffsetsRequest(r.topic, tp.Partition, target, finalListVersion)
+	f.s.do(req, fetchRequestTimeout, func(resp kmsg.Response, err error) {
+		offset, err := listedOffset(resp, err, r.topic, tp.Partition)
+		if err != nil {
+			r.h.Complete(id, err)
+		} else {
+			r.checkListedDurable(tp, target, offset)
+			r.h.ListOffsetsOk(id, offset)
+		}
+		f.lookUp(tp, targets[1:], done)
 	})
 }

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluicemq/sluice/sim"
 	"github.com/sluicemq/sluice/sim/simfs"
 )
 
@@ -21,8 +22,11 @@ import (
 // moment is a named moment of the broker's disk.
 type moment struct {
 	name string
-	// matches says whether ev opens the moment's window.
+	// matches says whether ev opens the moment's window; nil for the
+	// roll's moment, which the nemesis hears itself (rolled).
 	matches func(ev simfs.Event) bool
+	// roll says that a segment rolled opens the window.
+	roll bool
 	// window is when after ev the fault strikes, drawn in [lo, hi): hi is
 	// as long as the window ev opened lasts.
 	window func(ev simfs.Event) (lo, hi time.Duration)
@@ -61,9 +65,9 @@ var moments = []moment{
 	{
 		// A segment rolled: the new segment's entry, the old segment's
 		// last bytes and its index trims are all in flight.
-		name:    "segment_rolled",
-		matches: isRoll,
-		window:  within(3 * time.Millisecond),
+		name:   "segment_rolled",
+		roll:   true,
+		window: within(3 * time.Millisecond),
 	},
 	{
 		// A sync completed while others are still in flight: some of what
@@ -90,14 +94,29 @@ var moments = []moment{
 	},
 }
 
-// isRoll reports whether ev creates a segment after a partition's first.
-func isRoll(ev simfs.Event) bool {
+// rolled reports whether ev creates a segment after the first of its
+// partition's log, and remembers the least segment base created in each
+// directory. A segment's base alone does not say: the metadata log's
+// first segment has base 1 (raft's first index), and a log recreated
+// empty (a metadata quorum formatted again after a crash took it) starts
+// at its first base again, neither of them a roll.
+func (n *nemesis) rolled(ev simfs.Event) bool {
 	if ev.Op != simfs.OpCreate || !ev.Created {
 		return false
 	}
-	_, base, _ := strings.Cut(ev.Name, "/")
-	offset, ok := segmentBase(base)
-	return ok && offset > 0
+	dir, name, _ := strings.Cut(ev.Name, "/")
+	base, ok := segmentBase(name)
+	if !ok {
+		return false
+	}
+	if n.firstBase == nil {
+		n.firstBase = make(map[string]int64)
+	}
+	first, seen := n.firstBase[dir]
+	if !seen || base < first {
+		n.firstBase[dir] = base
+	}
+	return seen && base > first
 }
 
 // momentProbes are the probes of the moments, armed and fired, and of how
@@ -107,6 +126,7 @@ func momentProbes() []string {
 	for _, m := range moments {
 		names = append(names, "moment."+m.name+".armed", "moment."+m.name+".fired")
 	}
+	names = append(names, "moment.kill_then_crash.fired")
 	return names
 }
 
@@ -155,8 +175,9 @@ func (n *nemesis) armMoment(i int) {
 // what the moments are about, and an armed fault whose moment this is
 // strikes at a seeded point inside the window.
 func (n *nemesis) observe(ev simfs.Event) {
+	roll := n.rolled(ev)
 	switch {
-	case isRoll(ev):
+	case roll:
 		n.r.probes.add("disk.segment_rolled")
 	case ev.Op == simfs.OpRename && strings.HasSuffix(ev.Name, "recovery-point-checkpoint"):
 		n.r.probes.add("disk.checkpoint_written")
@@ -167,7 +188,7 @@ func (n *nemesis) observe(ev simfs.Event) {
 		return
 	}
 	for i, a := range n.armed {
-		if a != nil && a.moment.matches(ev) {
+		if a != nil && (a.moment.roll && roll || a.moment.matches != nil && a.moment.matches(ev)) {
 			n.armed[i] = nil
 			n.strikeWithin(a, ev)
 			return // one fault per operation
@@ -187,7 +208,9 @@ func (n *nemesis) strikeWithin(a *armed, ev simfs.Event) {
 		if n.draw() {
 			n.r.probes.add("moment." + a.moment.name + ".fired")
 			n.r.logf("moment %s (%s %s): %s", a.moment.name, ev.Op, ev.Name, a.fault)
+			n.crashAfterKill = a.fault == FaultKill && n.follow.Chance(0.5)
 			n.inject(a.fault)
+			n.crashAfterKill = false
 		}
 		// Armed again a while after: often enough that a run strikes a
 		// moment more than once, not so often that the broker spends the
@@ -197,6 +220,32 @@ func (n *nemesis) strikeWithin(a *armed, ev simfs.Event) {
 				n.armMoment(a.index)
 			}
 		})
+	})
+}
+
+// crashAfterRestart crashes the broker a moment after it restarted from a
+// kill that struck at a moment: the page cache the killed process left is
+// what the new process recovered from, and a broker that took some of it
+// for durable (and so never synced it) loses it now. A kill at a roll left
+// a rolled segment's index entries unsynced; a recovery that trusted them
+// as they were, then this crash, leaves the segment a stale max timestamp.
+// The crash comes soon, before the clients have moved on from what the
+// kill cut short (a lookup aims at the newest timestamps).
+func (n *nemesis) crashAfterRestart(broker *sim.Node) {
+	if !broker.Up() {
+		return
+	}
+	inc := broker.Incarnation()
+	d := time.Millisecond + time.Duration(n.follow.Uint64n(uint64(400*time.Millisecond)))
+	n.r.w.After(d, "nemesis.moment", func() {
+		if n.r.stopping || !broker.Up() || broker.Incarnation() != inc {
+			return
+		}
+		n.r.probes.add("moment.kill_then_crash.fired")
+		n.r.logf("moment kill_then_crash: crash %s after the kill's restart", d)
+		n.crash(broker.Crash)
+		n.r.rec.fault(brokerName, FaultCrash, "after the restart from a kill")
+		n.later(time.Duration(n.follow.Uint64n(uint64(3*time.Second))), func() { n.r.restartIfDown(broker) })
 	})
 }
 

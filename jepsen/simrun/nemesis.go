@@ -30,6 +30,16 @@ type nemesis struct {
 	// armed are the faults waiting for the moments of the broker's disk
 	// (moments.go), by moment: nil where none waits.
 	armed []*armed
+	// firstBase is the least segment base created in each directory of
+	// the broker's disk (rolled).
+	firstBase map[string]int64
+	// follow draws what follows a moment's fault (a crash soon after a
+	// killed broker's restart), apart from rand, so that the rest of a
+	// seed's schedule stays what it was.
+	follow *rng.Rand
+	// crashAfterKill says that the kill being injected is followed by a
+	// crash soon after the broker's restart (moments.go).
+	crashAfterKill bool
 }
 
 type undo struct {
@@ -116,7 +126,13 @@ func (n *nemesis) inject(f Fault) {
 			return
 		}
 		broker.Kill()
-		n.later(n.uniform(0, 3*time.Second), func() { r.restartIfDown(broker) })
+		thenCrash := n.crashAfterKill
+		n.later(n.uniform(0, 3*time.Second), func() {
+			r.restartIfDown(broker)
+			if thenCrash {
+				n.crashAfterRestart(broker)
+			}
+		})
 	case FaultRestart:
 		if !r.broker.running || broker.Paused() {
 			return

@@ -68,7 +68,7 @@ func KnownProbes() []string {
 		"produce.multi_partition", "produce.retry", "produce.ok_after_retry", "produce.info", "produce.fail", "producer.reset",
 		"produce.pipelined", "produce.pipeline_resend", "produce.pipeline_skipped", "produce.pipeline_given_up", "producer.epoch_bump",
 		"consumer.seek", "consumer.list_offsets", "consumer.list_offsets_by_time", "consumer.out_of_range",
-		"consumer.delete_records", "consumer.delete_records_ok", "consumer.below_log_start", "final.from_log_start",
+		"consumer.delete_records", "consumer.delete_records_ok", "consumer.below_log_start", "final.from_log_start", "final.lookup_by_time",
 		"disk.eio", "disk.enospc", "disk.sync_lost", "disk.write_torn", "disk.read_flip", "disk.lost_after_kill", "disk.segment_deleted",
 		"broker.start_failed", "broker.operator_restart",
 		"net.sendfile", "net.sendfile_failed",

@@ -390,7 +390,7 @@ func (r *run) execute() {
 func (r *run) setup() {
 	w := r.w
 	w.Net().SetTimeouts(5*time.Second, 5*time.Second)
-	r.nemesis = &nemesis{r: r, rand: w.Rand("nemesis")}
+	r.nemesis = &nemesis{r: r, rand: w.Rand("nemesis"), follow: w.Rand("nemesis.follow")}
 	cfg := node.DefaultConfig()
 	cfg.Listeners = []node.Listener{{Name: "PLAINTEXT", Host: brokerName, Port: 9092}}
 	cfg.NumPartitions = int32(r.opts.Partitions)
