@@ -48,7 +48,7 @@ func ExampleChecker() {
 		}
 		return slow[:min(len(slow), 1)]
 	}}
-	s := simrun.Run(simrun.Config{Seed: 10, Duration: 5 * time.Second, Checkers: []simrun.Checker{slowProduce}})
+	s := simrun.Run(simrun.Config{Seed: 12, Duration: 5 * time.Second, Checkers: []simrun.Checker{slowProduce}})
 	fmt.Println(s.Result(), s.Findings()[0])
 	// Output: violation failure/slow-produce
 }
