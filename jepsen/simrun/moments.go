@@ -22,11 +22,10 @@ import (
 // moment is a named moment of the broker's disk.
 type moment struct {
 	name string
-	// matches says whether ev opens the moment's window; nil for the
-	// roll's moment, which the nemesis hears itself (rolled).
-	matches func(ev simfs.Event) bool
-	// roll says that a segment rolled opens the window.
-	roll bool
+	// matches says whether ev opens the moment's window; roll is whether
+	// ev rolled a segment, which the nemesis works out as it hears the
+	// disk (rolled).
+	matches func(ev simfs.Event, roll bool) bool
 	// window is when after ev the fault strikes, drawn in [lo, hi): hi is
 	// as long as the window ev opened lasts.
 	window func(ev simfs.Event) (lo, hi time.Duration)
@@ -43,7 +42,7 @@ var moments = []moment{
 		// A sync of a segment issued and not yet completed: a node that
 		// counts it done early loses what it acknowledged.
 		name: "sync_inflight",
-		matches: func(ev simfs.Event) bool {
+		matches: func(ev simfs.Event, _ bool) bool {
 			return ev.Op == simfs.OpSync && !ev.Done && strings.HasSuffix(ev.Name, ".log")
 		},
 		// The second half of the sync: by then what a broker that counted
@@ -55,7 +54,7 @@ var moments = []moment{
 		// A checkpoint renamed over its old version, its directory not
 		// yet synced: a crash may bring back the old one.
 		name: "checkpoint_unsynced",
-		matches: func(ev simfs.Event) bool {
+		matches: func(ev simfs.Event, _ bool) bool {
 			return ev.Op == simfs.OpRename && strings.HasSuffix(ev.Name, "checkpoint")
 		},
 		// The directory's sync is issued at the earliest on the same
@@ -65,9 +64,9 @@ var moments = []moment{
 	{
 		// A segment rolled: the new segment's entry, the old segment's
 		// last bytes and its index trims are all in flight.
-		name:   "segment_rolled",
-		roll:   true,
-		window: within(3 * time.Millisecond),
+		name:    "segment_rolled",
+		matches: func(_ simfs.Event, roll bool) bool { return roll },
+		window:  within(3 * time.Millisecond),
 	},
 	{
 		// A sync completed while others are still in flight: some of what
@@ -76,7 +75,7 @@ var moments = []moment{
 		// its directory). A broker that lets the one vouch for the other
 		// is caught here.
 		name: "partly_durable",
-		matches: func(ev simfs.Event) bool {
+		matches: func(ev simfs.Event, _ bool) bool {
 			return ev.Done && ev.Pending > 0
 		},
 		window: within(simfs.DefaultSyncLatencyMin),
@@ -87,7 +86,7 @@ var moments = []moment{
 		// cut. (Index files shrink at every roll; that is the roll's
 		// moment.)
 		name: "truncation_pending",
-		matches: func(ev simfs.Event) bool {
+		matches: func(ev simfs.Event, _ bool) bool {
 			return ev.Op == simfs.OpTruncate && ev.Shrunk && strings.HasSuffix(ev.Name, ".log")
 		},
 		window: within(3 * time.Millisecond),
@@ -188,7 +187,7 @@ func (n *nemesis) observe(ev simfs.Event) {
 		return
 	}
 	for i, a := range n.armed {
-		if a != nil && (a.moment.roll && roll || a.moment.matches != nil && a.moment.matches(ev)) {
+		if a != nil && a.moment.matches(ev, roll) {
 			n.armed[i] = nil
 			n.strikeWithin(a, ev)
 			return // one fault per operation
